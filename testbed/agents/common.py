@@ -1,0 +1,60 @@
+"""What the worker and PS agents share: the UDP endpoint, readiness handshake, records."""
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from testbed.dataplane.wire import INA_UDP_PORT
+
+SO_RCVBUFFORCE = 33
+SO_SNDBUFFORCE = 32
+
+
+def open_endpoint(ip: str) -> socket.socket:
+    """UDP socket on the INA port, bound to any address so broadcast results arrive too."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    for opt, fallback in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, fallback, 8 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+    sock.bind(("0.0.0.0", INA_UDP_PORT))
+    sock.setblocking(False)
+    return sock
+
+
+def announce_ready_and_wait(run_dir: str, name: str, deadline_s: float) -> float:
+    """Touch ``agents/<name>.ready``, then poll for ``agents/go`` (written once every agent is ready).
+
+    Returns the start time (epoch seconds) the orchestrator wrote into ``go``.
+    """
+    agents = Path(run_dir) / "agents"
+    (agents / f"{name}.ready").write_text(str(os.getpid()))
+    go = agents / "go"
+    limit = time.monotonic() + deadline_s
+    while time.monotonic() < limit:
+        if go.exists():
+            text = go.read_text().strip()
+            if text:
+                return float(text)
+        time.sleep(0.005)
+    raise TimeoutError(f"{name}: no start signal within {deadline_s:.0f}s")
+
+
+class RecordWriter:
+    """One JSON object per line, flushed at once so the orchestrator can follow progress."""
+
+    def __init__(self, run_dir: str, name: str):
+        path = Path(run_dir) / "records" / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "a", buffering=1)
+
+    def write(self, record: dict):
+        self._file.write(json.dumps(record) + "\n")
+
+    def close(self):
+        self._file.close()

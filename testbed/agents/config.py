@@ -1,0 +1,60 @@
+"""Run configs of the agents: plain JSON written by the controller, read by an agent.
+
+One file per agent. Field names carry units. The controller
+(``testbed/controller.py``) is the only writer.
+"""
+
+import json
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class SubmodelPlan:
+    submodel: int
+    elements: int
+    fragments: int
+    seq_offset: int          # first seq of this sub-model within an iteration
+    ps: str                  # owning PS host
+    ps_ip: str
+    agg_node: int = 0        # worker: id of the first aggregation node (switch or PS)
+    agg_ip: str = ""         # worker: where its raw fragments go
+    fanin: int = 1           # worker: contributions that node collects for this sub-model
+    slot_base: int = 0
+    slot_count: int = 0
+
+
+@dataclass
+class AgentConfig:
+    role: str                # "worker" | "ps"
+    name: str
+    ip: str
+    job: str
+    job_id: int
+    seed: int
+    iterations: int
+    lanes: int
+    scale_bits: int
+    gradient_bound: float
+    total_workers: int
+    submodels: list          # SubmodelPlan
+    total_fragments: int     # fragments per worker per iteration (all sub-models)
+    layout: list = field(default_factory=list)    # [(elements, fragments)] of every sub-model of the job
+    worker_index: int = 0    # bitmap bit of a worker
+    workers: list = field(default_factory=list)   # ps: [(index, ip)] of every worker
+    ps_id: int = 0           # ps: its agg_node id
+    compute_time_s: float = 0.0
+    window: int = 64
+    retransmit_timeout_s: float = 0.05
+    run_dir: str = ""        # records, ready and go files live here
+    deadline_s: float = 600.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "AgentConfig":
+        d = json.loads(text)
+        d["submodels"] = [SubmodelPlan(**s) for s in d["submodels"]]
+        d["workers"] = [tuple(w) for w in d["workers"]]
+        d["layout"] = [tuple(x) for x in d["layout"]]
+        return cls(**d)

@@ -1,0 +1,39 @@
+"""Synthetic gradients in fixed point, reproducible from (seed, job, worker, iteration).
+
+A worker and the PS derive the same numbers independently: the worker sends
+them, the PS recomputes the exact sum over all workers and checks the
+aggregate it received bit for bit. Values are uniform in
+[-bound, bound] x 2^scale_bits, drawn directly as integers (a quantised
+uniform gradient), laid out sub-model by sub-model, each sub-model
+zero-padded to whole fragments of ``lanes`` elements.
+"""
+
+import numpy as np
+
+
+def worker_fragments(seed: int, job_id: int, worker_index: int, iteration: int, submodels, lanes: int,
+                     gradient_bound: float, scale_bits: int) -> np.ndarray:
+    """int32 array [total fragments, lanes] of one worker's gradient for one iteration.
+
+    ``submodels``: sequence of (elements, fragments) in sub-model order.
+    """
+    rng = np.random.default_rng([seed, job_id, worker_index, iteration])
+    limit = int(round(gradient_bound * (1 << scale_bits)))
+    total = sum(f for _, f in submodels)
+    out = np.zeros((total, lanes), dtype=np.int32)
+    row = 0
+    for elements, fragments in submodels:
+        flat = out[row:row + fragments].reshape(-1)
+        flat[:elements] = rng.integers(-limit, limit + 1, size=elements, dtype=np.int64).astype(np.int32)
+        row += fragments
+    return out
+
+
+def expected_sum(seed: int, job_id: int, workers: int, iteration: int, submodels, lanes: int,
+                 gradient_bound: float, scale_bits: int) -> np.ndarray:
+    """Exact int64 sum over all workers, [total fragments, lanes]."""
+    total = None
+    for w in range(workers):
+        frags = worker_fragments(seed, job_id, w, iteration, submodels, lanes, gradient_bound, scale_bits)
+        total = frags.astype(np.int64) if total is None else total + frags
+    return total

@@ -1,0 +1,194 @@
+"""Parameter-server agent: completes the global aggregation and checks it bit for bit.
+
+The PS owns some sub-models (the policy's ``ps_of_submodel``). For each of
+their fragments it merges what arrives (raw gradients, switch aggregates,
+bypassed fragments) by contributor bitmap:
+
+- disjoint from what it holds: add (the usual case);
+- a superset of what it holds (a fuller aggregate after a flush): replace;
+- a subset (a duplicate): drop, and if the fragment is complete, send its
+  RESULT again to the packet's contributors (their RESULT was lost);
+- a partial overlap: drop; the senders' retransmissions will resolve it.
+
+When all workers' bits are present the sum is compared with the exact sum
+recomputed from the workers' seeds (``gradients.expected_sum``) and the
+RESULT, carrying the aggregate, goes to every worker. The iteration record
+says whether every fragment was exact; a mismatch is also printed, never
+silently averaged away. Results of the previous iteration are kept to answer
+late retransmissions.
+"""
+
+import select
+import time
+
+import numpy as np
+
+from testbed.agents.common import RecordWriter, announce_ready_and_wait, open_endpoint
+from testbed.agents.gradients import expected_sum
+from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_RESULT, INA_HEADER, INA_HEADER_BYTES,
+                                    INA_UDP_PORT)
+
+FRAME_OVERHEAD_BYTES = 42
+
+
+class ParameterServer:
+    def __init__(self, config, sock, records):
+        self.cfg = config
+        self.sock = sock
+        self.records = records
+        self.full_mask = (1 << config.total_workers) - 1
+        self.owned = {}
+        for p in config.submodels:
+            for k in range(p.fragments):
+                self.owned[p.seq_offset + k] = p.submodel
+        self.worker_addrs = [(ip, INA_UDP_PORT) for _, ip in sorted(config.workers)]
+
+    def send_result(self, iteration, seq, payload_bytes, addrs):
+        cfg = self.cfg
+        header = INA_HEADER.pack(cfg.job_id, FLAG_RESULT, cfg.lanes, 0, cfg.ps_id, 0, cfg.total_workers,
+                                 self.owned.get(seq, 0), iteration, seq, 0, self.full_mask, 0)
+        data = header + payload_bytes
+        for addr in addrs:
+            self.sock.sendto(data, addr)
+
+    def run(self):
+        cfg = self.cfg
+        previous_results = {}
+        t_prev = time.monotonic()
+        for iteration in range(cfg.iterations):
+            record = self.run_iteration(iteration, previous_results, t_prev)
+            t_prev = time.monotonic()
+            previous_results = record.pop("_results")
+            self.records.write(record)
+        print(f"ps {cfg.name}: {cfg.iterations} iterations done; answering late retransmissions", flush=True)
+        self.linger(cfg.iterations - 1, previous_results)
+
+    def linger(self, iteration, results):
+        """Re-send RESULTs of the last iteration to workers whose RESULT was lost, until stopped.
+
+        The orchestrator stops the PS once every worker has finished.
+        """
+        deadline = time.monotonic() + self.cfg.deadline_s
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.sock], [], [], 0.2)
+            if not ready:
+                continue
+            while True:
+                try:
+                    data = self.sock.recv(4096)
+                except BlockingIOError:
+                    break
+                if len(data) < INA_HEADER_BYTES:
+                    continue
+                job, flags, _, _, _, _, _, _, it, seq, _, bitmap, _ = INA_HEADER.unpack_from(data)
+                if job == self.cfg.job_id and flags & FLAG_DATA and it == iteration and seq in results:
+                    self.send_result(it, seq, results[seq], self._addrs(bitmap))
+
+    def run_iteration(self, iteration, previous_results, t_prev):
+        cfg = self.cfg
+        # Expected sums use the whole job's layout: seq numbering is job-wide.
+        expected = expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, iteration, cfg.layout, cfg.lanes,
+                                cfg.gradient_bound, cfg.scale_bits)
+        acc = {}          # seq -> int64 lanes
+        bitmaps = {}      # seq -> contributors held
+        results = {}      # seq -> payload bytes
+        stats = dict(ingress_pkts=0, ingress_bytes=0, raw_pkts=0, aggregate_pkts=0, bypassed_pkts=0,
+                     duplicate_pkts=0, overlap_drops=0, replaced=0, stale_pkts=0, foreign_pkts=0, max_level=0)
+        exact = True
+        mismatches = 0
+        t_first = None
+        deadline = time.monotonic() + cfg.deadline_s
+        sock, recv = self.sock, self.sock.recv
+        owned = self.owned
+        while len(results) < len(owned):
+            ready, _, _ = select.select([sock], [], [], 0.2)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"ps {cfg.name}: iteration {iteration}: {len(owned) - len(results)} of "
+                                   f"{len(owned)} fragments incomplete after {cfg.deadline_s:.0f}s")
+            if not ready:
+                continue
+            while True:
+                try:
+                    data = recv(4096)
+                except BlockingIOError:
+                    break
+                if len(data) < INA_HEADER_BYTES:
+                    continue
+                (job, flags, elems, level, _, _, count, _, it, seq, _, bitmap, _) = INA_HEADER.unpack_from(data)
+                if job != cfg.job_id or not flags & FLAG_DATA:
+                    continue
+                stats["ingress_pkts"] += 1
+                stats["ingress_bytes"] += len(data) + FRAME_OVERHEAD_BYTES
+                if it != iteration:
+                    stats["stale_pkts"] += 1
+                    old = previous_results.get(seq) if it == iteration - 1 else None
+                    if old is not None:
+                        self.send_result(it, seq, old, self._addrs(bitmap))
+                    continue
+                if seq not in owned:
+                    stats["foreign_pkts"] += 1
+                    continue
+                if t_first is None:
+                    t_first = time.monotonic()
+                stats["max_level"] = max(stats["max_level"], level)
+                if flags & FLAG_COLLISION:
+                    stats["bypassed_pkts"] += 1
+                stats["aggregate_pkts" if level else "raw_pkts"] += 1
+                if seq in results:
+                    stats["duplicate_pkts"] += 1
+                    self.send_result(iteration, seq, results[seq], self._addrs(bitmap))
+                    continue
+                lanes = np.frombuffer(data, dtype=">i4", count=min(elems, cfg.lanes),
+                                      offset=INA_HEADER_BYTES).astype(np.int64)
+                held = bitmaps.get(seq, 0)
+                if held & bitmap:
+                    if bitmap & held == held:     # superset: a fuller aggregate
+                        stats["replaced"] += 1
+                        acc[seq] = lanes
+                        bitmaps[seq] = bitmap
+                    else:
+                        stats["duplicate_pkts" if bitmap & held == bitmap else "overlap_drops"] += 1
+                        continue
+                elif held:
+                    acc[seq][:len(lanes)] += lanes
+                    bitmaps[seq] = held | bitmap
+                else:
+                    row = np.zeros(cfg.lanes, dtype=np.int64)
+                    row[:len(lanes)] = lanes
+                    acc[seq] = row
+                    bitmaps[seq] = bitmap
+                if bitmaps[seq] == self.full_mask:
+                    total = acc.pop(seq)
+                    if not np.array_equal(total, expected[seq]):
+                        exact = False
+                        mismatches += 1
+                        if mismatches <= 3:
+                            bad = int(np.flatnonzero(total != expected[seq])[0])
+                            print(f"ps {cfg.name}: iteration {iteration} seq {seq}: aggregate differs from the "
+                                  f"exact sum at lane {bad} ({int(total[bad])} != {int(expected[seq][bad])})",
+                                  flush=True)
+                    payload = total.astype(">i4").tobytes()
+                    results[seq] = payload
+                    self.send_result(iteration, seq, payload, self.worker_addrs)
+        t_done = time.monotonic()
+        return {"iteration": iteration, "t_end": time.time(), "iteration_s": t_done - t_prev,
+                "aggregation_s": t_done - (t_first or t_done), "fragments": len(owned), "exact": exact,
+                "mismatched_fragments": mismatches, **stats, "_results": results}
+
+    def _addrs(self, bitmap):
+        return [addr for i, addr in enumerate(self.worker_addrs) if bitmap >> i & 1]
+
+
+def run(config) -> int:
+    sock = open_endpoint(config.ip)
+    records = RecordWriter(config.run_dir, config.name)
+    try:
+        announce_ready_and_wait(config.run_dir, config.name, config.deadline_s)
+        ps = ParameterServer(config, sock, records)
+        print(f"ps {config.name}: job {config.job}, {len(ps.owned)} fragments/iteration from "
+              f"{config.total_workers} workers", flush=True)
+        ps.run()
+        return 0
+    finally:
+        records.close()
+        sock.close()

@@ -1,0 +1,46 @@
+"""Packet-budget estimate of a scenario (DESIGN.md "Scale and the packet budget").
+
+At 1/1000 scale a 100 Gb/s link is 100 Mb/s, about 37k INA frames/s:
+beyond what a Python or bmv2 switch moves on 2 cores. The estimate: every
+switch port toward a link carries at most that link's rate in INA frames;
+a switch's peak is what its ingress ports can deliver, capped by the rate
+the workers and PSs can inject. When it exceeds the target's measured budget
+the run would measure the machine, not the scheme, so ``inatb validate``
+warns.
+"""
+
+from testbed.dataplane.wire import PAYLOAD_OFFSET
+
+#: Measured sustained forwarding/aggregation rates per switch process (README "Measured figures").
+TARGET_BUDGET_PPS = {"pyswitch": 20000.0, "bmv2": 7000.0}
+
+
+def frame_bytes(lanes: int) -> int:
+    return PAYLOAD_OFFSET + 4 * lanes
+
+
+def peak_pps_per_switch(scenario) -> dict:
+    topo = scenario.topology
+    frame_bits = 8 * frame_bytes(scenario.switch.lanes)
+    active = {h for job in scenario.jobs for h in job.workers + job.ps}
+    injected_pps = sum(topo.host_link(h).rate_bps for h in active) / frame_bits
+    peaks = {}
+    for sw in topo.switches():
+        ingress = 0.0
+        for link in topo.links_of(sw.name):
+            other = topo.neighbor(sw.name, link)
+            if topo.nodes[other].kind == "host" and other not in active:
+                continue
+            ingress += link.rate_bps / frame_bits
+        peaks[sw.name] = min(ingress, injected_pps)
+    return peaks
+
+
+def budget_warnings(scenario, target: str) -> list:
+    budget = TARGET_BUDGET_PPS.get(target, TARGET_BUDGET_PPS["pyswitch"])
+    warnings = []
+    for sw, pps in sorted(peak_pps_per_switch(scenario).items()):
+        if pps > budget:
+            warnings.append(f"switch {sw} may see up to {pps:,.0f} packets/s, beyond the {target} budget of "
+                            f"{budget:,.0f}/s: results would be CPU-bound; lower scale (now {scenario.scale:g})")
+    return warnings

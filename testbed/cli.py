@@ -1,0 +1,146 @@
+"""``inatb``: the command line. The only place that turns typed errors into exit codes.
+
+Commands: run, validate, simulate, report, cleanup, doctor.
+"""
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+
+from testbed.errors import TestbedError
+
+
+def _load(args):
+    from testbed.scenario import load_scenario
+    return load_scenario(args.scenario, args.set or ())
+
+
+def cmd_validate(args) -> int:
+    from testbed.budget import budget_warnings, peak_pps_per_switch
+    scenario = _load(args)
+    topo = scenario.topology
+    print(f"{args.scenario}: valid ({topo.name}: {len(topo.switches())} switches "
+          f"({len(topo.programmable_switches())} programmable), {len(topo.hosts())} hosts; "
+          f"{len(scenario.jobs)} job(s): " + ", ".join(
+              f"{j.name} {j.policy} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
+              f"{j.iterations} it" for j in scenario.jobs) + ")")
+    peaks = peak_pps_per_switch(scenario)
+    busiest = max(peaks, key=peaks.get)
+    print(f"busiest switch {busiest}: up to {peaks[busiest]:,.0f} packets/s")
+    for warning in budget_warnings(scenario, "pyswitch" if scenario.target == "auto" else scenario.target):
+        print(f"warning: {warning}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from testbed.emulation.orchestrator import run_scenario
+    scenario = _load(args)
+    result = run_scenario(scenario, out_root=args.out, target=args.target)
+    print(format_summary(result.summary), file=sys.stderr)
+    print(result.run_dir)
+    return 0 if result.summary["aggregation_exact"] else 8
+
+
+def format_summary(s: dict) -> str:
+    def num(v, fmt):
+        return "n/a" if v is None else format(v, fmt)
+    lines = [f"scenario {s['scenario']} on {s['target']}: {s['status']}, wall {s['wall_s']:.1f}s, "
+             f"aggregation {'exact' if s['aggregation_exact'] else 'NOT exact'}"]
+    for j in s["jobs"]:
+        lines.append(f"  {j['job']} ({j['policy']}): {j['iterations_completed']}/{j['iterations']} iterations, "
+                     f"{num(j['iteration_time_s'], '.3f')} s/iteration, comm {num(j['comm_time_s'], '.3f')} s, "
+                     f"PS ingress {j['ps_ingress_bytes'] / 1e6:.2f} MB, "
+                     f"sending rate {num(j['gradient_sending_rate_bps'] and j['gradient_sending_rate_bps'] / 1e6, '.1f')} Mb/s, "
+                     f"retransmissions {j['retransmitted_packets']}")
+    return "\n".join(lines)
+
+
+def cmd_report(args) -> int:
+    path = Path(args.run_dir) / "summary.json"
+    if not path.exists():
+        raise TestbedError(f"{path}: no summary.json (is this a run directory?)")
+    summary = json.loads(path.read_text())
+    print(format_summary(summary))
+    for table in sorted((Path(args.run_dir) / "iftop").glob("*.txt")):
+        print(f"\n{table.stem}-eth0 (iftop -t layout):\n{table.read_text()}")
+    return 0
+
+
+def cmd_simulate(args) -> int:
+    from testbed.policy import compute_policy
+    try:
+        from testbed import sim
+    except ImportError as exc:
+        raise TestbedError(f"the simulator is not available: {exc}")
+    scenario = _load(args)
+    result = sim.evaluate(scenario, compute_policy(scenario))
+    print(json.dumps(result, indent=2, default=str) if args.json else sim.format_simulation(result))
+    return 0
+
+
+def cmd_cleanup(args) -> int:
+    from testbed.emulation.state import cleanup_stale
+    lines = cleanup_stale()
+    print("\n".join(lines) if lines else "nothing to clean up")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from testbed.doctor import checks
+    ok = True
+    for name, present, detail in checks():
+        print(f"{'ok ' if present else 'MISSING'}  {name}: {detail}")
+        ok &= present or name in ("bmv2 simple_switch", "p4c")
+    return 0 if ok else 1
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="inatb", description="INA Testbed: emulate in-network aggregation")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def scenario_cmd(name, help_text):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("scenario", help="scenario YAML file")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a field by dotted path (jobs.0.policy=atp, scale=0.001, policy=NAME)")
+        return p
+
+    p = scenario_cmd("run", "run a scenario on an emulated network (root)")
+    p.add_argument("--out", default="results", help="results root (default: results)")
+    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.set_defaults(func=cmd_run)
+    scenario_cmd("validate", "check a scenario file without touching the network").set_defaults(func=cmd_validate)
+    p = scenario_cmd("simulate", "evaluate a scenario's policy with the flow-level model")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_simulate)
+    p = sub.add_parser("report", help="print the summary of a run directory")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_report)
+    sub.add_parser("cleanup", help="remove what a crashed run left behind").set_defaults(func=cmd_cleanup)
+    sub.add_parser("doctor", help="tell what this machine has and what each absence costs").set_defaults(
+        func=cmd_doctor)
+    return parser
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return args.func(args)
+    except TestbedError as exc:
+        print(f"inatb {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"inatb {args.command}: interrupted; the network and agents were stopped and removed",
+              file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

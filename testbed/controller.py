@@ -1,0 +1,189 @@
+"""Controller: Policy + Topology -> what each switch and each agent must do.
+
+:func:`plan` returns a :class:`ControlPlan`: one :class:`SwitchConfig` per
+switch (routes, INA filter entries, slot ranges, port shaping, impairments,
+meters, ECN threshold) and one :class:`AgentConfig` per worker and PS. The
+plan is plain data; :func:`testbed.dataplane.runtime.install` pushes a switch
+config through whichever SwitchRuntime the target provides, so nothing here
+knows the target.
+
+Choices:
+
+- Default routes are /32 ``ipv4_lpm`` entries along BFS shortest paths toward
+  every host and every switch INA address (deterministic: ties broken by
+  node order); a policy's explicit ``paths`` become exact ``route`` entries,
+  which the program applies before ``ipv4_lpm``.
+- The destination MAC written by every hop is the final host's MAC, so the
+  frame needs no further rewrite at the last hop (switch INA addresses get
+  the switch's MAC).
+- Slots: each job gets a contiguous range at each switch it aggregates on,
+  in job order; more than the switch has is a PolicyError naming the switch.
+- A switch egress is shaped by the switch itself at the link's rate (hosts
+  shape their own egress with htb): no link direction is shaped twice.
+- Aggregation capacity (GRID's switch processing capacity) becomes the
+  ``agg_capacity`` meter in fragments/s: capacity_bps / (lanes x 32 bits).
+"""
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from testbed.agents.config import AgentConfig, SubmodelPlan
+from testbed.dataplane import program
+from testbed.dataplane.entries import PortImpairment, PortShaping, SwitchConfig, TableEntry
+from testbed.errors import PolicyError
+from testbed.models import fragments_per_submodel
+
+CAPACITY_BURST_OPS = 16
+
+
+@dataclass
+class ControlPlan:
+    switches: dict = field(default_factory=dict)       # switch name -> SwitchConfig
+    agents: list = field(default_factory=list)         # AgentConfig
+    slot_ranges: dict = field(default_factory=dict)    # (job, switch) -> (base, count)
+
+
+def plan(scenario, policy) -> ControlPlan:
+    topo = scenario.topology
+    graph = topo.graph()
+    result = ControlPlan()
+    for sw in topo.switches():
+        result.switches[sw.name] = SwitchConfig(sw.name, sw.node_id)
+    _default_routes(topo, graph, result)
+    _policy_routes(topo, policy, result)
+    _allocate_slots(scenario, policy, result)
+    _ina_filters(scenario, policy, result)
+    _ports(scenario, result)
+    _agents(scenario, policy, result)
+    return result
+
+
+def _forward_entry(table, action, match, mac, port):
+    return TableEntry(table, action, match, (("dstAddr", mac), ("port", port)))
+
+
+def _port_toward(topo, switch, neighbor):
+    links = [l for l in topo.links_of(switch) if topo.neighbor(switch, l) == neighbor]
+    return topo.port(switch, min(links, key=lambda l: l.index))
+
+
+def _default_routes(topo, graph, result):
+    destinations = topo.hosts() + topo.switches()
+    for dst in destinations:
+        paths = nx.single_source_shortest_path(graph, dst.name)
+        for sw in topo.switches():
+            if sw.name == dst.name or sw.name not in paths:
+                continue
+            next_node = paths[sw.name][-2]
+            result.switches[sw.name].entries.append(_forward_entry(
+                "ipv4_lpm", "ipv4_forward", (f"{dst.ip}/32",), dst.mac, _port_toward(topo, sw.name, next_node)))
+
+
+def _policy_routes(topo, policy, result):
+    for job in policy.jobs.values():
+        for key, nodes in sorted(job.paths.items()):
+            src, dst = (topo.node(n) for n in key.split(">"))
+            for here, nxt in zip(nodes, nodes[1:]):
+                node = topo.node(here)
+                if node.kind != "switch":
+                    continue
+                if nxt not in [topo.neighbor(here, l) for l in topo.links_of(here)]:
+                    raise PolicyError(f"{job.scheme}: path {key} uses {here}-{nxt}, which is not a link")
+                result.switches[here].entries.append(_forward_entry(
+                    "route", "route_forward", (src.ip, dst.ip), dst.mac, _port_toward(topo, here, nxt)))
+
+
+def _allocate_slots(scenario, policy, result):
+    used = {}
+    for job in scenario.jobs:
+        for sw, count in sorted(policy.jobs[job.name].slots.items()):
+            base = used.get(sw, 0)
+            if base + count > scenario.switch.slots:
+                raise PolicyError(f"{job.policy}: switch {sw} needs {base + count} aggregator slots for its jobs, "
+                                  f"it has {scenario.switch.slots} (switch.slots)")
+            result.slot_ranges[(job.name, sw)] = (base, count)
+            used[sw] = base + count
+
+
+def _ina_filters(scenario, policy, result):
+    topo = scenario.topology
+    for job in scenario.jobs:
+        jp = policy.jobs[job.name]
+        for sw in jp.aggregating_switches():
+            node = topo.node(sw)
+            if not node.programmable:
+                raise PolicyError(f"{jp.scheme}: job {job.name} aggregates on {sw}, which is not programmable")
+            base, count = result.slot_ranges[(job.name, sw)]
+            for g, nxt in sorted(jp.next_hop[sw].items()):
+                nxt_node = topo.node(nxt)
+                next_base, next_count = result.slot_ranges.get((job.name, nxt), (0, 0))
+                result.switches[sw].entries.append(TableEntry("ina_filter", "ina_aggregate", (job.job_id, node.node_id, g), (
+                    ("switch_addr", node.ip), ("slot_base", base), ("slot_count", count),
+                    ("release_mode", jp.release_mode), ("next_agg_node", nxt_node.node_id),
+                    ("next_fanin", jp.fanin(g, nxt)), ("next_dst", nxt_node.ip),
+                    ("next_slot_base", next_base), ("next_slot_count", next_count),
+                    ("bypass_dst", topo.node(jp.ps_of_submodel[g]).ip))))
+
+
+def _ports(scenario, result):
+    topo, settings = scenario.topology, scenario.switch
+    for link in topo.links:
+        for end in (link.a, link.b):
+            if topo.nodes[end].kind == "switch":
+                result.switches[end].port_shaping.append(
+                    PortShaping(topo.port(end, link), link.rate_bps, settings.queue_depth_pkts))
+    for k, imp in enumerate(scenario.impairments):
+        for link in topo.links:
+            if imp.link != ("*", "*") and {link.a, link.b} != set(imp.link):
+                continue
+            for end in (link.a, link.b):
+                if topo.nodes[end].kind == "switch":
+                    port = topo.port(end, link)
+                    result.switches[end].port_impairments.append(PortImpairment(
+                        port, imp.drop, imp.duplicate, imp.reorder, seed=scenario.seed * 7919 + link.index * 31 + k))
+    for config in result.switches.values():
+        if settings.aggregation_capacity_bps > 0:
+            ops = settings.aggregation_capacity_bps / (settings.lanes * 32)
+            config.meter_rates.append(("agg_capacity", 0, ops, CAPACITY_BURST_OPS))
+        if settings.ecn_threshold_pkts:
+            config.register_writes.append(("ecn_threshold", 0, settings.ecn_threshold_pkts))
+
+
+def _agents(scenario, policy, result):
+    topo, lanes = scenario.topology, scenario.switch.lanes
+    for job in scenario.jobs:
+        jp = policy.jobs[job.name]
+        fragments = fragments_per_submodel(job.submodel_elements, lanes)
+        offsets = [sum(fragments[:g]) for g in range(len(fragments))]
+        total = sum(fragments)
+        common = dict(job=job.name, job_id=job.job_id, seed=scenario.seed, iterations=job.iterations, lanes=lanes,
+                      scale_bits=job.scale_bits, gradient_bound=job.gradient_bound, total_workers=len(job.workers),
+                      total_fragments=total, layout=list(zip(job.submodel_elements, fragments)),
+                      retransmit_timeout_s=job.retransmit_timeout_s,
+                      deadline_s=scenario.run_timeout_s)
+
+        def plan_of(g, worker=None):
+            ps = jp.ps_of_submodel[g]
+            sp = SubmodelPlan(g, job.submodel_elements[g], fragments[g], offsets[g], ps, topo.node(ps).ip)
+            if worker is not None:
+                agg = topo.node(jp.first_hop[worker][g])
+                sp.agg_node, sp.agg_ip, sp.fanin = agg.node_id, agg.ip, jp.fanin(g, agg.name)
+                sp.slot_base, sp.slot_count = result.slot_ranges.get((job.name, agg.name), (0, 0))
+            return sp
+
+        for index, w in enumerate(job.workers):
+            window = job.window
+            for g in range(len(fragments)):
+                count = result.slot_ranges.get((job.name, jp.first_hop[w][g]), (0, 0))[1]
+                if count:
+                    window = min(window, count)
+            result.agents.append(AgentConfig(
+                role="worker", name=w, ip=topo.node(w).ip, worker_index=index,
+                submodels=[plan_of(g, w) for g in range(len(fragments))], compute_time_s=job.compute_time_s,
+                window=window, **common))
+        workers = [(i, topo.node(w).ip) for i, w in enumerate(job.workers)]
+        for ps in job.ps:
+            owned = [plan_of(g) for g in range(len(fragments)) if jp.ps_of_submodel[g] == ps]
+            result.agents.append(AgentConfig(role="ps", name=ps, ip=topo.node(ps).ip, submodels=owned,
+                                             workers=workers, ps_id=topo.node(ps).node_id, **common))

@@ -1,0 +1,171 @@
+"""Declarations of the INA program: every table, action, register, counter and meter.
+
+This is the one list that ``p4/ina.p4`` and the pyswitch model must both
+match (``tests/dataplane/test_program_mirror.py`` reads the P4 source and
+compares). The controller builds entries against these declarations, so an
+entry that names an unknown table, action or parameter is rejected before it
+reaches any switch, identically for both targets.
+
+Names are given without the control instance prefix; bmv2 names them
+``Ingress.<name>`` / ``Egress.<name>`` (``control_of`` says which).
+
+Value kinds: ``ip`` (dotted IPv4 string), ``mac`` (``aa:bb:..``), ``int``.
+"""
+
+from dataclasses import dataclass, field
+
+from testbed.dataplane.wire import DEFAULT_LANES
+
+DEFAULT_SLOTS = 1024     # aggregator slots per switch (p4 `-D INA_SLOTS`)
+MAX_PORTS = 64
+
+#: ina_aggregate's release_mode parameter
+RELEASE_ON_EMIT = 0     # GOAT / GRID / InArt / first-level ATP: free the slot when the aggregate leaves
+RELEASE_ON_RESULT = 1   # ATP: free the slot when the PS's RESULT for its tag passes back
+RELEASE_SHADOW = 2      # SwitchML: two slot copies alternate by the SHADOW bit
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    bits: int
+    kind: str = "int"  # int | ip | mac
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    params: tuple = ()
+
+    def param_names(self):
+        return [p.name for p in self.params]
+
+
+@dataclass(frozen=True)
+class Key:
+    field: str
+    match: str  # exact | lpm | ternary
+    bits: int
+    kind: str = "int"
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    control: str
+    keys: tuple
+    actions: tuple
+    default_action: str
+    size: int = 4096
+
+
+@dataclass(frozen=True)
+class Register:
+    name: str
+    control: str
+    bits: int
+    size_expr: str  # "SLOTS", "SLOTS*LANES", "1", "PORTS"
+
+
+@dataclass(frozen=True)
+class Counter:
+    name: str
+    control: str
+    size_expr: str
+    indices: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Meter:
+    name: str
+    control: str
+    size_expr: str
+    unit: str  # packets | bytes
+
+
+FORWARD_PARAMS = (Param("dstAddr", 48, "mac"), Param("port", 9))
+
+ACTIONS = {
+    a.name: a for a in (
+        Action("ipv4_forward", FORWARD_PARAMS),
+        Action("route_forward", FORWARD_PARAMS),
+        Action("drop"),
+        Action("NoAction"),
+        Action("ina_pass"),
+        Action("ina_aggregate", (
+            Param("switch_addr", 32, "ip"),       # IPv4 source of aggregates this switch emits
+            Param("slot_base", 32),
+            Param("slot_count", 32),
+            Param("release_mode", 8),
+            Param("next_agg_node", 16),
+            Param("next_fanin", 16),
+            Param("next_dst", 32, "ip"),          # next aggregation node's address, or the PS
+            Param("next_slot_base", 32),
+            Param("next_slot_count", 32),
+            Param("bypass_dst", 32, "ip"),        # where collisions / capacity overflow go (the PS)
+        )),
+        Action("ina_multicast", (Param("mcast_grp", 16),)),
+    )
+}
+
+TABLES = {
+    t.name: t for t in (
+        Table("route", "Ingress",
+              (Key("hdr.ipv4.srcAddr", "exact", 32, "ip"), Key("hdr.ipv4.dstAddr", "exact", 32, "ip")),
+              ("route_forward", "NoAction"), "NoAction"),
+        Table("ipv4_lpm", "Ingress", (Key("hdr.ipv4.dstAddr", "lpm", 32, "ip"),),
+              ("ipv4_forward", "drop"), "drop"),
+        Table("ina_filter", "Ingress",
+              (Key("hdr.ina.job", "exact", 16), Key("hdr.ina.agg_node", "exact", 16),
+               Key("hdr.ina.submodel", "exact", 16)),
+              ("ina_aggregate", "ina_pass"), "ina_pass"),
+        Table("ina_result", "Ingress",
+              (Key("hdr.ina.job", "exact", 16), Key("hdr.ipv4.dstAddr", "exact", 32, "ip")),
+              ("ina_multicast", "NoAction"), "NoAction"),
+    )
+}
+
+REGISTERS = {
+    r.name: r for r in (
+        Register("agg_value", "Ingress", 32, "SLOTS*LANES"),
+        Register("agg_bitmap", "Ingress", 64, "SLOTS"),
+        Register("agg_count", "Ingress", 16, "SLOTS"),   # 0 = slot free
+        Register("agg_job", "Ingress", 16, "SLOTS"),
+        Register("agg_iteration", "Ingress", 32, "SLOTS"),
+        Register("agg_seq", "Ingress", 32, "SLOTS"),
+        Register("ecn_threshold", "Egress", 32, "1"),    # queue depth (packets) that marks CE; 0 = off
+    )
+}
+
+STAT_INDICES = {
+    "ina_rx": 0,              # INA packets parsed
+    "aggregated": 1,          # contributions summed into a slot
+    "emitted": 2,             # aggregates emitted (fan-in reached)
+    "duplicate_dropped": 3,   # contribution already in the slot's bitmap
+    "collision_bypassed": 4,  # slot held by another tag: sent on to the PS
+    "capacity_bypassed": 5,   # aggregation capacity (meter) exhausted
+    "malformed_dropped": 6,   # short payload, elems > lanes, bad header
+    "slot_range_dropped": 7,  # slot index outside the job's range
+    "forwarded": 8,           # IPv4 packets forwarded
+    "no_route_dropped": 9,    # no route / lpm entry
+    "ecn_marked": 10,         # CE set on egress
+    "partial_flushed": 11,    # a RETX duplicate flushed a partial aggregate
+    "stale_reclaimed": 12,    # slot of an older iteration of the same job reused
+    "multicast": 13,          # RESULT replicated to a multicast group
+    "retx_bypassed": 14,      # a RETX found no slot holding its tag: sent on to the PS
+}
+
+COUNTERS = {
+    c.name: c for c in (
+        Counter("ina_stats", "Ingress", "STATS", STAT_INDICES),
+        Counter("port_ina_tx", "Egress", "PORTS"),  # INA packets leaving each port
+    )
+}
+
+METERS = {m.name: m for m in (Meter("agg_capacity", "Ingress", "1", "packets"),)}
+
+
+def register_size(register: Register, slots: int = DEFAULT_SLOTS, lanes: int = DEFAULT_LANES) -> int:
+    sizes = {"SLOTS": slots, "SLOTS*LANES": slots * lanes, "1": 1, "PORTS": MAX_PORTS,
+             "STATS": len(STAT_INDICES)}
+    return sizes[register.size_expr]

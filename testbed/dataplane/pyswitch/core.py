@@ -1,0 +1,148 @@
+"""One pyswitch: Ingress + Egress state and the control operations of SwitchRuntime.
+
+``PySwitchCore`` runs in the switch process (behind the Unix control socket)
+and in-process in the packet tests (``LocalRuntime``), so both exercise the
+same code. ``control(request)`` is the single dispatcher of runtime verbs.
+"""
+
+from testbed.dataplane import program
+from testbed.dataplane.entries import TableEntry, validate_entry
+from testbed.dataplane.pyswitch.egress import Egress, Impairment, PortQueue
+from testbed.dataplane.pyswitch.ingress import Ingress, TokenBucket
+from testbed.dataplane.runtime import VerbRuntime
+from testbed.errors import DataplaneError
+
+_REGISTER_ATTRS = {"agg_bitmap", "agg_count", "agg_job", "agg_iteration", "agg_seq"}
+
+
+class PySwitchCore:
+    def __init__(self, name: str = "s", lanes: int = 64, slots: int = program.DEFAULT_SLOTS):
+        self.name = name
+        self.ingress = Ingress(lanes, slots)
+        self.egress = Egress(self.ingress.stats)
+
+    # -- packets -------------------------------------------------------------
+    def receive(self, buf: bytearray, in_port: int, now: float, send):
+        verdict = self.ingress.process(buf, now)
+        if verdict is None:
+            return
+        if isinstance(verdict, int):
+            self.egress.enqueue(verdict, buf, now, send)
+            return
+        for port in verdict:  # multicast: one copy per port, never back out of the ingress port
+            if port != in_port:
+                self.egress.enqueue(port, bytearray(buf), now, send)
+
+    # -- control -------------------------------------------------------------
+    def control(self, request: dict):
+        op = request.get("op")
+        handler = getattr(self, f"_op_{op}", None)
+        if handler is None:
+            raise DataplaneError(f"unknown control operation {op!r}")
+        args = {k: v for k, v in request.items() if k != "op"}
+        try:
+            return handler(**args)
+        except TypeError as exc:
+            raise DataplaneError(f"{op}: bad arguments ({exc})")
+
+    def _op_ping(self):
+        return {"switch": self.name, "lanes": self.ingress.lanes, "slots": self.ingress.slots}
+
+    def _op_table_add(self, table, action, match, params):
+        entry = TableEntry(table, action, tuple(match), tuple(tuple(p) for p in params))
+        validate_entry(entry)
+        prepared = self.ingress.prepare_params(action, entry.params)
+        return self.ingress.tables[table].add(entry.match, action, prepared)
+
+    def _op_table_clear(self, table):
+        if table not in self.ingress.tables:
+            raise DataplaneError(f"unknown table {table!r}")
+        self.ingress.tables[table].clear()
+
+    def _register(self, name, index=None):
+        decl = program.REGISTERS.get(name)
+        if decl is None:
+            raise DataplaneError(f"unknown register {name!r}; the program has {', '.join(sorted(program.REGISTERS))}")
+        size = program.register_size(decl, self.ingress.slots, self.ingress.lanes)
+        if index is not None and not 0 <= index < size:
+            raise DataplaneError(f"register {name}: index {index} out of range [0, {size})")
+        return decl, size
+
+    def _op_register_read(self, name, index):
+        self._register(name, index)
+        if name == "agg_value":
+            return int(self.ingress.agg_value[index // self.ingress.lanes, index % self.ingress.lanes])
+        if name == "ecn_threshold":
+            return self.egress.ecn_threshold[index]
+        return getattr(self.ingress, name)[index]
+
+    def _op_register_write(self, name, index, value):
+        decl, _ = self._register(name, index)
+        if not 0 <= int(value) < (1 << decl.bits):
+            raise DataplaneError(f"register {name}: value {value} does not fit bit<{decl.bits}>")
+        if name == "agg_value":
+            lanes = self.ingress.lanes
+            self.ingress.agg_value[index // lanes, index % lanes] = int(value) - (1 << 32) * (int(value) >= 1 << 31)
+        elif name == "ecn_threshold":
+            self.egress.ecn_threshold[index] = int(value)
+        else:
+            getattr(self.ingress, name)[index] = int(value)
+
+    def _op_register_reset(self, name):
+        self._register(name)
+        if name == "agg_value":
+            self.ingress.agg_value[:] = 0
+        elif name == "ecn_threshold":
+            self.egress.ecn_threshold[0] = 0
+        else:
+            values = getattr(self.ingress, name)
+            values[:] = [0] * len(values)
+
+    def _op_counter_read(self, name, index):
+        if name == "ina_stats":
+            if not 0 <= index < len(self.ingress.stats):
+                raise DataplaneError(f"counter ina_stats: index {index} out of range")
+            return [self.ingress.stats[index], 0]
+        if name == "port_ina_tx":
+            if not 0 <= index < program.MAX_PORTS:
+                raise DataplaneError(f"counter port_ina_tx: index {index} out of range")
+            return [self.egress.port_ina_tx[index], 0]
+        raise DataplaneError(f"unknown counter {name!r}")
+
+    def _op_stats(self):
+        stats = {name: self.ingress.stats[i] for name, i in program.STAT_INDICES.items()}
+        stats["port_ina_tx"] = {p: c for p, c in enumerate(self.egress.port_ina_tx) if c}
+        stats["queue_dropped"] = {p: q.dropped for p, q in self.egress.queues.items()}
+        stats["impairment"] = {p: {"dropped": i.dropped, "duplicated": i.duplicated, "reordered": i.reordered}
+                               for p, i in self.egress.impairments.items()}
+        return stats
+
+    def _op_mc_group_create(self, group_id, ports):
+        self.ingress.mc_groups[int(group_id)] = tuple(int(p) for p in ports)
+
+    def _op_meter_set_rates(self, name, index, rate_per_s, burst):
+        if name not in program.METERS or index != 0:
+            raise DataplaneError(f"unknown meter {name}[{index}]")
+        self.ingress.agg_capacity = TokenBucket(rate_per_s, burst) if rate_per_s > 0 else None
+
+    def _op_set_port_shaping(self, port, rate_bps, depth_pkts):
+        if rate_bps <= 0:
+            self.egress.queues.pop(port, None)
+        else:
+            self.egress.queues[port] = PortQueue(rate_bps, depth_pkts)
+
+    def _op_set_port_impairment(self, port, drop, duplicate, reorder, seed):
+        for label, value in (("drop", drop), ("duplicate", duplicate), ("reorder", reorder)):
+            if not 0.0 <= value < 1.0:
+                raise DataplaneError(f"port {port}: {label} probability {value} outside [0, 1)")
+        self.egress.impairments[port] = Impairment(drop, duplicate, reorder, seed)
+
+
+class LocalRuntime(VerbRuntime):
+    """SwitchRuntime over an in-process PySwitchCore (packet tests, benchmarks)."""
+
+    def __init__(self, core: PySwitchCore):
+        self.core = core
+
+    def call(self, op: str, **args):
+        return self.core.control({"op": op, **args})

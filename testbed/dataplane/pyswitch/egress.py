@@ -1,0 +1,147 @@
+"""``Egress`` control and the traffic manager of pyswitch.
+
+bmv2 shapes each egress port with ``set_queue_rate`` (packets/s) and
+``set_queue_depth`` (packets); the P4 egress pipeline then sees
+``standard_metadata.enq_qdepth``, the queue depth when the packet was
+enqueued, and marks IPv4 CE when it reaches ``ecn_threshold``
+(DCTCP-style, REFERENCE.md). pyswitch keeps the same semantics with a
+byte-accurate token bucket per port (``rate_bps``), tail drop past the depth,
+and the same marking rule on ECN-capable packets (ECT(0)/ECT(1)).
+
+Loss, duplication and reordering per port are pyswitch-only (netem is
+missing on these machines): drawn from a seeded RNG per port so a run is
+repeatable. Reordering holds a packet back and releases it after the next one.
+
+The IPv4 header checksum is recomputed here, once, after every header change
+(the P4 program's ``update_checksum`` in its deparser).
+"""
+
+import collections
+import random
+import struct
+
+from testbed.dataplane import program
+from testbed.dataplane.wire import INA_UDP_PORT
+
+_H10 = struct.Struct("!10H")
+ST_ECN = program.STAT_INDICES["ecn_marked"]
+
+
+def fix_ipv4_checksum(buf: bytearray):
+    buf[24] = buf[25] = 0
+    total = sum(_H10.unpack_from(buf, 14))
+    total = (total & 0xFFFF) + (total >> 16)
+    total = (total & 0xFFFF) + (total >> 16)
+    csum = (~total) & 0xFFFF
+    buf[24] = csum >> 8
+    buf[25] = csum & 0xFF
+
+
+class PortQueue:
+    """Egress queue of one port: token bucket (bytes) + FIFO, tail drop at depth."""
+
+    def __init__(self, rate_bps: float, depth_pkts: int):
+        self.rate_bytes_per_s = rate_bps / 8.0
+        self.depth_pkts = max(1, depth_pkts)
+        # One full-size frame of burst: the link never sends faster than its rate for long.
+        self.burst_bytes = 1600.0
+        self.tokens = self.burst_bytes
+        self.last = None
+        self.queue = collections.deque()
+        self.dropped = 0
+
+    def refill(self, now: float):
+        if self.last is not None:
+            self.tokens = min(self.burst_bytes, self.tokens + (now - self.last) * self.rate_bytes_per_s)
+        self.last = now
+
+    def next_departure(self, now: float) -> float:
+        """Time at which the head of the queue may leave (now if it may now)."""
+        if not self.queue:
+            return float("inf")
+        need = len(self.queue[0]) - self.tokens
+        return now if need <= 0 else now + need / self.rate_bytes_per_s
+
+
+class Impairment:
+    def __init__(self, drop: float, duplicate: float, reorder: float, seed: int):
+        self.drop, self.duplicate, self.reorder = drop, duplicate, reorder
+        self.rng = random.Random(seed)
+        self.held = None
+        self.dropped = self.duplicated = self.reordered = 0
+
+    def apply(self, buf):
+        """Frames to send now, in order, for one frame offered."""
+        rng = self.rng
+        if self.drop and rng.random() < self.drop:
+            self.dropped += 1
+            return ()
+        out = [buf]
+        if self.duplicate and rng.random() < self.duplicate:
+            self.duplicated += 1
+            out.append(bytearray(buf))
+        if self.held is not None:
+            out.append(self.held)
+            self.held = None
+        elif self.reorder and rng.random() < self.reorder:
+            self.reordered += 1
+            self.held = out.pop(0)
+        return out
+
+
+class Egress:
+    """Per-port ECN marking, INA egress counting, impairments and shaping."""
+
+    def __init__(self, stats):
+        self.stats = stats
+        self.ecn_threshold = [0]
+        self.port_ina_tx = [0] * program.MAX_PORTS
+        self.queues = {}        # port -> PortQueue
+        self.impairments = {}   # port -> Impairment
+
+    def qdepth(self, port: int) -> int:
+        q = self.queues.get(port)
+        return len(q.queue) if q else 0
+
+    def enqueue(self, port: int, buf: bytearray, now: float, send):
+        """Egress pipeline for one packet, then the port's queue or the wire (``send(port, buf)``)."""
+        queue = self.queues.get(port)
+        depth = len(queue.queue) if queue is not None else 0
+        threshold = self.ecn_threshold[0]
+        if threshold and depth >= threshold and (buf[15] & 3) in (1, 2):
+            buf[15] |= 3
+            self.stats[ST_ECN] += 1
+        if len(buf) >= 42 and buf[23] == 17 and buf[36] == INA_UDP_PORT >> 8 and buf[37] == INA_UDP_PORT & 0xFF:
+            if port < program.MAX_PORTS:
+                self.port_ina_tx[port] += 1
+        fix_ipv4_checksum(buf)
+        frames = (buf,)
+        imp = self.impairments.get(port)
+        if imp is not None:
+            frames = imp.apply(buf)
+        for frame in frames:
+            if queue is None:
+                send(port, frame)
+                continue
+            queue.refill(now)
+            if not queue.queue and queue.tokens >= len(frame):
+                queue.tokens -= len(frame)
+                send(port, frame)
+            elif len(queue.queue) >= queue.depth_pkts:
+                queue.dropped += 1
+            else:
+                queue.queue.append(frame)
+
+    def drain(self, now: float, send) -> float:
+        """Send what the shapers allow now; return the next time something may leave."""
+        earliest = float("inf")
+        for port, queue in self.queues.items():
+            if not queue.queue:
+                continue
+            queue.refill(now)
+            while queue.queue and queue.tokens >= len(queue.queue[0]):
+                frame = queue.queue.popleft()
+                queue.tokens -= len(frame)
+                send(port, frame)
+            earliest = min(earliest, queue.next_departure(now))
+        return earliest

@@ -1,0 +1,169 @@
+"""SwitchRuntime: how the controller talks to a running switch, whatever the target.
+
+Method names follow bmv2's runtime API (``table_add``, ``register_read``,
+``mc_mgrp_create`` ...), so the bmv2 Thrift implementation is a thin mapping
+and the pyswitch client speaks the same verbs over a Unix socket. Nothing
+above this interface knows which target runs.
+
+:func:`install` pushes a :class:`SwitchConfig` through any runtime.
+"""
+
+import abc
+import json
+import socket
+import time
+
+from testbed.dataplane.entries import SwitchConfig, TableEntry, validate_entry
+from testbed.errors import DataplaneError
+
+
+class SwitchRuntime(abc.ABC):
+    """Control-plane handle of one switch."""
+
+    @abc.abstractmethod
+    def table_add(self, entry: TableEntry) -> int: ...
+
+    @abc.abstractmethod
+    def table_clear(self, table: str) -> None: ...
+
+    @abc.abstractmethod
+    def register_read(self, name: str, index: int) -> int: ...
+
+    @abc.abstractmethod
+    def register_write(self, name: str, index: int, value: int) -> None: ...
+
+    @abc.abstractmethod
+    def register_reset(self, name: str) -> None: ...
+
+    @abc.abstractmethod
+    def counter_read(self, name: str, index: int) -> tuple: ...
+
+    @abc.abstractmethod
+    def mc_group_create(self, group_id: int, ports) -> None: ...
+
+    @abc.abstractmethod
+    def meter_set_rates(self, name: str, index: int, rate_per_s: float, burst: int) -> None: ...
+
+    @abc.abstractmethod
+    def set_port_shaping(self, port: int, rate_bps: float, depth_pkts: int) -> None: ...
+
+    def set_port_impairment(self, port: int, drop: float, duplicate: float, reorder: float, seed: int) -> None:
+        raise DataplaneError(f"{type(self).__name__} cannot inject loss/duplication/reordering; use target pyswitch")
+
+    def close(self) -> None:
+        pass
+
+
+def install(config: SwitchConfig, runtime: SwitchRuntime) -> None:
+    """Push every part of ``config`` through ``runtime`` (entries validated first)."""
+    for entry in config.entries:
+        validate_entry(entry)
+    for entry in config.entries:
+        runtime.table_add(entry)
+    for group in config.multicast_groups:
+        runtime.mc_group_create(group.group_id, group.ports)
+    for name, index, value in config.register_writes:
+        runtime.register_write(name, index, value)
+    for name, index, rate, burst in config.meter_rates:
+        runtime.meter_set_rates(name, index, rate, burst)
+    for shaping in config.port_shaping:
+        runtime.set_port_shaping(shaping.port, shaping.rate_bps, shaping.depth_pkts)
+    for imp in config.port_impairments:
+        runtime.set_port_impairment(imp.port, imp.drop, imp.duplicate, imp.reorder, imp.seed)
+
+
+class VerbRuntime(SwitchRuntime):
+    """A runtime whose verbs are JSON-able requests handled by ``call`` (pyswitch, in or out of process)."""
+
+    @abc.abstractmethod
+    def call(self, op: str, **args): ...
+
+    def table_add(self, entry: TableEntry) -> int:
+        return self.call("table_add", table=entry.table, action=entry.action,
+                         match=list(entry.match), params=[list(p) for p in entry.params])
+
+    def table_clear(self, table: str) -> None:
+        self.call("table_clear", table=table)
+
+    def register_read(self, name: str, index: int) -> int:
+        return self.call("register_read", name=name, index=index)
+
+    def register_write(self, name: str, index: int, value: int) -> None:
+        self.call("register_write", name=name, index=index, value=value)
+
+    def register_reset(self, name: str) -> None:
+        self.call("register_reset", name=name)
+
+    def counter_read(self, name: str, index: int) -> tuple:
+        return tuple(self.call("counter_read", name=name, index=index))
+
+    def counters(self) -> dict:
+        """All ``ina_stats`` counters by name, and per-port INA egress packets."""
+        return self.call("stats")
+
+    def mc_group_create(self, group_id: int, ports) -> None:
+        self.call("mc_group_create", group_id=group_id, ports=list(ports))
+
+    def meter_set_rates(self, name: str, index: int, rate_per_s: float, burst: int) -> None:
+        self.call("meter_set_rates", name=name, index=index, rate_per_s=rate_per_s, burst=burst)
+
+    def set_port_shaping(self, port: int, rate_bps: float, depth_pkts: int) -> None:
+        self.call("set_port_shaping", port=port, rate_bps=rate_bps, depth_pkts=depth_pkts)
+
+    def set_port_impairment(self, port, drop, duplicate, reorder, seed) -> None:
+        self.call("set_port_impairment", port=port, drop=drop, duplicate=duplicate, reorder=reorder, seed=seed)
+
+
+class PySwitchRuntime(VerbRuntime):
+    """Client of a pyswitch process: one JSON request per line over its Unix control socket."""
+
+    def __init__(self, socket_path: str, switch: str = "?", timeout_s: float = 10.0):
+        self.switch = switch
+        self.socket_path = socket_path
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout_s)
+        try:
+            self._sock.connect(socket_path)
+        except OSError as exc:
+            self._sock.close()
+            raise DataplaneError(f"switch {switch}: cannot reach pyswitch control socket {socket_path}: {exc}")
+        self._file = self._sock.makefile("rwb")
+
+    @classmethod
+    def wait_for(cls, socket_path: str, switch: str, timeout_s: float, alive=lambda: True) -> "PySwitchRuntime":
+        """Poll until the switch answers ``ping`` (readiness by polling, not by sleeping)."""
+        deadline = time.monotonic() + timeout_s
+        last_error = None
+        while time.monotonic() < deadline:
+            if not alive():
+                raise DataplaneError(f"switch {switch}: pyswitch exited during start-up")
+            try:
+                runtime = cls(socket_path, switch, timeout_s=timeout_s)
+                runtime.call("ping")
+                return runtime
+            except (DataplaneError, OSError) as exc:
+                last_error = exc
+                time.sleep(0.02)
+        raise DataplaneError(f"switch {switch}: pyswitch not ready after {timeout_s:.0f}s ({last_error})")
+
+    def call(self, op: str, **args):
+        request = json.dumps({"op": op, **args}).encode() + b"\n"
+        try:
+            self._file.write(request)
+            self._file.flush()
+            line = self._file.readline()
+        except OSError as exc:
+            raise DataplaneError(f"switch {self.switch}: control request {op} failed: {exc}")
+        if not line:
+            raise DataplaneError(f"switch {self.switch}: control socket closed during {op}")
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise DataplaneError(f"switch {self.switch}: {reply.get('error', 'unknown error')}")
+        return reply.get("result")
+
+    def close(self) -> None:
+        try:
+            self._file.close()
+            self._sock.close()
+        except OSError:
+            pass

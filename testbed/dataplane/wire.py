@@ -1,0 +1,250 @@
+"""The INA wire contract: header codec, fixed-point gradients, frame helpers.
+
+Packet layout (DESIGN.md, "Wire contract")::
+
+    Ethernet (14) / IPv4 (20, no options) / UDP (8, dst port 40000) /
+    INA header (38) / payload: ``elems`` signed 32-bit big-endian lanes
+
+The INA header fields, in order and network byte order:
+
+=========  ====  ==========================================================
+job        16    job id (multi-tenant)
+flags      16    see the ``FLAG_*`` constants
+elems       8    lanes in the payload
+level       8    aggregation levels this packet has passed (0 = raw)
+agg_node   16    aggregation node chosen by the policy (switch id or PS id)
+fanin      16    contributions the aggregation node must collect
+count      16    contributions already summed into this packet
+submodel   16    sub-model (layer group) id
+iteration  32    training iteration
+seq        32    fragment index within the job's iteration
+slot       32    aggregator index at the aggregation node
+bitmap     64    contributors (bit i = worker i of the job)
+progress   32    PA-ATP progress sum
+=========  ====  ==========================================================
+
+The fast paths (agents, pyswitch) use the ``struct`` objects below directly;
+:class:`InaHeader` is the readable form for tests, tools and logs. A scapy
+layer for pcaps lives in :mod:`testbed.dataplane.scapy_ina`, never imported by
+a fast path.
+"""
+
+import socket
+import struct
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+INA_UDP_PORT = 40000
+ETH_HEADER_BYTES = 14
+IPV4_HEADER_BYTES = 20
+UDP_HEADER_BYTES = 8
+INA_HEADER = struct.Struct("!HHBBHHHHIIIQI")
+INA_HEADER_BYTES = INA_HEADER.size  # 38
+LANE_BYTES = 4
+DEFAULT_LANES = 64  # elements per fragment in every paper; p4 `-D INA_LANES`
+#: Offsets in a full Ethernet frame.
+IPV4_OFFSET = ETH_HEADER_BYTES
+UDP_OFFSET = IPV4_OFFSET + IPV4_HEADER_BYTES
+INA_OFFSET = UDP_OFFSET + UDP_HEADER_BYTES
+PAYLOAD_OFFSET = INA_OFFSET + INA_HEADER_BYTES  # 80
+
+FLAG_DATA = 0x0001        # a gradient contribution (raw or partial aggregate)
+FLAG_GACK = 0x0002        # per-gradient ack (PA-ATP)
+FLAG_RESULT = 0x0004      # aggregate result / AACK travelling back to workers
+FLAG_RETX = 0x0008        # retransmission by a worker
+FLAG_ECN_ECHO = 0x0010    # congestion seen, echoed to the sender
+FLAG_AECN = 0x0020        # aggregation-ECN (PA-ATP)
+FLAG_COLLISION = 0x0040   # slot held by another tag: bypassed toward the PS
+FLAG_OVERFLOW = 0x0080    # value overflow (ATP)
+FLAG_LAST = 0x0100        # last fragment of the iteration from this sender
+FLAG_SHADOW = 0x0200      # SwitchML slot version (shadow copy)
+FLAG_CAPACITY = 0x0400    # switch aggregation capacity exhausted: bypassed
+
+FLAG_NAMES = {
+    FLAG_DATA: "DATA", FLAG_GACK: "GACK", FLAG_RESULT: "RESULT", FLAG_RETX: "RETX",
+    FLAG_ECN_ECHO: "ECN_ECHO", FLAG_AECN: "AECN", FLAG_COLLISION: "COLLISION",
+    FLAG_OVERFLOW: "OVERFLOW", FLAG_LAST: "LAST", FLAG_SHADOW: "SHADOW",
+    FLAG_CAPACITY: "CAPACITY",
+}
+
+MAX_WORKERS_PER_JOB = 64  # one bitmap bit per worker
+
+
+class WireError(ValueError):
+    """A packet does not follow the wire contract."""
+
+
+@dataclass
+class InaHeader:
+    job: int = 0
+    flags: int = FLAG_DATA
+    elems: int = DEFAULT_LANES
+    level: int = 0
+    agg_node: int = 0
+    fanin: int = 1
+    count: int = 1
+    submodel: int = 0
+    iteration: int = 0
+    seq: int = 0
+    slot: int = 0
+    bitmap: int = 0
+    progress: int = 0
+
+    def pack(self) -> bytes:
+        return INA_HEADER.pack(*(getattr(self, f.name) for f in fields(self)))
+
+    @classmethod
+    def unpack(cls, data, offset: int = 0) -> "InaHeader":
+        if len(data) - offset < INA_HEADER_BYTES:
+            raise WireError(f"INA header needs {INA_HEADER_BYTES} bytes, got {len(data) - offset}")
+        return cls(*INA_HEADER.unpack_from(data, offset))
+
+    def flag_names(self):
+        return [name for bit, name in FLAG_NAMES.items() if self.flags & bit]
+
+
+# --- fixed point ----------------------------------------------------------
+
+def choose_scale_bits(workers: int, gradient_bound: float) -> int:
+    """Largest ``scale_bits`` such that the sum of ``workers`` values bounded by
+    ``gradient_bound`` in magnitude cannot overflow int32 (DESIGN.md: choose the
+    scale per job so the sum over all workers cannot overflow)."""
+    if workers < 1 or gradient_bound <= 0:
+        raise ValueError("workers must be >= 1 and gradient_bound > 0")
+    bits = 0
+    while workers * gradient_bound * 2.0 ** (bits + 1) <= 2**31 - 1 and bits < 30:
+        bits += 1
+    if workers * gradient_bound * 2.0**bits > 2**31 - 1:
+        raise ValueError(f"{workers} workers x bound {gradient_bound} overflow int32 even unscaled")
+    return bits
+
+
+def check_sum_fits(workers: int, gradient_bound: float, scale_bits: int) -> bool:
+    return workers * round(gradient_bound * 2**scale_bits) <= 2**31 - 1
+
+
+def to_fixed(values: np.ndarray, scale_bits: int) -> np.ndarray:
+    """float -> int32 lanes (round to nearest)."""
+    return np.rint(np.asarray(values, dtype=np.float64) * (1 << scale_bits)).astype(np.int32)
+
+
+def from_fixed(lanes: np.ndarray, scale_bits: int) -> np.ndarray:
+    return np.asarray(lanes, dtype=np.float64) / (1 << scale_bits)
+
+
+def lanes_to_bytes(lanes: np.ndarray) -> bytes:
+    return np.asarray(lanes, dtype=">i4").tobytes()
+
+
+def bytes_to_lanes(data, elems: int, offset: int = 0) -> np.ndarray:
+    if len(data) - offset < elems * LANE_BYTES:
+        raise WireError(f"payload holds {(len(data) - offset) // LANE_BYTES} lanes, header says {elems}")
+    return np.frombuffer(data, dtype=">i4", count=elems, offset=offset)
+
+
+def fragment(values: np.ndarray, lanes: int = DEFAULT_LANES) -> np.ndarray:
+    """Split a 1-D int32 tensor into rows of ``lanes``, zero-padding the last one."""
+    n = len(values)
+    rows = max(1, -(-n // lanes))
+    out = np.zeros(rows * lanes, dtype=np.int32)
+    out[:n] = values
+    return out.reshape(rows, lanes)
+
+
+def fragments_of(elements: int, lanes: int = DEFAULT_LANES) -> int:
+    return max(1, -(-elements // lanes))
+
+
+# --- addresses and frames -------------------------------------------------
+
+def ip_to_int(ip: str) -> int:
+    return struct.unpack("!I", socket.inet_aton(ip))[0]
+
+
+def int_to_ip(value: int) -> str:
+    return socket.inet_ntoa(struct.pack("!I", value))
+
+
+def mac_to_bytes(mac: str) -> bytes:
+    parts = mac.split(":")
+    if len(parts) != 6:
+        raise WireError(f"bad MAC address {mac!r}")
+    return bytes(int(p, 16) for p in parts)
+
+
+def bytes_to_mac(data: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in data)
+
+
+def ipv4_checksum(header: bytes) -> int:
+    """RFC 1071 checksum of a 20-byte IPv4 header whose checksum field is zero."""
+    total = sum(struct.unpack("!10H", header))
+    total = (total & 0xFFFF) + (total >> 16)
+    total = (total & 0xFFFF) + (total >> 16)
+    return (~total) & 0xFFFF
+
+
+def build_ipv4_udp(src_ip: str, dst_ip: str, payload: bytes, src_port: int = INA_UDP_PORT,
+                   dst_port: int = INA_UDP_PORT, ttl: int = 64, ecn: int = 0, ident: int = 0) -> bytes:
+    """IPv4 + UDP (checksum 0) around ``payload``."""
+    total = IPV4_HEADER_BYTES + UDP_HEADER_BYTES + len(payload)
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, ecn & 3, total, ident, 0, ttl, 17, 0,
+                               socket.inet_aton(src_ip), socket.inet_aton(dst_ip)))
+    struct.pack_into("!H", ip, 10, ipv4_checksum(bytes(ip)))
+    udp = struct.pack("!HHHH", src_port, dst_port, UDP_HEADER_BYTES + len(payload), 0)
+    return bytes(ip) + udp + payload
+
+
+def build_frame(dst_mac: str, src_mac: str, src_ip: str, dst_ip: str, payload: bytes, **ip_kwargs) -> bytes:
+    return mac_to_bytes(dst_mac) + mac_to_bytes(src_mac) + b"\x08\x00" + build_ipv4_udp(
+        src_ip, dst_ip, payload, **ip_kwargs)
+
+
+def build_ina_frame(dst_mac: str, src_mac: str, src_ip: str, dst_ip: str, header: InaHeader,
+                    lanes=None, **ip_kwargs) -> bytes:
+    if lanes is None:
+        lanes = np.zeros(header.elems, dtype=np.int32)
+    return build_frame(dst_mac, src_mac, src_ip, dst_ip, header.pack() + lanes_to_bytes(lanes), **ip_kwargs)
+
+
+@dataclass
+class ParsedFrame:
+    dst_mac: str
+    src_mac: str
+    src_ip: str
+    dst_ip: str
+    ttl: int
+    ecn: int
+    dst_port: int
+    ina: "InaHeader | None"
+    lanes: "np.ndarray | None"
+    ip_checksum_ok: bool
+
+
+def parse_frame(frame: bytes) -> ParsedFrame:
+    """Dissect a frame for tests and tools (not a fast path)."""
+    if len(frame) < UDP_OFFSET or frame[12:14] != b"\x08\x00":
+        raise WireError("not an IPv4 frame")
+    ip = frame[IPV4_OFFSET:UDP_OFFSET]
+    zeroed = ip[:10] + b"\x00\x00" + ip[12:]
+    ok = ipv4_checksum(zeroed) == struct.unpack("!H", ip[10:12])[0]
+    dst_port = struct.unpack_from("!H", frame, UDP_OFFSET + 2)[0]
+    ina = lanes = None
+    if ip[9] == 17 and dst_port == INA_UDP_PORT:
+        ina = InaHeader.unpack(frame, INA_OFFSET)
+        lanes = bytes_to_lanes(frame, ina.elems, PAYLOAD_OFFSET).astype(np.int32)
+    return ParsedFrame(bytes_to_mac(frame[0:6]), bytes_to_mac(frame[6:12]), socket.inet_ntoa(ip[12:16]),
+                       socket.inet_ntoa(ip[16:20]), ip[8], ip[1] & 3, dst_port, ina, lanes, ok)
+
+
+def slot_index(seq: int, slot_base: int, slot_count: int) -> int:
+    """Aggregator index for fragment ``seq`` in a job's slot range at a switch.
+
+    The contract asks for a deterministic function of (job, submodel, seq); the
+    range itself is per job, so ``seq mod count`` suffices and keeps the
+    fragments of one window in distinct slots whenever window <= count (a CRC
+    would collide inside the window). p4/ina.p4 computes the same with
+    ``hash(..., HashAlgorithm.identity, base, {seq}, count)``.
+    """
+    return slot_base + (seq % slot_count if slot_count else 0)

@@ -1,0 +1,129 @@
+"""Build a Mininet network from a Topology, and take it down again.
+
+- Hosts get the Topology's IPv4 address (/8) and MAC, static ARP entries for
+  every other host and every switch INA address (one ``ip -batch`` per host),
+  IPv6 off, and checksum / segmentation offloads off (a user-space switch
+  relays the frames, so the kernel must put real checksums on them and never
+  hand it a 64 kB super-frame).
+- Host egress is shaped by htb at the link's rate (Mininet's TCIntf on the
+  host end only); the switch end is shaped by the switch's own egress queue
+  (controller: PortShaping), so no direction is shaped twice.
+- Switch ports take the Topology's port numbers.
+
+Commands run in a host's namespace are argv lists through ``node.popen``;
+nothing is built as a shell string.
+"""
+
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from mininet.link import Intf, Link, TCIntf
+from mininet.net import Mininet
+
+from testbed.errors import EmulationError
+
+# Mininet's TCIntf accepts 0..1000 Mb/s for htb.
+MAX_HTB_MBPS = 1000.0
+
+
+@dataclass
+class EmulatedNetwork:
+    net: Mininet
+    topology: object
+
+    def host(self, name):
+        return self.net.get(name)
+
+    def switch(self, name):
+        return self.net.get(name)
+
+
+def run_in(node, argv, what: str):
+    """Run ``argv`` in ``node``'s namespace; raise EmulationError with its stderr on failure."""
+    proc = node.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise EmulationError(f"{node.name}: {what} failed ({' '.join(argv)}): "
+                             f"{(err or out).decode(errors='replace').strip()}")
+    return out.decode(errors="replace")
+
+
+def offload_off_argv(ifname: str):
+    return ["ethtool", "-K", ifname, "tx", "off", "rx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off"]
+
+
+def neighbor_batch(topology, host_name: str) -> str:
+    lines = []
+    intf = f"{host_name}-eth0"
+    for node in topology.nodes.values():
+        if node.name != host_name:
+            lines.append(f"neigh replace {node.ip} lladdr {node.mac} dev {intf} nud permanent")
+    return "\n".join(lines) + "\n"
+
+
+def build_network(topology, switch_cls, switch_params: dict, run_state) -> EmulatedNetwork:
+    """Create, start and configure the network. On any failure, what was built is stopped."""
+    net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False, autoStaticArp=False,
+                  waitConnected=False, ipBase="10.0.0.0/8")
+    try:
+        for node in topology.switches():
+            net.addSwitch(node.name, cls=switch_cls, dpid=f"{node.node_id:016x}", **switch_params)
+        for node in topology.hosts():
+            net.addHost(node.name, ip=f"{node.ip}/8", mac=node.mac)
+        for link in topology.links:
+            ends = []
+            for name, port in ((link.a, link.port_a), (link.b, link.port_b)):
+                ends.append((name, port, topology.nodes[name].kind == "host"))
+            (a, pa, a_host), (b, pb, b_host) = ends
+            mbps = link.rate_bps / 1e6
+            if (a_host or b_host) and mbps > MAX_HTB_MBPS:
+                raise EmulationError(f"link {a}-{b}: {mbps:.0f} Mb/s exceeds what htb shapes here "
+                                     f"({MAX_HTB_MBPS:.0f} Mb/s); lower the scenario's scale")
+            net.addLink(a, b, port1=pa or None, port2=pb or None, cls=Link,
+                        cls1=TCIntf if a_host else Intf, cls2=TCIntf if b_host else Intf,
+                        params1={"bw": mbps} if a_host else {}, params2={"bw": mbps} if b_host else {})
+        run_state.add_interfaces([intf.name for sw in net.switches for intf in sw.intfList() if intf.name != "lo"])
+        net.build()
+        for node in net.hosts + net.switches:
+            if node.shell is not None and node.pid:
+                run_state.add_process(node.pid, "mininet:")
+        _configure_hosts(net, topology)
+        _configure_switch_ports(net)
+        net.start()
+        return EmulatedNetwork(net, topology)
+    except BaseException:
+        stop_network(net)
+        raise
+
+
+def _configure_hosts(net, topology):
+    for host in net.hosts:
+        intf = f"{host.name}-eth0"
+        run_in(host, ["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"], "disabling IPv6")
+        run_in(host, offload_off_argv(intf), "disabling checksum offload")
+        with tempfile.NamedTemporaryFile("w", suffix=".neigh") as batch:
+            batch.write(neighbor_batch(topology, host.name))
+            batch.flush()
+            run_in(host, ["ip", "-batch", batch.name], "installing static ARP entries")
+
+
+def _configure_switch_ports(net):
+    for switch in net.switches:
+        for intf in switch.intfList():
+            if intf.name == "lo":
+                continue
+            subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{intf.name}.disable_ipv6=1"], capture_output=True)
+            subprocess.run(offload_off_argv(intf.name), capture_output=True)
+
+
+def stop_network(net):
+    """Stop switches, hosts and links; never raises (cleanup must finish)."""
+    try:
+        net.stop()
+    except Exception:  # noqa: BLE001 - the run's own cleanup of leftovers follows
+        for node in net.hosts + net.switches:
+            try:
+                node.stop(deleteIntfs=True) if hasattr(node, "stop") else node.terminate()
+            except Exception:  # noqa: BLE001
+                pass

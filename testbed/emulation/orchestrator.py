@@ -1,0 +1,433 @@
+"""Run one scenario end to end on an emulated network.
+
+Order of a run (each step's output is kept in the run directory):
+
+1. compute the policy and the control plan (pure; errors here never touch
+   the network), write ``scenario.yaml``, ``policy.json``, ``entries/``;
+2. take the run lock, record the run's state, build the Mininet network with
+   the target's switch nodes, wait for every switch by polling its runtime,
+   install every switch config through its SwitchRuntime;
+3. start the meters (iftop-style, on the PS interfaces) and the agents (PS
+   and workers) in their hosts, wait until all announce readiness, write the
+   start signal; sample interface counters and show progress until every
+   worker has finished (an agent failing ends the run at once, with the tail
+   of its log);
+4. read the switches' final counters, stop everything, delete every
+   interface, process and state entry the run created (also on failure and
+   Ctrl-C), then compute metrics, plots and ``summary.json``.
+
+Nothing here knows which target runs beyond choosing its node class.
+"""
+
+import datetime
+import json
+import os
+import platform
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from testbed import __version__, controller
+from testbed.dataplane.runtime import install
+from testbed.emulation.network import build_network, stop_network
+from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
+from testbed.emulation.state import RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded
+from testbed.errors import EmulationError, EnvironmentMissingError
+from testbed.metrics import counters, plots, summary as summary_mod
+from testbed.metrics.iftop import format_iftop_table, load_samples
+from testbed.policy import compute_policy
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+AGENT_MARKER = "testbed.agents.run"
+METER_MARKER = "testbed.metrics.iftop"
+READY_TIMEOUT_S = 30.0
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    summary: dict
+
+
+def resolve_target(requested: str) -> str:
+    have_bmv2 = "bmv2" in SWITCH_TARGETS and shutil.which("simple_switch") and shutil.which("p4c")
+    if requested == "auto":
+        return "bmv2" if have_bmv2 else "pyswitch"
+    if requested == "bmv2" and not have_bmv2:
+        raise EnvironmentMissingError("target bmv2 needs simple_switch and p4c on PATH (see the README's "
+                                      "'Run in a VM'); use --target pyswitch or auto")
+    if requested not in SWITCH_TARGETS:
+        raise EnvironmentMissingError(f"unknown target {requested!r}; known: {', '.join(sorted(SWITCH_TARGETS))}")
+    return requested
+
+
+def preflight():
+    if os.geteuid() != 0:
+        raise EnvironmentMissingError("inatb run needs root: Mininet creates network namespaces and links "
+                                      "(run it with sudo)")
+    for binary, package in (("mnexec", "mininet"), ("tc", "iproute2"), ("ethtool", "ethtool")):
+        if shutil.which(binary) is None:
+            raise EnvironmentMissingError(f"{binary} not found; install the Debian package {package} "
+                                          f"(the README's set-up command does)")
+
+
+def new_run_id() -> str:
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def package_versions() -> dict:
+    from importlib import metadata
+    versions = {"python": platform.python_version(), "testbed": __version__}
+    for name in ("mininet", "numpy", "networkx", "PuLP", "highspy", "PyYAML", "matplotlib"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+class Progress:
+    """One status line per change (or a rewriting line on a terminal)."""
+
+    def __init__(self, scenario, run_dir: Path, stream=sys.stderr):
+        self.scenario = scenario
+        self.records = run_dir / "records"
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.t0 = time.monotonic()
+        self.last_line = ""
+        self.last_print = 0.0
+
+    def _count(self, node):
+        path = self.records / f"{node}.jsonl"
+        try:
+            return path.read_bytes().count(b"\n")
+        except OSError:
+            return 0
+
+    def update(self, ps_rate_bps: float):
+        parts = []
+        for job in self.scenario.jobs:
+            done = min(self._count(ps) for ps in job.ps)
+            parts.append(f"{job.name} ({job.policy}) iteration {done}/{job.iterations}")
+        line = f"[{time.monotonic() - self.t0:6.1f}s] " + ", ".join(parts) + f", PS ingress {ps_rate_bps / 1e6:.1f} Mb/s"
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write("\r" + line.ljust(len(self.last_line)))
+            self.stream.flush()
+        elif line.split(", PS")[0] != self.last_line.split(", PS")[0] or now - self.last_print > 10:
+            self.stream.write(line + "\n")
+            self.last_print = now
+        self.last_line = line
+
+    def finish(self):
+        if self.tty and self.last_line:
+            self.stream.write("\n")
+
+
+def write_inputs(run_dir: Path, scenario, policy, plan, target: str):
+    for sub in ("logs", "agents", "records", "entries", "plots", "iftop"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    (run_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario.resolved, sort_keys=False))
+    (run_dir / "policy.json").write_text(policy.to_json())
+    for name, config in plan.switches.items():
+        (run_dir / "entries" / f"{name}.txt").write_text("\n".join(config.to_cli_lines()) + "\n")
+    for agent in plan.agents:
+        agent.run_dir = str(run_dir)
+        (run_dir / "agents" / f"{agent.name}.json").write_text(agent.to_json())
+
+
+class Run:
+    """State of one emulated run; ``execute`` always leaves the machine clean."""
+
+    def __init__(self, scenario, out_root: Path, target: str, stream=sys.stderr):
+        self.scenario = scenario
+        self.target = target
+        self.stream = stream
+        self.run_id = new_run_id()
+        self.run_dir = Path(out_root) / scenario.name / self.run_id
+        self.agents = {}     # name -> (Popen, log path, role)
+        self.meters = {}     # host -> (Popen, samples path)
+        self.sampler = None
+        self.runtimes = {}
+        self.network = None
+        self.state = None
+        self.switch_stats = {}
+
+    def say(self, text):
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def execute(self) -> RunResult:
+        scenario = self.scenario
+        policy = compute_policy(scenario)
+        plan = controller.plan(scenario, policy)
+        lock = RunLock()
+        lock.acquire(f"scenario {scenario.name}, run {self.run_id}")
+        started = time.time()
+        t0 = time.monotonic()
+        error = None
+        result = None
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_inputs(self.run_dir, scenario, policy, plan, self.target)
+            for line in cleanup_stale():
+                self.say(f"leftovers of an earlier run: {line}")
+            clashes = [i for i in self._switch_interface_names() if Path(f"/sys/class/net/{i}").exists()]
+            if clashes:
+                raise EmulationError(f"interfaces {', '.join(clashes[:4])} already exist and were not created by a "
+                                     f"run of this tool; remove them (ip link del NAME) before running")
+            self.state = RunState(self.run_id)
+            try:
+                self._emulate(plan)
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                self._teardown()
+        finally:
+            lock.release()
+            if self.run_dir.exists():
+                try:
+                    result = self._finish(policy, started, time.monotonic() - t0, error)
+                except Exception:  # noqa: BLE001 - never mask the run's own error
+                    if error is None:
+                        raise
+        return result
+
+    def _switch_interface_names(self):
+        topo = self.scenario.topology
+        return [f"{sw}-eth{topo.port(sw, link)}" for sw in (s.name for s in topo.switches())
+                for link in topo.links_of(sw)]
+
+    # -- the emulated part ---------------------------------------------------------
+    def _emulate(self, plan):
+        scenario = self.scenario
+        self.say(f"building {len(scenario.topology.switches())} {self.target} switches, "
+                 f"{len(scenario.topology.hosts())} hosts ({self.run_dir})")
+        switch_cls = SWITCH_TARGETS[self.target]
+        params = dict(log_dir=str(self.run_dir / "logs"), control_dir=str(self.state.dir),
+                      lanes=scenario.switch.lanes, slots=scenario.switch.slots, run_state=self.state)
+        self.network = build_network(scenario.topology, switch_cls, params, self.state)
+        for sw in scenario.topology.switches():
+            self.runtimes[sw.name] = self.network.switch(sw.name).runtime()
+        for name, config in plan.switches.items():
+            install(config, self.runtimes[name])
+        self._start_meters()
+        for agent in sorted(plan.agents, key=lambda a: a.role != "ps"):
+            self._start_agent(agent.name, agent.role)
+        self._wait_ready()
+        (self.run_dir / "agents" / "go").write_text(f"{time.time():.6f}\n")
+        self._monitor()
+        for name, runtime in self.runtimes.items():
+            self.switch_stats[name] = runtime.counters()
+
+    def _popen(self, host_name, argv, log_path, marker):
+        host = self.network.host(host_name)
+        log = open(log_path, "w")
+        try:
+            proc = host.popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              cwd=str(PROJECT_ROOT))
+        finally:
+            log.close()
+        self.state.add_process(proc.pid, marker)
+        return proc
+
+    def _start_agent(self, name, role):
+        log = self.run_dir / "logs" / f"{name}.log"
+        argv = [sys.executable, "-m", AGENT_MARKER, str(self.run_dir / "agents" / f"{name}.json")]
+        self.agents[name] = (self._popen(name, argv, log, AGENT_MARKER), log, role)
+
+    def _start_meters(self):
+        hosts = self.scenario.metrics.iftop_interfaces or [ps for job in self.scenario.jobs for ps in job.ps]
+        for host in hosts:
+            samples = self.run_dir / "iftop" / f"{host}.jsonl"
+            argv = [sys.executable, "-m", METER_MARKER, "--iface", f"{host}-eth0", "--out", str(samples),
+                    "--interval-s", "1.0"]
+            proc = self._popen(host, argv, self.run_dir / "logs" / f"iftop-{host}.log", METER_MARKER)
+            self.meters[host] = (proc, samples)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for host, (proc, samples) in self.meters.items():
+            while not (samples.exists() and samples.stat().st_size > 0):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise EmulationError(f"iftop meter on {host} did not start: "
+                                         f"{log_tail(self.run_dir / 'logs' / f'iftop-{host}.log')}")
+                time.sleep(0.02)
+
+    def _check_agents(self):
+        for name, (proc, log, role) in self.agents.items():
+            code = proc.poll()
+            if code not in (None, 0):
+                raise EmulationError(f"{role} agent {name} failed (exit {code}); last lines of {log}:\n"
+                                     f"{log_tail(log)}")
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        agents_dir = self.run_dir / "agents"
+        while not all((agents_dir / f"{name}.ready").exists() for name in self.agents):
+            self._check_agents()
+            if time.monotonic() > deadline:
+                missing = [n for n in self.agents if not (agents_dir / f"{n}.ready").exists()]
+                raise EmulationError(f"agents not ready after {READY_TIMEOUT_S:.0f}s: {', '.join(missing)}")
+            time.sleep(0.02)
+
+    def _ps_ports(self):
+        topo = self.scenario.topology
+        ports = []
+        for job in self.scenario.jobs:
+            for ps in job.ps:
+                link = topo.host_link(ps)
+                switch = topo.neighbor(ps, link)
+                ports.append(f"{switch}-eth{topo.port(switch, link)}")
+        return ports
+
+    def _monitor(self):
+        scenario = self.scenario
+        switch_ifaces = [intf.name for sw in self.network.net.switches for intf in sw.intfList() if intf.name != "lo"]
+        self.sampler = counters.CounterSampler(switch_ifaces, self.run_dir / "metrics.jsonl",
+                                               scenario.metrics.sample_interval_s)
+        self.sampler.start()
+        progress = Progress(scenario, self.run_dir, self.stream)
+        ps_ports = self._ps_ports()
+        deadline = time.monotonic() + scenario.run_timeout_s
+        last_bytes, last_t = None, None
+        try:
+            while True:
+                self._check_agents()
+                # Workers finish on their own; PSs keep answering late retransmissions until stopped.
+                if all(proc.poll() == 0 for proc, _, role in self.agents.values() if role == "worker"):
+                    break
+                if time.monotonic() > deadline:
+                    raise EmulationError(f"run exceeded run_timeout ({scenario.run_timeout_s:.0f}s); "
+                                         f"agents still running: "
+                                         f"{', '.join(n for n, (p, _, _) in self.agents.items() if p.poll() is None)}")
+                latest = self.sampler.latest
+                ps_bytes = sum(latest.get(p, [0, 0, 0, 0])[2] for p in ps_ports)
+                now = time.monotonic()
+                rate = 0.0
+                if last_bytes is not None and now > last_t:
+                    rate = 8 * (ps_bytes - last_bytes) / (now - last_t)
+                last_bytes, last_t = ps_bytes, now
+                progress.update(rate)
+                time.sleep(0.25)
+        finally:
+            progress.finish()
+
+    def _teardown(self):
+        """Stop and remove everything the run created; every step runs even if an earlier one fails."""
+        steps = [("counter sampler", lambda: self.sampler and self.sampler.stop()),
+                 ("agents and meters", self._stop_processes),
+                 ("switch runtimes", lambda: [r.close() for r in self.runtimes.values()]),
+                 ("network", lambda: self.network and stop_network(self.network.net))]
+        if self.state is not None:
+            # Whatever the steps above could not stop (a crash mid-way) is removed from the record.
+            steps += [("recorded processes", lambda: kill_recorded(self.state.data["processes"])),
+                      ("recorded interfaces", lambda: delete_interfaces(self.state.data["interfaces"])),
+                      ("run state", self.state.remove)]
+        failures = []
+        for what, step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - keep cleaning, report at the end
+                failures.append(f"{what}: {exc}")
+        if failures:
+            self.say("cleanup problems (run 'inatb cleanup'): " + "; ".join(failures))
+
+    def _stop_processes(self):
+        procs = [p for p, _ in self.meters.values()] + [p for p, _, _ in self.agents.values()]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    # -- results --------------------------------------------------------------------------
+    def _finish(self, policy, started, wall_s, error) -> RunResult:
+        scenario = self.scenario
+        run_dir = self.run_dir
+        records = summary_mod.load_records(run_dir)
+        jobs = [summary_mod.job_metrics(job, records) for job in scenario.jobs]
+        samples = counters.load_counter_samples(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() \
+            else []
+        deltas = counters.interface_deltas(samples)
+        ps_ports = self._ps_ports()
+        switch_egress_fragments = sum(sum(int(v) for v in s.get("port_ina_tx", {}).values())
+                                      for s in self.switch_stats.values())
+        summary = {
+            "scenario": scenario.name,
+            "status": "ok" if error is None else "failed",
+            "error": None if error is None else (str(error) or type(error).__name__),
+            "target": self.target,
+            "policy": ",".join(sorted({j.policy for j in scenario.jobs})),
+            "iterations": sum(j.iterations for j in scenario.jobs),
+            "aggregation_exact": bool(jobs) and all(j["aggregation_exact"] for j in jobs),
+            "ps_ingress_bytes": sum(j["ps_ingress_bytes"] for j in jobs),
+            "ps_ingress_link_bytes": sum(deltas.get(p, {}).get("tx_bytes", 0) for p in ps_ports),
+            "wall_s": wall_s,
+            "iteration_time_s": _mean([j["iteration_time_s"] for j in jobs]),
+            "comm_time_s": _mean([j["comm_time_s"] for j in jobs]),
+            "gradient_sending_rate_bps": _mean([j["gradient_sending_rate_bps"] for j in jobs]),
+            "switch_egress_fragments": switch_egress_fragments,
+            "communication_overhead_bytes": sum(d["tx_bytes"] for d in deltas.values()),
+            "jobs": jobs,
+            "switches": self.switch_stats,
+            "seed": scenario.seed,
+            "scale": scenario.scale,
+            "solver": {name: jp.notes.get("solver") for name, jp in policy.jobs.items()},
+            "started": datetime.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
+            "run_id": self.run_id,
+            "versions": package_versions(),
+            "git_commit": git_commit(),
+            "host": {"cpus": os.cpu_count(), "kernel": platform.release()},
+        }
+        summary_mod.write_iterations_csv(run_dir / "iterations.csv", scenario, records)
+        self._write_iftop_tables()
+        try:
+            plots.plot_iterations(run_dir / "plots" / "iteration_time.png", scenario, records)
+            if samples:
+                plots.plot_link_rates(run_dir / "plots" / "ps_ingress_rate.png", f"{scenario.name}: PS ingress",
+                                      samples, {f"to {p}": (p, "tx_bytes") for p in ps_ports})
+        except Exception as exc:  # noqa: BLE001 - a plot must not lose the run's numbers
+            summary["plot_error"] = str(exc)
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        return RunResult(run_dir, summary)
+
+    def _write_iftop_tables(self):
+        topo = self.scenario.topology
+        for host, (_, samples_path) in self.meters.items():
+            if samples_path.exists():
+                samples = load_samples(samples_path)
+                if samples:
+                    table = format_iftop_table(samples, f"{host}-eth0", local_ip=topo.node(host).ip)
+                    (self.run_dir / "iftop" / f"{host}.txt").write_text(table + "\n")
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr) -> RunResult:
+    """Validate the environment, then run ``scenario``; returns the run directory and summary."""
+    chosen = resolve_target(target or scenario.target)
+    preflight()
+    return Run(scenario, Path(out_root), chosen, stream).execute()

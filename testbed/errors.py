@@ -1,0 +1,69 @@
+"""Typed errors of the testbed.
+
+Library code raises these; only the CLI turns them into one-line messages and
+exit codes. Each error's ``str()`` is that one line.
+"""
+
+
+class TestbedError(Exception):
+    """Base of every error the CLI reports as a one-line message."""
+
+    exit_code = 1
+
+
+class ScenarioError(TestbedError):
+    """A scenario file is invalid: names the file, the field path and what was expected."""
+
+    exit_code = 2
+
+    def __init__(self, field: str, message: str, source: str = "<scenario>", line: int = 0):
+        self.field = field
+        self.message = message
+        self.source = source
+        self.line = line
+        where = f"{source}:{line}" if line else source
+        super().__init__(f"{where}: {field}: {message}")
+
+
+class UnitError(ValueError):
+    """A quantity with a missing or unknown unit; ScenarioError wraps it with the field path."""
+
+
+class TopologyError(TestbedError):
+    """A topology cannot be built as described."""
+
+    exit_code = 2
+
+
+class PolicyError(TestbedError):
+    """A scheme cannot serve the given topology/jobs (names the scheme and the missing element)."""
+
+    exit_code = 3
+
+
+class InfeasibleError(PolicyError):
+    """An optimisation problem of a scheme has no feasible solution."""
+
+
+class DataplaneError(TestbedError):
+    """A switch rejected an entry, or a switch could not be started or reached."""
+
+    exit_code = 4
+
+
+class EmulationError(TestbedError):
+    """The emulated network or an agent failed during a run."""
+
+    exit_code = 5
+
+
+class RunLockError(TestbedError):
+    """Another run holds the machine-wide run lock."""
+
+    exit_code = 6
+
+
+class EnvironmentMissingError(TestbedError):
+    """A required binary or privilege is missing (root, mnexec, simple_switch ...)."""
+
+    exit_code = 7

@@ -1,0 +1,1 @@
+"""Run metrics: traffic meters and the tables and series the papers report."""

@@ -1,0 +1,87 @@
+"""Per-interface byte and packet counters, sampled over time.
+
+Switch ports live in the root namespace, so their kernel counters are read
+from sysfs there; a switch port's tx is its neighbour host's rx. Each sample
+is one line of ``metrics.jsonl``: ``{"t": epoch_s, "ifaces": {name: [rx_bytes,
+rx_packets, tx_bytes, tx_packets]}}``.
+"""
+
+import json
+import threading
+import time
+from pathlib import Path
+
+_FIELDS = ("rx_bytes", "rx_packets", "tx_bytes", "tx_packets")
+
+
+def read_counters(ifname: str):
+    base = Path("/sys/class/net") / ifname / "statistics"
+    try:
+        return [int((base / f).read_text()) for f in _FIELDS]
+    except OSError:
+        return None
+
+
+class CounterSampler(threading.Thread):
+    """Background sampling into a JSONL file until ``stop()``."""
+
+    def __init__(self, ifaces, path: Path, interval_s: float):
+        super().__init__(name="counter-sampler", daemon=True)
+        self.ifaces = list(ifaces)
+        self.path = Path(path)
+        self.interval_s = interval_s
+        self._stop_event = threading.Event()
+        self.latest = {}
+
+    def sample(self, out):
+        values = {}
+        for name in self.ifaces:
+            counters = read_counters(name)
+            if counters is not None:
+                values[name] = counters
+        self.latest = values
+        out.write(json.dumps({"t": time.time(), "ifaces": values}) + "\n")
+        out.flush()
+
+    def run(self):
+        with open(self.path, "a") as out:
+            self.sample(out)
+            while not self._stop_event.wait(self.interval_s):
+                self.sample(out)
+            self.sample(out)
+
+    def stop(self):
+        self._stop_event.set()
+        self.join(timeout=5)
+
+
+def load_counter_samples(path: Path):
+    samples = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                samples.append(json.loads(line))
+    return samples
+
+
+def interface_deltas(samples) -> dict:
+    """Totals over the run per interface: {name: {rx_bytes, rx_packets, tx_bytes, tx_packets}}."""
+    if not samples:
+        return {}
+    first, last = samples[0]["ifaces"], samples[-1]["ifaces"]
+    return {name: {f: last[name][i] - first.get(name, [0] * 4)[i] for i, f in enumerate(_FIELDS)}
+            for name in last}
+
+
+def rate_series(samples, ifname: str, field: str = "tx_bytes"):
+    """(t relative to the first sample, bits/s) between consecutive samples."""
+    index = _FIELDS.index(field)
+    t0 = samples[0]["t"] if samples else 0
+    series = []
+    for prev, cur in zip(samples, samples[1:]):
+        if ifname in prev["ifaces"] and ifname in cur["ifaces"]:
+            dt = cur["t"] - prev["t"]
+            if dt > 0:
+                series.append((cur["t"] - t0, 8 * (cur["ifaces"][ifname][index] - prev["ifaces"][ifname][index]) / dt))
+    return series

@@ -1,0 +1,274 @@
+"""Topologies: the graph a scenario describes, with roles, capacities and addresses.
+
+Builders turn a scenario's ``topology`` section into a :class:`Topology`:
+``explicit`` (switches/hosts/links), ``dumbbell``, ``leaf-spine``,
+``fat-tree`` (k pods; hosts per edge switch is a parameter, as GOAT's
+192-server fat-tree needs 6 per edge switch with k = 8) and ``goat-testbed``
+(GOAT §VII-B Fig. 4: 1 PS, 8 workers, 3 switches). Builders never touch the
+network; the emulation turns a Topology into Mininet nodes and links.
+
+Identity and addressing live here so every stage agrees on them: switches get
+ids 1..N (the INA ``agg_node`` of a switch) and an INA address 10.255.x.y;
+hosts get ids 0x8000 + i (the ``agg_node`` of a PS), the address 10.0.x.y
+and a locally administered MAC. Switch ports are numbered from 1 in link
+order; parallel links (PA-ATP's four paths) are distinct ports.
+"""
+
+import random
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from testbed.errors import TopologyError
+
+HOST_ID_BASE = 0x8000
+MAX_NAME_CHARS = 10  # Mininet interface names are <node>-ethN and must fit IFNAMSIZ (15)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    kind: str                      # "host" | "switch"
+    programmable: bool = False
+    node_id: int = 0
+    ip: str = ""
+    mac: str = ""
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    index: int
+    a: str
+    b: str
+    rate_bps: float
+    port_a: int = 0   # switch port numbers (0 for a host end)
+    port_b: int = 0
+
+
+@dataclass
+class Topology:
+    name: str
+    nodes: dict = field(default_factory=dict)    # name -> NodeSpec
+    links: list = field(default_factory=list)    # LinkSpec, index order
+
+    # -- queries -----------------------------------------------------------------
+    def hosts(self):
+        return [n for n in self.nodes.values() if n.kind == "host"]
+
+    def switches(self):
+        return [n for n in self.nodes.values() if n.kind == "switch"]
+
+    def programmable_switches(self):
+        return [n for n in self.switches() if n.programmable]
+
+    def node(self, name: str) -> NodeSpec:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise TopologyError(f"no node named {name!r} in topology {self.name}")
+
+    def graph(self) -> nx.MultiGraph:
+        g = nx.MultiGraph()
+        for n in self.nodes.values():
+            g.add_node(n.name, kind=n.kind, programmable=n.programmable)
+        for link in self.links:
+            g.add_edge(link.a, link.b, key=link.index, rate_bps=link.rate_bps)
+        return g
+
+    def links_of(self, name: str):
+        return [l for l in self.links if name in (l.a, l.b)]
+
+    def port(self, switch: str, link: LinkSpec) -> int:
+        return link.port_a if link.a == switch else link.port_b
+
+    def neighbor(self, name: str, link: LinkSpec) -> str:
+        return link.b if link.a == name else link.a
+
+    def host_link(self, host: str) -> LinkSpec:
+        links = self.links_of(host)
+        if len(links) != 1:
+            raise TopologyError(f"host {host} has {len(links)} links; hosts have exactly one")
+        return links[0]
+
+    def by_id(self, node_id: int) -> NodeSpec:
+        for n in self.nodes.values():
+            if n.node_id == node_id:
+                return n
+        raise KeyError(node_id)
+
+
+class TopologyBuilder:
+    """Collects nodes and links, then numbers ports and assigns ids and addresses."""
+
+    def __init__(self, name: str, default_rate_bps: float):
+        self.name = name
+        self.default_rate_bps = default_rate_bps
+        self._nodes = {}   # name -> (kind, programmable)
+        self._links = []   # (a, b, rate)
+
+    def switch(self, name: str, programmable: bool = True):
+        self._add(name, "switch", programmable)
+        return name
+
+    def host(self, name: str):
+        self._add(name, "host", False)
+        return name
+
+    def _add(self, name, kind, programmable):
+        if not name or len(name) > MAX_NAME_CHARS or not name[0].isalpha() or not name.replace("_", "").isalnum():
+            raise TopologyError(f"node name {name!r}: use 1-{MAX_NAME_CHARS} letters/digits starting with a letter")
+        if name in self._nodes:
+            raise TopologyError(f"node {name!r} defined twice")
+        self._nodes[name] = (kind, programmable)
+
+    def link(self, a: str, b: str, rate_bps: float = None):
+        for end in (a, b):
+            if end not in self._nodes:
+                raise TopologyError(f"link {a}-{b}: node {end!r} is not defined")
+        if a == b:
+            raise TopologyError(f"link {a}-{b}: a link needs two different nodes")
+        self._links.append((a, b, rate_bps or self.default_rate_bps))
+
+    def build(self) -> Topology:
+        topo = Topology(self.name)
+        next_port = {}
+        host_index = switch_index = 0
+        for name, (kind, programmable) in self._nodes.items():
+            if kind == "switch":
+                switch_index += 1
+                topo.nodes[name] = NodeSpec(name, kind, programmable, switch_index,
+                                            f"10.255.{switch_index >> 8}.{switch_index & 0xFF}",
+                                            f"02:ff:00:00:{switch_index >> 8:02x}:{switch_index & 0xFF:02x}")
+            else:
+                host_index += 1
+                if host_index > 0x7FFF:
+                    raise TopologyError("too many hosts")
+                topo.nodes[name] = NodeSpec(name, kind, False, HOST_ID_BASE + host_index,
+                                            f"10.0.{host_index >> 8}.{host_index & 0xFF}",
+                                            f"02:00:00:00:{host_index >> 8:02x}:{host_index & 0xFF:02x}")
+        for index, (a, b, rate) in enumerate(self._links):
+            ports = []
+            for end in (a, b):
+                if topo.nodes[end].kind == "switch":
+                    next_port[end] = next_port.get(end, 0) + 1
+                    ports.append(next_port[end])
+                else:
+                    ports.append(0)
+            topo.links.append(LinkSpec(index, a, b, rate, ports[0], ports[1]))
+        for host in topo.hosts():
+            links = topo.links_of(host.name)
+            if len(links) != 1:
+                raise TopologyError(f"host {host.name} has {len(links)} links; a host needs exactly one")
+            if topo.nodes[topo.neighbor(host.name, links[0])].kind != "switch":
+                raise TopologyError(f"host {host.name} must attach to a switch")
+        return topo
+
+
+# --- builders ------------------------------------------------------------------
+
+def explicit(name, default_rate_bps, switches, hosts, links):
+    """``switches``: [(name, programmable)], ``hosts``: [name], ``links``: [(a, b, rate_bps|None)]."""
+    b = TopologyBuilder(name, default_rate_bps)
+    for sw, programmable in switches:
+        b.switch(sw, programmable)
+    for h in hosts:
+        b.host(h)
+    for a, z, rate in links:
+        b.link(a, z, rate)
+    return b.build()
+
+
+def dumbbell(name, default_rate_bps, hosts_left, hosts_right, paths=1, core_rate_bps=None):
+    """Two switches ``s1``/``s2`` joined by ``paths`` parallel links (PA-ATP testbed: 4)."""
+    b = TopologyBuilder(name, default_rate_bps)
+    b.switch("s1")
+    b.switch("s2")
+    for side, count, sw in (("l", hosts_left, "s1"), ("r", hosts_right, "s2")):
+        for i in range(1, count + 1):
+            b.host(f"h{side}{i}")
+            b.link(f"h{side}{i}", sw)
+    for _ in range(paths):
+        b.link("s1", "s2", core_rate_bps)
+    return b.build()
+
+
+def leaf_spine(name, default_rate_bps, spines, leaves, hosts_per_leaf):
+    b = TopologyBuilder(name, default_rate_bps)
+    for s in range(1, spines + 1):
+        b.switch(f"sp{s}")
+    for l in range(1, leaves + 1):
+        b.switch(f"lf{l}")
+        for s in range(1, spines + 1):
+            b.link(f"lf{l}", f"sp{s}")
+    h = 0
+    for l in range(1, leaves + 1):
+        for _ in range(hosts_per_leaf):
+            h += 1
+            b.host(f"h{h}")
+            b.link(f"h{h}", f"lf{l}")
+    return b.build()
+
+
+def fat_tree(name, default_rate_bps, k, hosts_per_edge=None):
+    """k-ary fat-tree: (k/2)^2 core, k pods of k/2 aggregation + k/2 edge switches."""
+    if k < 2 or k % 2:
+        raise TopologyError(f"fat-tree k must be an even number >= 2, got {k}")
+    half = k // 2
+    hosts_per_edge = half if hosts_per_edge is None else hosts_per_edge
+    b = TopologyBuilder(name, default_rate_bps)
+    cores = [b.switch(f"c{i + 1}") for i in range(half * half)]
+    h = 0
+    for pod in range(k):
+        aggs = [b.switch(f"a{pod * half + i + 1}") for i in range(half)]
+        edges = [b.switch(f"e{pod * half + i + 1}") for i in range(half)]
+        for i, agg in enumerate(aggs):
+            for j in range(half):
+                b.link(agg, cores[i * half + j])
+            for edge in edges:
+                b.link(edge, agg)
+        for edge in edges:
+            for _ in range(hosts_per_edge):
+                h += 1
+                b.host(f"h{h}")
+                b.link(f"h{h}", edge)
+    return b.build()
+
+
+def goat_testbed(name, default_rate_bps):
+    """GOAT Fig. 4: S3 holds the PS; S1 and S2 hold four workers each.
+
+    Fig. 4 says the testbed is "similar to the examples in Fig. 2(a)"; the
+    motivating example needs a direct S1-S2 link (its 13-fragment count), so
+    the testbed keeps it too.
+    """
+    b = TopologyBuilder(name, default_rate_bps)
+    for s in ("s1", "s2", "s3"):
+        b.switch(s)
+    b.host("ps")
+    b.link("ps", "s3")
+    for w in range(1, 9):
+        b.host(f"w{w}")
+        b.link(f"w{w}", "s1" if w <= 4 else "s2")
+    b.link("s1", "s3")
+    b.link("s2", "s3")
+    b.link("s1", "s2")
+    return b.build()
+
+
+def mark_programmable(topo: Topology, rule, seed: int) -> Topology:
+    """Apply the scenario's ``programmable`` rule: all | none | [names] | {fraction: f}."""
+    names = [s.name for s in topo.switches()]
+    if rule == "all":
+        chosen = set(names)
+    elif rule == "none":
+        chosen = set()
+    elif isinstance(rule, (list, tuple)):
+        chosen = set(rule)
+    elif isinstance(rule, dict) and "fraction" in rule:
+        count = max(1, round(rule["fraction"] * len(names)))
+        chosen = set(random.Random(seed).sample(sorted(names), count))
+    else:
+        return topo
+    topo.nodes.update({n: NodeSpec(s.name, s.kind, s.name in chosen, s.node_id, s.ip, s.mac)
+                       for n, s in topo.nodes.items() if s.kind == "switch"})
+    return topo

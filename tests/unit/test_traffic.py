@@ -1,0 +1,238 @@
+"""Background traffic: flow-size CDFs, the HPCC arrival rule, flow plans, and flowgen over loopback."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from testbed.traffic.distributions import (
+    FlowSizeCDF,
+    UnknownDistributionError,
+    arrival_rate_per_s,
+    plan_flows,
+    poisson_arrivals,
+)
+from testbed.traffic.flowgen import summarise_flows
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ("hadoop", "cache_follower", "web_search", "data_mining")
+
+
+def test_shipped_distributions_are_available():
+    assert set(SHIPPED) <= set(FlowSizeCDF.available())
+    for name in SHIPPED:
+        cdf = FlowSizeCDF.load(name)
+        assert cdf.name == name and cdf.provenance
+        assert cdf.points[-1][1] == 1.0
+
+
+@pytest.mark.parametrize("name", FlowSizeCDF.available())
+def test_sample_mean_matches_analytic_mean(name):
+    cdf = FlowSizeCDF.load(name)
+    n = 10_000_000 if name == "data_mining" else 4_000_000  # data mining's 1 GB tail needs more draws
+    sizes = cdf.sample(np.random.default_rng(7), n)
+    assert sizes.dtype == np.int64 and sizes.min() >= 1 and sizes.max() <= cdf.points[-1][0]
+    standard_error = sizes.std() / np.sqrt(n) / cdf.mean_bytes()
+    assert standard_error < 0.005
+    assert abs(sizes.mean() / cdf.mean_bytes() - 1) < 0.02
+
+
+def test_hpcc_hadoop_mean_is_the_trapezoid_of_its_table():
+    # The HPCC file quotes 120421 B for its linear-interpolation reading.
+    assert FlowSizeCDF.load("hadoop").mean_bytes() == pytest.approx(120421, abs=1)
+
+
+def test_readme_table_quotes_the_computed_means():
+    rows = [line.split("|") for line in (REPO_ROOT / "traffic" / "README.md").read_text().splitlines()
+            if line.startswith("| `")]
+    quoted = {row[1].strip().strip("`"): int(row[-2]) for row in rows}
+    assert set(quoted) == set(FlowSizeCDF.available())
+    for name, mean_bytes in quoted.items():
+        assert mean_bytes == round(FlowSizeCDF.load(name).mean_bytes())
+
+
+def test_inverse_cdf_interpolates_linearly_and_first_point_is_an_atom():
+    cdf = FlowSizeCDF("toy", ((100.0, 0.5), (300.0, 1.0)))
+    assert cdf.inverse(np.array([0.0, 0.49, 0.5, 0.75, 1.0])).tolist() == [100, 100, 100, 200, 300]
+    assert cdf.mean_bytes() == pytest.approx(0.5 * 100 + 0.5 * 200)
+
+
+def test_truncated_caps_sizes():
+    cdf = FlowSizeCDF.load("hadoop").truncated(100_000)
+    assert cdf.points[-2:] == ((100_000.0, pytest.approx(0.885)), (100_000.0, 1.0))
+    sizes = cdf.sample(np.random.default_rng(3), 1_000_000)
+    assert sizes.max() == 100_000
+    assert abs(sizes.mean() / cdf.mean_bytes() - 1) < 0.01
+
+
+def test_unknown_distribution_lists_available_names():
+    with pytest.raises(UnknownDistributionError) as info:
+        FlowSizeCDF.load("hadop")
+    assert isinstance(info.value, ValueError)
+    for name in SHIPPED:
+        assert name in str(info.value)
+
+
+def test_malformed_file_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("# provenance\n0 0\n100 0.7\n50 0.8\n200 1\n")
+    with pytest.raises(ValueError, match=r"bad\.txt:4"):
+        FlowSizeCDF.load(bad)
+    bad.write_text("# provenance\n0 0\n100 seventy\n")
+    with pytest.raises(ValueError, match=r"bad\.txt:3"):
+        FlowSizeCDF.load(bad)
+    bad.write_text("0 0\n100 0.9\n")
+    with pytest.raises(ValueError, match=r"bad\.txt:2.*must be 1"):
+        FlowSizeCDF.load(bad)
+
+
+def test_arrival_rate_rule_and_load_validation():
+    # HPCC: lambda = load * link_bps / (8 * mean_bytes)
+    assert arrival_rate_per_s(0.5, 100e6, 125_000) == pytest.approx(50.0)
+    for load in (0.0, -0.1, 1.01):
+        with pytest.raises(ValueError, match="load"):
+            arrival_rate_per_s(load, 100e6, 125_000)
+
+
+def test_poisson_arrivals_rate_within_statistical_bounds():
+    rate_per_s, duration_s = 200.0, 500.0
+    starts_s = poisson_arrivals(np.random.default_rng(11), rate_per_s, duration_s)
+    expected = rate_per_s * duration_s
+    assert abs(len(starts_s) - expected) < 4 * np.sqrt(expected)  # 4 sigma of the Poisson count
+    assert np.all(np.diff(starts_s) >= 0) and starts_s[0] >= 0 and starts_s[-1] < duration_s
+    gaps_s = np.diff(starts_s)
+    assert abs(gaps_s.mean() * rate_per_s - 1) < 4 / np.sqrt(len(gaps_s))  # exponential gaps, mean 1/rate
+    assert len(poisson_arrivals(np.random.default_rng(0), 0.0, 10.0)) == 0
+
+
+def test_plan_flows_is_deterministic_and_never_self_addressed():
+    cdf = FlowSizeCDF.load("hadoop")
+    hosts = [f"h{i}" for i in range(1, 5)]
+    args = dict(cdf=cdf, load=0.5, link_rate_bps=100e6, duration_s=20.0, senders=hosts, receivers=hosts)
+    plan = plan_flows(seed=42, **args)
+    assert plan == plan_flows(seed=42, **args)
+    assert plan != plan_flows(seed=43, **args)
+    assert all(flow.sender != flow.receiver for flow in plan)
+    assert {flow.receiver for flow in plan} == set(hosts)
+    assert [flow.start_s for flow in plan] == sorted(flow.start_s for flow in plan)
+    expected = len(hosts) * arrival_rate_per_s(0.5, 100e6, cdf.mean_bytes()) * 20.0
+    assert abs(len(plan) - expected) < 4 * np.sqrt(expected)
+    with pytest.raises(ValueError, match="no receiver"):
+        plan_flows(cdf, 0.5, 100e6, 1.0, ["h1"], ["h1"], seed=1)
+
+
+def test_summarise_flows_on_hand_made_records():
+    records = [
+        {"src": "h1", "dst": "10.0.0.2", "size_bytes": 1000, "start_s": 0.0, "fct_s": 0.1, "completed": True},
+        {"src": "h1", "dst": "10.0.0.2", "size_bytes": 3000, "start_s": 0.2, "fct_s": 0.2, "completed": True},
+        {"src": "h1", "dst": "10.0.0.3", "size_bytes": 6000, "start_s": 0.4, "fct_s": 0.3, "completed": True},
+        {"src": "h1", "dst": "10.0.0.3", "size_bytes": 10000, "start_s": 0.9, "fct_s": None, "completed": False},
+    ]
+    summary = summarise_flows(records, duration_s=1.0, link_rate_bps=80_000)  # capacity 10 000 bytes
+    assert summary["flow_count"] == 4 and summary["completed_count"] == 3
+    assert summary["delivered_bytes"] == 10_000 and summary["offered_bytes"] == 20_000
+    assert summary["achieved_load"] == pytest.approx(1.0)
+    assert summary["offered_load"] == pytest.approx(2.0)
+    assert summary["mean_size_bytes"] == pytest.approx(5000)
+    assert summary["fct_p50_s"] == pytest.approx(0.2)
+    assert summary["fct_p95_s"] == pytest.approx(np.percentile([0.1, 0.2, 0.3], 95))
+    assert summary["fct_p99_s"] == pytest.approx(np.percentile([0.1, 0.2, 0.3], 99))
+    assert summarise_flows([], 1.0, 1e6)["fct_p50_s"] is None
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn(config, path):
+    path.write_text(json.dumps(config))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    return subprocess.Popen([sys.executable, "-m", "testbed.traffic.flowgen", str(path)], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _stop(procs):
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=5)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def _wait(proc, timeout_s):
+    """Bounded polling until ``proc`` exits; returns its exit code (None on timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc.poll()
+
+
+def test_flowgen_over_loopback(tmp_path):
+    port = _free_port()
+    now_s = time.time()
+    sizes_bytes = [1, 100, 1460, 5000, 65536, 300_000, 1_000_000, 2_000_000, 17, 4096] * 2
+    flows = [{"dst": "127.0.0.1", "port": port, "start_s": 0.1 * i, "size_bytes": size}
+             for i, size in enumerate(sizes_bytes)]
+    source_out, sink_out = tmp_path / "flows.jsonl", tmp_path / "sink.jsonl"
+    source_config = {"role": "source", "src": "h1", "start_epoch_s": now_s + 0.3, "stop_epoch_s": now_s + 20,
+                     "output": str(source_out), "flows": flows}
+    sink_config = {"role": "sink", "listen_ip": "127.0.0.1", "port": port, "stop_epoch_s": now_s + 30,
+                   "output": str(sink_out)}
+    procs = []
+    try:
+        # The source starts first on purpose: it must retry until the sink listens.
+        procs.append(_spawn(source_config, tmp_path / "source.json"))
+        procs.append(_spawn(sink_config, tmp_path / "sink.json"))
+        source, sink = procs
+        assert _wait(source, 25) == 0, source.stderr.read()
+        sink.send_signal(signal.SIGTERM)
+        assert _wait(sink, 5) == 0, sink.stderr.read()
+        records = [json.loads(line) for line in source_out.read_text().splitlines()]
+        assert sorted(r["size_bytes"] for r in records) == sorted(sizes_bytes)
+        assert all(r["completed"] and r["fct_s"] > 0 and r["src"] == "h1" for r in records)
+        sink_records = [json.loads(line) for line in sink_out.read_text().splitlines()]
+        assert sorted(r["bytes"] for r in sink_records if r["completed"]) == sorted(sizes_bytes)
+        source_stdout = source.stdout.read()
+        assert "20 flows" in source_stdout and "20/20 flows completed" in source_stdout
+    finally:
+        _stop(procs)
+
+
+def test_flowgen_records_unreachable_flows_at_sigterm(tmp_path):
+    port = _free_port()  # nothing listens: the source keeps retrying
+    now_s = time.time()
+    out = tmp_path / "flows.jsonl"
+    config = {"role": "source", "start_epoch_s": now_s, "stop_epoch_s": now_s + 60, "output": str(out),
+              "flows": [{"dst": "127.0.0.1", "port": port, "start_s": 0.0, "size_bytes": 10},
+                        {"dst": "127.0.0.1", "port": port, "start_s": 50.0, "size_bytes": 20}]}
+    procs = []
+    try:
+        procs.append(_spawn(config, tmp_path / "source.json"))
+        source = procs[0]
+        assert "flowgen source" in source.stdout.readline()  # signal handlers are installed by now
+        source.send_signal(signal.SIGTERM)
+        assert _wait(source, 5) == 0
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [(r["size_bytes"], r["completed"], r["fct_s"]) for r in records] == [(10, False, None), (20, False, None)]
+    finally:
+        _stop(procs)
+
+
+def test_flowgen_rejects_a_bad_config(tmp_path):
+    config = {"role": "source", "start_epoch_s": 0, "stop_epoch_s": 1, "output": str(tmp_path / "o"),
+              "flows": [{"dst": "not-an-ip", "port": 1, "start_s": 0, "size_bytes": 1}]}
+    proc = _spawn(config, tmp_path / "bad.json")
+    try:
+        assert _wait(proc, 10) == 2
+        assert "flows[0]" in proc.stderr.read()
+    finally:
+        _stop([proc])
