@@ -327,7 +327,9 @@ def _resolve_topology(c, spec, scale, seed):
             topo = topology.goat_testbed("goat-testbed", rate)
     except TopologyError as exc:
         c.fail(path, str(exc))
-    rule = spec.get("programmable", "all")
+    # No rule keeps the builder's flags (every switch programmable, or the
+    # explicit topology's per-switch ``programmable``).
+    rule = spec.get("programmable")
     switch_names = {s.name for s in topo.switches()}
     if isinstance(rule, list):
         for i, sw in enumerate(rule):
@@ -336,7 +338,7 @@ def _resolve_topology(c, spec, scale, seed):
     elif isinstance(rule, dict):
         c.keys(rule, f"{path}.programmable", {"fraction"})
         c.number(rule.get("fraction"), f"{path}.programmable.fraction", 0, 1, low_open=True)
-    elif rule not in ("all", "none"):
+    elif rule not in ("all", "none", None):
         c.fail(f"{path}.programmable", "expected all, none, a list of switch names, or {fraction: F}")
     return topology.mark_programmable(topo, rule, seed)
 

@@ -305,7 +305,6 @@ class Run:
         progress = Progress(scenario, self.run_dir, self.stream)
         ps_ports = self._ps_ports()
         deadline = time.monotonic() + scenario.run_timeout_s
-        last_bytes, last_t = None, None
         try:
             while True:
                 self._check_agents()
@@ -316,13 +315,7 @@ class Run:
                     raise EmulationError(f"run exceeded run_timeout ({scenario.run_timeout_s:.0f}s); "
                                          f"agents still running: "
                                          f"{', '.join(n for n, (p, _, _) in self.agents.items() if p.poll() is None)}")
-                latest = self.sampler.latest
-                ps_bytes = sum(latest.get(p, [0, 0, 0, 0])[2] for p in ps_ports)
-                now = time.monotonic()
-                rate = 0.0
-                if last_bytes is not None and now > last_t:
-                    rate = 8 * (ps_bytes - last_bytes) / (now - last_t)
-                last_bytes, last_t = ps_bytes, now
+                rate = self.sampler.rate_bps(ps_ports)
                 progress.update(rate)
                 time.sleep(0.25)
         finally:

@@ -31,7 +31,7 @@ class CounterSampler(threading.Thread):
         self.path = Path(path)
         self.interval_s = interval_s
         self._stop_event = threading.Event()
-        self.latest = {}
+        self._last_two = []   # [(t, values)] of the two most recent samples
 
     def sample(self, out):
         values = {}
@@ -39,8 +39,9 @@ class CounterSampler(threading.Thread):
             counters = read_counters(name)
             if counters is not None:
                 values[name] = counters
-        self.latest = values
-        out.write(json.dumps({"t": time.time(), "ifaces": values}) + "\n")
+        now = time.time()
+        self._last_two = (self._last_two + [(now, values)])[-2:]
+        out.write(json.dumps({"t": now, "ifaces": values}) + "\n")
         out.flush()
 
     def run(self):
@@ -49,6 +50,15 @@ class CounterSampler(threading.Thread):
             while not self._stop_event.wait(self.interval_s):
                 self.sample(out)
             self.sample(out)
+
+    def rate_bps(self, ifaces, field: str = "tx_bytes") -> float:
+        """Bits/s summed over ``ifaces`` between the two most recent samples."""
+        if len(self._last_two) < 2:
+            return 0.0
+        (t0, v0), (t1, v1) = self._last_two
+        index = _FIELDS.index(field)
+        delta = sum(v1[i][index] - v0[i][index] for i in ifaces if i in v0 and i in v1)
+        return 8 * delta / (t1 - t0) if t1 > t0 else 0.0
 
     def stop(self):
         self._stop_event.set()

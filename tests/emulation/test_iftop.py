@@ -33,14 +33,14 @@ from testbed.metrics.iftop import (
     run_iftop_command,
 )
 
+from conftest import require_emulation  # noqa: E402
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-pytestmark = [
-    pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                       reason="needs root: creates network namespaces and AF_PACKET sockets"),
-    pytest.mark.skipif(shutil.which("iftop") is None,
-                       reason="iftop is not installed (apt-get install iftop)"),
-]
+@pytest.fixture(autouse=True)
+def _needs_root_and_iftop():
+    require_emulation("iftop", "ip", "ethtool")
+
 
 SENDER_IP = "10.99.0.1"
 RECEIVER_IP = "10.99.0.2"

@@ -1,0 +1,142 @@
+"""Whole runs on Mininet with the pyswitch target (root; these run in CI)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.emulation.orchestrator import run_scenario
+from testbed.emulation.state import RunLock
+from testbed.scenario import load_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
+MARKERS = ("testbed.dataplane.pyswitch", "testbed.agents.run", "testbed.metrics.iftop", "mininet:")
+
+
+def leftovers():
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    interfaces = re.findall(r"^\d+: (s\d+-eth\d+|w\d+-eth\d+|ps-eth\d+)", links, re.M)
+    procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    processes = [p for p in procs if any(m in p for m in MARKERS)]
+    return interfaces, processes
+
+
+def assert_clean():
+    interfaces, processes = leftovers()
+    assert not interfaces, f"interfaces left behind: {interfaces}"
+    assert not processes, f"processes left behind: {processes}"
+
+
+def inatb(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "testbed.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, **kwargs)
+
+
+@pytest.fixture
+def quiet(tmp_path):
+    class Sink:
+        def write(self, text):
+            pass
+
+        def flush(self):
+            pass
+
+        def isatty(self):
+            return False
+    return Sink()
+
+
+def test_quickstart_runs_end_to_end_exactly_and_cleans_up(emulation, tmp_path):
+    proc = inatb("run", str(QUICKSTART), "--out", str(tmp_path), "--set", "jobs.0.iterations=10")
+    assert proc.returncode == 0, proc.stderr
+    run_dir = Path(proc.stdout.strip().splitlines()[-1])
+    assert run_dir.parent.parent == tmp_path
+    for name in ("scenario.yaml", "policy.json", "entries/s1.txt", "metrics.jsonl", "iterations.csv",
+                 "summary.json", "plots/iteration_time.png", "logs/s1.log", "logs/ps.log", "iftop/ps.txt"):
+        assert (run_dir / name).exists(), name
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ("scenario", "target", "policy", "iterations", "aggregation_exact", "ps_ingress_bytes", "wall_s",
+                "iteration_time_s", "comm_time_s", "seed", "versions", "git_commit"):
+        assert key in summary, key
+    assert summary["target"] == "pyswitch"
+    assert summary["aggregation_exact"] is True
+    assert summary["jobs"][0]["iterations_completed"] == 10
+    assert summary["switches"]["s1"]["emitted"] > 0
+    assert "iteration 10/10" in proc.stderr
+    assert "Total send and receive rate" in (run_dir / "iftop" / "ps.txt").read_text()
+    assert_clean()
+
+
+def test_atp_ps_ingress_is_at_most_30_percent_of_ps(emulation, tmp_path, quiet):
+    ingress = {}
+    for policy in ("ps", "atp"):
+        scenario = load_scenario(QUICKSTART, [f"policy={policy}", "jobs.0.iterations=5"])
+        result = run_scenario(scenario, out_root=tmp_path, stream=quiet)
+        assert result.summary["aggregation_exact"], policy
+        ingress[policy] = result.summary["ps_ingress_bytes"]
+    assert ingress["atp"] <= 0.30 * ingress["ps"], ingress
+    assert_clean()
+
+
+def test_sum_stays_exact_at_one_percent_loss(emulation, tmp_path, quiet):
+    scenario = load_scenario(QUICKSTART, ["jobs.0.iterations=10",
+                                          "impairments=[{link: all, drop: 0.01, duplicate: 0.01, reorder: 0.01}]"])
+    result = run_scenario(scenario, out_root=tmp_path, stream=quiet)
+    summary = result.summary
+    dropped = sum(port["dropped"] for port in summary["switches"]["s1"]["impairment"].values())
+    assert dropped > 0, "the impairment dropped nothing; the test would prove nothing"
+    assert summary["jobs"][0]["retransmitted_packets"] > 0
+    assert summary["aggregation_exact"] is True
+    assert_clean()
+
+
+def test_ctrl_c_stops_the_run_and_leaves_the_machine_clean(emulation, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(QUICKSTART), "--out", str(tmp_path),
+                             "--set", "jobs.0.iterations=100000", "--set", "run_timeout=300s"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("quickstart/*/records/ps.jsonl")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never started iterating"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    summary = json.loads(next(tmp_path.glob("quickstart/*/summary.json")).read_text())
+    assert summary["status"] == "failed"
+    assert_clean()
+
+
+def test_second_run_is_refused_while_one_runs(emulation, tmp_path):
+    lock = RunLock()
+    lock.acquire("scenario held-by-test")
+    try:
+        proc = inatb("run", str(QUICKSTART), "--out", str(tmp_path))
+    finally:
+        lock.release()
+    assert proc.returncode == 6
+    assert "another run is in progress" in proc.stderr and "held-by-test" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
+def test_invalid_scenario_fails_in_one_line_without_touching_the_network(emulation, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(QUICKSTART.read_text().replace("kind: explicit", "kind: torus"))
+    proc = inatb("run", str(bad), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "topology.kind" in proc.stderr and str(bad) in proc.stderr
+    assert not (tmp_path / "out").exists()
+    assert_clean()

@@ -1,0 +1,80 @@
+"""Policy -> entries and agent configs."""
+
+import textwrap
+
+from testbed import controller
+from testbed.dataplane.entries import validate_entry
+from testbed.policy import compute_policy
+from testbed.scenario import parse_scenario
+
+RACK = textwrap.dedent("""\
+    version: 1
+    scale: 0.0001
+    topology: {kind: explicit, switches: [s1, s2], hosts: [w1, w2, w3, w4, ps],
+               links: [[w1, s1], [w2, s1], [w3, s1], [w4, s1], [s1, s2], [ps, s2]]}
+    jobs: [{workers: [w1, w2, w3, w4], ps: ps, policy: atp, window: 16, submodels: 2}]
+    """)
+
+
+def plan_for(text, *overrides):
+    scenario = parse_scenario(text, "t.yaml", overrides)
+    policy = compute_policy(scenario)
+    return scenario, policy, controller.plan(scenario, policy)
+
+
+def test_atp_aggregates_at_the_first_programmable_switch():
+    scenario, policy, plan = plan_for(RACK)
+    job = policy.jobs["job0"]
+    assert {job.first_hop[w][0] for w in ("w1", "w2", "w3", "w4")} == {"s1"}
+    assert job.fanin(0, "s1") == 4 and job.fanin(0, "ps") == 1
+    filters = [e for e in plan.switches["s1"].entries if e.table == "ina_filter"]
+    assert len(filters) == 2
+    params = dict(filters[0].params)
+    assert params["next_dst"] == scenario.topology.node("ps").ip
+    assert params["next_fanin"] == 1
+    assert not [e for e in plan.switches["s2"].entries if e.table == "ina_filter"]
+    for config in plan.switches.values():
+        for entry in config.entries:
+            validate_entry(entry)
+
+
+def test_workers_address_their_aggregation_switch_within_its_slots():
+    _, _, plan = plan_for(RACK)
+    worker = next(a for a in plan.agents if a.name == "w1")
+    assert worker.window <= worker.submodels[0].slot_count
+    assert worker.submodels[0].agg_ip == "10.255.0.1"
+    assert worker.submodels[0].fanin == 4
+    ps = next(a for a in plan.agents if a.role == "ps")
+    assert sum(p.fragments for p in ps.submodels) == worker.total_fragments
+
+
+def test_ps_policy_installs_no_aggregation():
+    _, _, plan = plan_for(RACK, "policy=ps")
+    assert not any(e.table == "ina_filter" for c in plan.switches.values() for e in c.entries)
+    worker = next(a for a in plan.agents if a.name == "w1")
+    assert worker.submodels[0].agg_ip == "10.0.0.5" and worker.submodels[0].fanin == 4
+
+
+def test_every_switch_routes_every_host_and_switch_address():
+    scenario, _, plan = plan_for(RACK)
+    for sw, config in plan.switches.items():
+        routed = {e.match[0] for e in config.entries if e.table == "ipv4_lpm"}
+        expected = {f"{n.ip}/32" for n in scenario.topology.nodes.values() if n.name != sw}
+        assert routed == expected
+
+
+def test_switch_ports_are_shaped_once_at_link_rate():
+    scenario, _, plan = plan_for(RACK)
+    shaping = plan.switches["s1"].port_shaping
+    assert len(shaping) == 5
+    assert all(s.rate_bps == scenario.topology.links[0].rate_bps for s in shaping)
+
+
+def test_multi_ps_jobs_split_submodels_among_their_servers():
+    text = RACK.replace("ps]", "ps, p2]").replace("[ps, s2]]", "[ps, s2], [p2, s2]]") \
+        .replace("ps: ps", "ps: [ps, p2]").replace("submodels: 2", "submodels: 4")
+    _, policy, plan = plan_for(text)
+    owners = policy.jobs["job0"].ps_of_submodel
+    assert set(owners.values()) == {"ps", "p2"}
+    ps_agents = [a for a in plan.agents if a.role == "ps"]
+    assert sorted(len(a.submodels) for a in ps_agents) == [2, 2]

@@ -1,0 +1,155 @@
+"""Scenario validation: every error names the file, line, field path and what was expected."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testbed.errors import ScenarioError
+from testbed.scenario import load_scenario, parse_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+
+BASE = """\
+version: 1
+name: t
+scale: 0.001
+topology:
+  kind: explicit
+  switches: [s1]
+  hosts: [w1, w2, ps]
+  links: [[w1, s1], [w2, s1], [ps, s1]]
+jobs:
+  - workers: [w1, w2]
+    ps: ps
+    policy: atp
+"""
+
+
+def parse(text, overrides=()):
+    return parse_scenario(textwrap.dedent(text), "test.yaml", overrides)
+
+
+def error_of(text, overrides=()):
+    with pytest.raises(ScenarioError) as info:
+        parse(text, overrides)
+    return info.value
+
+
+def test_base_scenario_resolves_units_and_scale():
+    s = parse(BASE)
+    assert s.scale == 0.001
+    assert s.topology.links[0].rate_bps == pytest.approx(100e9 * 0.001)
+    job = s.jobs[0]
+    assert job.workers == ["w1", "w2"] and job.ps == ["ps"]
+    # ResNet-18 (the default model) scaled by 1/1000.
+    assert job.gradient_bytes == pytest.approx(4 * 11_689_512 * 0.001, rel=0.01)
+    assert sum(job.submodel_elements) * 4 == job.gradient_bytes
+
+
+def test_unknown_key_names_line_field_and_allowed_keys():
+    err = error_of(BASE.replace("scale: 0.001", "scale: 0.001\nspeed: 3"))
+    assert err.field == "speed"
+    assert err.line == 4
+    assert "allowed here" in err.message and "topology" in err.message
+    assert str(err).startswith("test.yaml:4: speed:")
+
+
+def test_bad_unit():
+    err = error_of(BASE.replace("kind: explicit", "kind: explicit\n  link_rate: 10Gbpx"))
+    assert err.field == "topology.link_rate"
+    assert "unknown unit" in err.message
+
+
+def test_unknown_topology_kind():
+    err = error_of(BASE.replace("kind: explicit", "kind: torus"))
+    assert err.field == "topology.kind"
+    assert "fat-tree" in err.message and "torus" in err.message
+
+
+def test_host_used_but_not_defined():
+    err = error_of(BASE.replace("workers: [w1, w2]", "workers: [w1, w9]"))
+    assert err.field == "jobs.0.workers.1"
+    assert "w9" in err.message and "not defined" in err.message
+
+
+def test_link_to_undefined_node():
+    err = error_of(BASE.replace("[ps, s1]]", "[ps, s2]]"))
+    assert err.field == "topology.links.2"
+    assert "'s2'" in err.message
+
+
+def test_aggregation_asked_of_non_programmable_switch():
+    text = BASE.replace("switches: [s1]", "switches: [s1, {name: s2, programmable: false}]") \
+        .replace("[ps, s1]]", "[ps, s1], [s1, s2]]") \
+        .replace("policy: atp", "policy: atp\n    aggregation_switches: [s2]")
+    err = error_of(text)
+    assert err.field == "jobs.0.aggregation_switches.0"
+    assert "not programmable" in err.message
+
+
+def test_more_workers_than_the_bitmap_holds():
+    hosts = [f"h{i}" for i in range(66)]
+    text = f"""
+    version: 1
+    topology: {{kind: explicit, switches: [s1], hosts: [{', '.join(hosts)}],
+               links: [{', '.join(f'[{h}, s1]' for h in hosts)}]}}
+    jobs: [{{workers: [{', '.join(hosts[:65])}], ps: h65}}]
+    """
+    err = error_of(text)
+    assert err.field == "jobs.0.workers"
+    assert "at most 64" in err.message
+
+
+def test_version_is_required_and_checked():
+    assert error_of(BASE.replace("version: 1\n", "")).field == "version"
+    assert "expected 1" in error_of(BASE.replace("version: 1", "version: 2")).message
+
+
+def test_unknown_policy_lists_the_known_ones():
+    err = error_of(BASE.replace("policy: atp", "policy: magic"))
+    assert err.field == "jobs.0.policy" and "ps" in err.message and "atp" in err.message
+
+
+def test_invalid_yaml_reports_the_line():
+    err = error_of("version: 1\ntopology: [unclosed\n")
+    assert err.line >= 2 and "not valid YAML" in err.message
+
+
+def test_set_overrides_dotted_paths_and_policy_shortcut():
+    s = parse(BASE, ["jobs.0.iterations=3", "scale=0.0001", "policy=ps"])
+    assert s.jobs[0].iterations == 3
+    assert s.scale == 0.0001
+    assert s.jobs[0].policy == "ps"
+
+
+def test_set_override_errors():
+    with pytest.raises(ScenarioError, match="key=value"):
+        parse(BASE, ["scale"])
+    with pytest.raises(ScenarioError, match="index 5 out of range"):
+        parse(BASE, ["jobs.5=1"])
+
+
+def test_set_override_is_validated_like_the_file():
+    with pytest.raises(ScenarioError, match="scale"):
+        parse(BASE, ["scale=2"])
+
+
+def test_host_serving_two_roles_is_rejected():
+    err = error_of(BASE.replace("ps: ps", "ps: w1"))
+    assert err.field == "jobs.0.ps.0" and "already serves" in err.message
+
+
+def test_impairment_on_a_missing_link():
+    err = error_of(BASE + "impairments: [{link: [w1, w2], drop: 0.01}]\n")
+    assert err.field == "impairments.0.link"
+
+
+def test_missing_file_is_a_scenario_error(tmp_path):
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "nope.yaml")
+
+
+def test_shipped_scenarios_validate():
+    for path in sorted((REPO / "scenarios").rglob("*.yaml")):
+        load_scenario(path)

@@ -1,0 +1,56 @@
+import numpy as np
+import pytest
+
+from testbed.dataplane import wire
+from testbed.dataplane.wire import InaHeader
+
+
+def test_header_is_38_bytes_and_round_trips():
+    h = InaHeader(job=7, flags=wire.FLAG_DATA | wire.FLAG_RETX, elems=64, level=2, agg_node=0x8001, fanin=4, count=3,
+                  submodel=9, iteration=123456, seq=99, slot=1023, bitmap=(1 << 63) | 5, progress=42)
+    data = h.pack()
+    assert len(data) == wire.INA_HEADER_BYTES == 38
+    assert InaHeader.unpack(data) == h
+    assert h.flag_names() == ["DATA", "RETX"]
+
+
+def test_short_header_is_a_wire_error():
+    with pytest.raises(wire.WireError):
+        InaHeader.unpack(b"\0" * 10)
+
+
+@pytest.mark.parametrize("workers, bound", [(1, 1.0), (4, 1.0), (64, 1.0), (8, 100.0), (3, 0.001)])
+def test_scale_bits_never_overflow_the_sum(workers, bound):
+    bits = wire.choose_scale_bits(workers, bound)
+    assert wire.check_sum_fits(workers, bound, bits)
+    assert workers * bound * 2.0 ** (bits + 1) > 2**31 - 1 or bits == 30
+
+
+def test_fixed_point_round_trip_precision():
+    values = np.linspace(-1, 1, 1001)
+    bits = wire.choose_scale_bits(8, 1.0)
+    back = wire.from_fixed(wire.to_fixed(values, bits), bits)
+    assert np.max(np.abs(back - values)) <= 2.0 ** -(bits + 1)
+
+
+def test_fragment_pads_the_last_fragment_with_zeros():
+    rows = wire.fragment(np.arange(1, 131, dtype=np.int32), 64)
+    assert rows.shape == (3, 64)
+    assert rows[2, 1] == 130 and np.all(rows[2, 2:] == 0)
+    assert wire.fragments_of(130, 64) == 3
+
+
+def test_frame_build_and_parse():
+    h = InaHeader(job=1, seq=5, elems=4)
+    frame = wire.build_ina_frame("02:00:00:00:00:02", "02:00:00:00:00:01", "10.0.0.1", "10.0.0.2", h,
+                                 np.array([1, -2, 3, -4], dtype=np.int32))
+    assert len(frame) == wire.PAYLOAD_OFFSET + 16
+    parsed = wire.parse_frame(frame)
+    assert parsed.ip_checksum_ok and parsed.ina == h
+    assert parsed.lanes.tolist() == [1, -2, 3, -4]
+    assert parsed.src_ip == "10.0.0.1" and parsed.dst_port == wire.INA_UDP_PORT
+
+
+def test_slot_index_spreads_a_window_over_distinct_slots():
+    slots = {wire.slot_index(seq, 100, 32) for seq in range(1000, 1032)}
+    assert slots == set(range(100, 132))
