@@ -54,6 +54,25 @@ def format_summary(s: dict) -> str:
                      f"PS ingress {j['ps_ingress_bytes'] / 1e6:.2f} MB, "
                      f"sending rate {num(j['gradient_sending_rate_bps'] and j['gradient_sending_rate_bps'] / 1e6, '.1f')} Mb/s, "
                      f"retransmissions {j['retransmitted_packets']}")
+    for b in s.get("background") or []:
+        lines.append(f"  background {b['distribution']}: requested load {b['requested_load']:g} "
+                     f"(of {b['load_relative_to']}), offered {num(b.get('offered_load'), '.3f')}, "
+                     f"achieved {num(b.get('achieved_load'), '.3f')}; "
+                     f"{b.get('completed_count', 0)}/{b.get('flow_count', 0)} flows completed; FCT p50 "
+                     f"{num(b.get('fct_p50_s'), '.4f')} s, p95 {num(b.get('fct_p95_s'), '.4f')} s, "
+                     f"p99 {num(b.get('fct_p99_s'), '.4f')} s")
+    stragglers = s.get("stragglers") or {}
+    for worker, d in sorted(stragglers.get("compute_delay_by_worker", {}).items()):
+        if d["max_s"]:
+            lines.append(f"  straggler {worker}: compute delay mean {d['mean_s']:.3f} s, max {d['max_s']:.3f} s")
+    for inj in stragglers.get("injections", []):
+        rate = f" to {inj['rate_bps'] / 1e6:g} Mb/s" if inj.get("rate_bps") else ""
+        lines.append(f"  {inj['kind']} {'-'.join(inj['target'])}{rate} at {inj['at_s']:g} s for "
+                     f"{inj['duration_s']:g} s (events.jsonl)")
+    for err in stragglers.get("injection_errors", []):
+        lines.append(f"  injection error: {err}")
+    if s.get("error"):
+        lines.append(f"  error: {s['error']}")
     return "\n".join(lines)
 
 

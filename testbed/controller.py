@@ -11,8 +11,10 @@ Choices:
 
 - Default routes are /32 ``ipv4_lpm`` entries along BFS shortest paths toward
   every host and every switch INA address (deterministic: ties broken by
-  node order); a policy's explicit ``paths`` become exact ``route`` entries,
-  which the program applies before ``ipv4_lpm``.
+  node order); parallel links between two switches are spread by destination
+  (static ECMP, as PA-ATP's testbed routes over its four paths); a policy's
+  explicit ``paths`` become exact ``route`` entries, which the program
+  applies before ``ipv4_lpm``.
 - The destination MAC written by every hop is the final host's MAC, so the
   frame needs no further rewrite at the last hop (switch INA addresses get
   the switch's MAC).
@@ -24,7 +26,7 @@ Choices:
   ``agg_capacity`` meter in fragments/s: capacity_bps / (lanes x 32 bits).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import networkx as nx
 
@@ -52,6 +54,7 @@ def plan(scenario, policy) -> ControlPlan:
         result.switches[sw.name] = SwitchConfig(sw.name, sw.node_id)
     _default_routes(topo, graph, result)
     _policy_routes(topo, policy, result)
+    _parallel_link_routes(topo, graph, result)
     _allocate_slots(scenario, policy, result)
     _ina_filters(scenario, policy, result)
     _ports(scenario, result)
@@ -63,9 +66,11 @@ def _forward_entry(table, action, match, mac, port):
     return TableEntry(table, action, match, (("dstAddr", mac), ("port", port)))
 
 
-def _port_toward(topo, switch, neighbor):
-    links = [l for l in topo.links_of(switch) if topo.neighbor(switch, l) == neighbor]
-    return topo.port(switch, min(links, key=lambda l: l.index))
+def _port_toward(topo, switch, neighbor, flow_key: int = 0):
+    """Port of the link to ``neighbor``; parallel links are chosen by ``flow_key`` (static ECMP)."""
+    links = sorted((l for l in topo.links_of(switch) if topo.neighbor(switch, l) == neighbor),
+                   key=lambda l: l.index)
+    return topo.port(switch, links[flow_key % len(links)])
 
 
 def _default_routes(topo, graph, result):
@@ -77,7 +82,8 @@ def _default_routes(topo, graph, result):
                 continue
             next_node = paths[sw.name][-2]
             result.switches[sw.name].entries.append(_forward_entry(
-                "ipv4_lpm", "ipv4_forward", (f"{dst.ip}/32",), dst.mac, _port_toward(topo, sw.name, next_node)))
+                "ipv4_lpm", "ipv4_forward", (f"{dst.ip}/32",), dst.mac,
+                _port_toward(topo, sw.name, next_node, dst.node_id)))
 
 
 def _policy_routes(topo, policy, result):
@@ -91,7 +97,39 @@ def _policy_routes(topo, policy, result):
                 if nxt not in [topo.neighbor(here, l) for l in topo.links_of(here)]:
                     raise PolicyError(f"{job.scheme}: path {key} uses {here}-{nxt}, which is not a link")
                 result.switches[here].entries.append(_forward_entry(
-                    "route", "route_forward", (src.ip, dst.ip), dst.mac, _port_toward(topo, here, nxt)))
+                    "route", "route_forward", (src.ip, dst.ip), dst.mac,
+                    _port_toward(topo, here, nxt, src.node_id + dst.node_id)))
+
+
+def _parallel_link_routes(topo, graph, result):
+    """Spread flows over parallel links by (source, destination), as ECMP hashing would.
+
+    Default routes choose a parallel link by destination only, which would put
+    every worker's traffic to one aggregation switch on one link; exact
+    ``route`` entries choose by the pair. Policy routes already present win.
+    """
+    endpoints = topo.hosts() + topo.switches()
+    for sw in topo.switches():
+        counts = {}
+        for link in topo.links_of(sw.name):
+            other = topo.neighbor(sw.name, link)
+            counts[other] = counts.get(other, 0) + 1
+        if not any(c > 1 and topo.nodes[n].kind == "switch" for n, c in counts.items()):
+            continue
+        config = result.switches[sw.name]
+        taken = {e.match for e in config.entries if e.table == "route"}
+        for dst in endpoints:
+            if dst.name == sw.name:
+                continue
+            next_node = nx.shortest_path(graph, sw.name, dst.name)[1]
+            if counts.get(next_node, 0) < 2:
+                continue
+            for src in endpoints:
+                if src.name in (dst.name, sw.name) or (src.ip, dst.ip) in taken:
+                    continue
+                config.entries.append(_forward_entry("route", "route_forward", (src.ip, dst.ip), dst.mac,
+                                                     _port_toward(topo, sw.name, next_node,
+                                                                  src.node_id + dst.node_id)))
 
 
 def _allocate_slots(scenario, policy, result):
@@ -173,6 +211,8 @@ def _agents(scenario, policy, result):
             return sp
 
         for index, w in enumerate(job.workers):
+            delay = next((asdict(d) for d in scenario.stragglers.compute_delays if w in d.workers), {})
+            delay.pop("workers", None)
             window = job.window
             for g in range(len(fragments)):
                 count = result.slot_ranges.get((job.name, jp.first_hop[w][g]), (0, 0))[1]
@@ -181,7 +221,7 @@ def _agents(scenario, policy, result):
             result.agents.append(AgentConfig(
                 role="worker", name=w, ip=topo.node(w).ip, worker_index=index,
                 submodels=[plan_of(g, w) for g in range(len(fragments))], compute_time_s=job.compute_time_s,
-                window=window, **common))
+                compute_delay=delay, window=window, **common))
         workers = [(i, topo.node(w).ip) for i, w in enumerate(job.workers)]
         for ps in job.ps:
             owned = [plan_of(g) for g in range(len(fragments)) if jp.ps_of_submodel[g] == ps]

@@ -31,12 +31,36 @@ from testbed.units import parse_duration_s, parse_rate_bps, parse_size_bytes
 SCENARIO_VERSION = 1
 TARGETS = ("auto", "pyswitch", "bmv2")
 TOPOLOGY_KINDS = ("explicit", "dumbbell", "leaf-spine", "fat-tree", "goat-testbed")
-#: Policies the emulation can run now; the control-plane issue adds the others here.
-POLICIES = ("ps", "atp")
+#: Every control-plane scheme; ``testbed/policy`` registers one function per name.
+POLICIES = ("ps", "atp", "switchml", "esa", "geryon", "lbmm", "ksgd", "goat", "goat-async", "grid", "inart",
+            "inart-equal")
+#: Options a scheme accepts under a job's ``policy_options.<scheme>`` (keyed by scheme, so that
+#: ``--set policy=NAME`` picks up NAME's options). Defaults and meaning live in the scheme's module.
+#: Kinds: ("int", low, high), ("number", low, high), ("bool",), ("choice", values),
+#: ("duration",) -> stored as ``<key>_s``, ("worker_durations",) -> ``<key>_s`` = {worker: seconds}.
+_LP_OPTIONS = {"solver": ("choice", ("auto", "highs", "cbc")), "time_limit": ("duration",)}
+_ROUTING_OPTIONS = {"paths": ("int", 1, 16), "roundings": ("int", 1, 1000), "improve": ("bool",), **_LP_OPTIONS}
+_KRGS_OPTIONS = {"objective": ("choice", ("eq4", "eq1")), "roundings": ("int", 1, 1000), **_LP_OPTIONS}
+POLICY_OPTIONS = {
+    "ps": {},
+    "atp": {"levels": ("int", 1, 2), "admission": ("choice", ("fragment", "flow"))},
+    "esa": {"levels": ("int", 1, 2), "priority": ("int", 0, 65535)},
+    "switchml": {"pool": ("int", 1, 1 << 20)},
+    "geryon": {"paths": ("int", 1, 16)},
+    "lbmm": {"paths": ("int", 1, 16)},
+    "ksgd": {"k": ("int", 1, 64), "intervals": ("worker_durations",)},
+    "goat": dict(_KRGS_OPTIONS),
+    "goat-async": {**_KRGS_OPTIONS, "intervals": ("worker_durations",), "rounds": ("int", 1, 100000),
+                   "loss_gap": ("number", 0, None), "epsilon": ("number", 0, None),
+                   "sigma2": ("number", 0, None)},
+    "grid": dict(_ROUTING_OPTIONS),
+    "inart": {**_ROUTING_OPTIONS, "split_search": ("bool",)},
+    "inart-equal": dict(_ROUTING_OPTIONS),
+}
 
 # Allowed keys per section (a key not listed is an error naming the allowed ones).
 TOP_KEYS = {"version", "name", "description", "seed", "scale", "target", "run_timeout", "topology", "switch",
-            "jobs", "impairments", "metrics"}
+            "jobs", "impairments", "metrics", "background", "stragglers", "simulation"}
 TOPOLOGY_KEYS = {
     "explicit": {"kind", "link_rate", "programmable", "switches", "hosts", "links"},
     "dumbbell": {"kind", "link_rate", "programmable", "hosts_left", "hosts_right", "paths", "core_rate"},
@@ -46,9 +70,18 @@ TOPOLOGY_KEYS = {
 }
 SWITCH_KEYS = {"slots", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold"}
 JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterations", "compute_time",
-            "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches"}
+            "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches",
+            "submodel_elements", "policy_options", "ps_memory"}
+#: ``simulation:`` inputs of the flow- and fragment-level simulator (testbed/sim) only.
+SIMULATION_KEYS = {"worker_start", "max_fragment_events"}
 IMPAIRMENT_KEYS = {"link", "drop", "duplicate", "reorder"}
 METRICS_KEYS = {"sample_interval", "iftop_interfaces"}
+BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "duration", "port"}
+STRAGGLER_KEYS = {"compute_delay", "rate_changes", "pauses", "link_degradations", "heterogeneous_links"}
+DELAY_KINDS = ("normal", "uniform", "fixed")
+#: GOAT §VII-C draws per-worker latency from a normal distribution with std 0.2 clipped
+#: to [0, 1] s and gives no mean; 0.5 s (the middle of the clip range) is our default.
+GOAT_DELAY_DEFAULTS = {"mean": "0.5s", "std": "0.2s", "clip": ["0s", "1s"]}
 
 
 @dataclass
@@ -77,6 +110,8 @@ class JobSpec:
     scale_bits: int
     retransmit_timeout_s: float
     aggregation_switches: list     # empty = any programmable switch
+    policy_options: dict = field(default_factory=dict)   # scheme -> {option: resolved value}
+    ps_memory_bytes: float = 0.0   # aggregation memory of each PS for this job (GOAT's B(alpha)); 0 = unlimited
 
 
 @dataclass
@@ -85,6 +120,68 @@ class ImpairmentSpec:
     drop: float = 0.0
     duplicate: float = 0.0
     reorder: float = 0.0
+
+
+@dataclass
+class BackgroundSpec:
+    """Background flows (PA-ATP §5: Hadoop flows, Poisson arrivals, load 0.2-0.8).
+
+    ``load`` is relative to each sender's own link rate (the HPCC rule) unless
+    ``bottleneck`` names a link: then the senders together offer ``load`` of
+    that link's rate. Flow sizes are not scaled; rates are, so arrival rates
+    follow from load, rate and the distribution's mean.
+    """
+    distribution: str
+    load: float
+    senders: list
+    receivers: list
+    bottleneck: tuple = ()           # (a, b) or empty
+    max_flow_bytes: float = 0.0      # 0 = no truncation
+    duration_s: float = 0.0          # 0 = as long as the job runs
+    port: int = 5001
+
+
+@dataclass
+class ComputeDelaySpec:
+    """Extra compute time per worker per iteration drawn from a distribution (seconds)."""
+    workers: list
+    distribution: str                # normal | uniform | fixed
+    mean_s: float = 0.0
+    std_s: float = 0.0
+    low_s: float = 0.0               # uniform bounds, or the normal's clip range
+    high_s: float = 0.0
+    value_s: float = 0.0
+
+
+@dataclass
+class TimedInjection:
+    """A change at ``at_s`` after the start for ``duration_s``: a host NIC rate, a pause, a link rate."""
+    kind: str                        # rate_change | pause | link_degradation
+    target: tuple                    # (host,) or (a, b)
+    at_s: float
+    duration_s: float
+    rate_bps: float = 0.0
+
+
+@dataclass
+class StragglerSpec:
+    compute_delays: list = field(default_factory=list)   # ComputeDelaySpec
+    injections: list = field(default_factory=list)       # TimedInjection
+    heterogeneous_range_bps: tuple = ()                  # host link capacities drawn in [low, high]
+
+
+@dataclass
+class SimulationSettings:
+    """Inputs of ``inatb simulate`` that describe no real component (testbed/sim).
+
+    ``worker_start_fragments``: how many fragment times each worker starts
+    late in the fragment-level model (GOAT Fig. 2(b): W2 and W4 send after
+    W1 and W3 sent their three fragments); absent workers start at 0.
+    ``max_fragment_events``: above this many fragment-hops per iteration the
+    fragment-level model is replaced by its analytic count (no collisions).
+    """
+    worker_start_fragments: dict = field(default_factory=dict)
+    max_fragment_events: int = 2_000_000
 
 
 @dataclass
@@ -108,6 +205,9 @@ class Scenario:
     metrics: MetricsSettings
     resolved: dict                 # the validated document after overrides (written to results)
     description: str = ""
+    background: list = field(default_factory=list)       # BackgroundSpec
+    stragglers: StragglerSpec = field(default_factory=StragglerSpec)
+    simulation: SimulationSettings = field(default_factory=SimulationSettings)
 
     def job(self, name: str) -> JobSpec:
         return next(j for j in self.jobs if j.name == name)
@@ -291,8 +391,13 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
     jobs = _resolve_jobs(c, doc["jobs"], topo, scale, switch)
     impairments = _resolve_impairments(c, doc.get("impairments") or [], topo)
     metrics = _resolve_metrics(c, doc.get("metrics") or {}, topo)
+    background = _resolve_background(c, doc.get("background") or [], topo, jobs)
+    stragglers = _resolve_stragglers(c, doc.get("stragglers") or {}, topo, jobs, scale)
+    if stragglers.heterogeneous_range_bps:
+        topo = topology.with_host_link_rates(topo, stragglers.heterogeneous_range_bps, seed)
+    simulation = _resolve_simulation(c, doc.get("simulation") or {}, jobs)
     return Scenario(name, source, seed, scale, target, run_timeout_s, topo, switch, jobs, impairments, metrics,
-                    doc, doc.get("description", ""))
+                    doc, doc.get("description", ""), background, stragglers, simulation)
 
 
 def _resolve_topology(c, spec, scale, seed):
@@ -423,16 +528,22 @@ def _resolve_jobs(c, spec, topo, scale, switch):
         policy = job.get("policy", "ps")
         if policy not in POLICIES:
             c.fail(f"{p}.policy", f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
-        model = str(job.get("model", "resnet18"))
-        try:
-            profile = models.load_profile(model)
-        except KeyError:
-            c.fail(f"{p}.model", f"unknown model {model!r}; expected one of {', '.join(models.available_models())}")
-        if "gradient_size" in job:
-            profile = profile.with_gradient_bytes(c.unit(parse_size_bytes, job["gradient_size"],
-                                                         f"{p}.gradient_size"))
-        profile = profile.scaled(scale)
-        submodels = c.integer(job.get("submodels", 4), f"{p}.submodels", 1, 65535)
+        if "submodel_elements" in job:
+            model_name, elements = _explicit_submodels(c, job, p, scale)
+            submodels = len(elements)
+        else:
+            model = str(job.get("model", "resnet18"))
+            try:
+                profile = models.load_profile(model)
+            except KeyError:
+                c.fail(f"{p}.model",
+                       f"unknown model {model!r}; expected one of {', '.join(models.available_models())}")
+            if "gradient_size" in job:
+                profile = profile.with_gradient_bytes(c.unit(parse_size_bytes, job["gradient_size"],
+                                                             f"{p}.gradient_size"))
+            profile = profile.scaled(scale)
+            submodels = c.integer(job.get("submodels", 4), f"{p}.submodels", 1, 65535)
+            model_name, elements = profile.name, profile.partition(submodels)
         if submodels > len(ps) * 4096:
             c.fail(f"{p}.submodels", "too many sub-models")
         if len(ps) > submodels:
@@ -455,18 +566,83 @@ def _resolve_jobs(c, spec, topo, scale, switch):
         if window > switch.slots:
             c.fail(f"{p}.window", f"window {window} exceeds switch.slots {switch.slots}")
         jobs.append(JobSpec(
-            name=name, job_id=i + 1, model=profile.name, gradient_bytes=profile.gradient_bytes,
-            submodel_elements=profile.partition(submodels), workers=workers, ps=ps, policy=policy,
+            name=name, job_id=i + 1, model=model_name, gradient_bytes=4 * sum(elements),
+            submodel_elements=elements, workers=workers, ps=ps, policy=policy,
             iterations=c.integer(job.get("iterations", 10), f"{p}.iterations", 1, 10**6),
             compute_time_s=c.unit(parse_duration_s, job.get("compute_time", "0s"), f"{p}.compute_time"),
             window=window, gradient_bound=bound, scale_bits=scale_bits,
             retransmit_timeout_s=c.unit(parse_duration_s, job.get("retransmit_timeout", "50ms"),
                                         f"{p}.retransmit_timeout"),
-            aggregation_switches=list(agg_switches)))
+            aggregation_switches=list(agg_switches),
+            policy_options=_resolve_policy_options(c, job.get("policy_options") or {}, f"{p}.policy_options",
+                                                   workers),
+            ps_memory_bytes=c.unit(parse_size_bytes, job["ps_memory"], f"{p}.ps_memory") * scale
+            if "ps_memory" in job else 0.0))
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         c.fail("jobs", f"job names must be unique, got {names}")
     return jobs
+
+
+def _explicit_submodels(c, job, p, scale):
+    """``submodel_elements: [64, 64, 64]``: the sub-model partition given directly (elements, scaled).
+
+    For examples that need exact fragment counts or split ratios (GOAT Fig. 2's
+    three one-fragment sub-models); excludes ``submodels`` and ``gradient_size``.
+    """
+    for other in ("submodels", "gradient_size"):
+        if other in job:
+            c.fail(f"{p}.{other}", "give either submodel_elements or submodels/gradient_size, not both")
+    spec = job["submodel_elements"]
+    if not isinstance(spec, list) or not spec:
+        c.fail(f"{p}.submodel_elements", "expected a non-empty list of element counts, e.g. [64, 64, 64]")
+    elements = [max(1, round(c.integer(n, f"{p}.submodel_elements.{k}", 1) * scale)) for k, n in enumerate(spec)]
+    return str(job.get("model", "custom")), elements
+
+
+def _resolve_policy_options(c, spec, path, workers):
+    """``policy_options: {goat: {roundings: 4}, ksgd: {k: 6}}`` -> {scheme: {option: value}} (see POLICY_OPTIONS)."""
+    c.keys(spec, path, set(POLICY_OPTIONS))
+    resolved = {}
+    for scheme, options in spec.items():
+        sp = f"{path}.{scheme}"
+        allowed = POLICY_OPTIONS[scheme]
+        if not allowed and options:
+            c.fail(sp, f"{scheme} takes no options")
+        c.keys(options or {}, sp, set(allowed))
+        out = {}
+        for key, value in (options or {}).items():
+            kind, kp = allowed[key], f"{sp}.{key}"
+            if kind[0] == "int":
+                out[key] = c.integer(value, kp, kind[1], kind[2])
+            elif kind[0] == "number":
+                out[key] = c.number(value, kp, kind[1], kind[2])
+            elif kind[0] == "bool":
+                if not isinstance(value, bool):
+                    c.fail(kp, f"expected true or false, got {value!r}")
+                out[key] = value
+            elif kind[0] == "choice":
+                out[key] = c.choice(value, kp, kind[1])
+            elif kind[0] == "duration":
+                out[f"{key}_s"] = c.unit(parse_duration_s, value, kp)
+            else:  # worker_durations
+                c.keys(value, kp, set(workers))
+                out[f"{key}_s"] = {w: c.unit(parse_duration_s, d, f"{kp}.{w}") for w, d in value.items()}
+        resolved[scheme] = out
+    return resolved
+
+
+def _resolve_simulation(c, spec, jobs):
+    c.keys(spec, "simulation", SIMULATION_KEYS)
+    s = SimulationSettings()
+    workers = {w for j in jobs for w in j.workers}
+    starts = spec.get("worker_start") or {}
+    c.keys(starts, "simulation.worker_start", workers)
+    s.worker_start_fragments = {w: c.integer(v, f"simulation.worker_start.{w}", 0, 1 << 30)
+                                for w, v in starts.items()}
+    s.max_fragment_events = c.integer(spec.get("max_fragment_events", s.max_fragment_events),
+                                      "simulation.max_fragment_events", 0, 1 << 40)
+    return s
 
 
 def _resolve_impairments(c, spec, topo):
@@ -502,3 +678,128 @@ def _resolve_metrics(c, spec, topo):
             c.fail(f"metrics.iftop_interfaces.{i}", f"host {h!r} is not defined in the topology")
         m.iftop_interfaces.append(h)
     return m
+
+
+def _resolve_background(c, spec, topo, jobs):
+    from testbed.traffic.distributions import FlowSizeCDF, UnknownDistributionError
+    if not isinstance(spec, list):
+        c.fail("background", "expected a list of {distribution, load, senders, receivers, ...}")
+    hosts = {h.name for h in topo.hosts()}
+    busy = {h for j in jobs for h in j.workers + j.ps}
+    idle = sorted(hosts - busy)
+    out = []
+    for i, item in enumerate(spec):
+        p = f"background.{i}"
+        c.keys(item, p, BACKGROUND_KEYS)
+        name = item.get("distribution", "hadoop")
+        try:
+            FlowSizeCDF.load(name)
+        except UnknownDistributionError as exc:
+            c.fail(f"{p}.distribution", str(exc))
+        if "load" not in item:
+            c.fail(f"{p}.load", "missing; a fraction in (0, 1] of the sender's link rate")
+        load = c.number(item["load"], f"{p}.load", 0, 1, low_open=True)
+        groups = {}
+        for role in ("senders", "receivers"):
+            names = c.names(item[role], f"{p}.{role}") if role in item else idle
+            for k, h in enumerate(names):
+                if h not in hosts:
+                    c.fail(f"{p}.{role}.{k}", f"host {h!r} is not defined in the topology")
+            groups[role] = names
+        if len(set(groups["senders"]) | set(groups["receivers"])) < 2:
+            c.fail(p, "background traffic needs at least two hosts (senders and receivers); "
+                      "by default it uses the hosts no job uses")
+        bottleneck = ()
+        if "bottleneck" in item:
+            link = item["bottleneck"]
+            if not (isinstance(link, list) and len(link) == 2 and any({l.a, l.b} == set(link) for l in topo.links)):
+                c.fail(f"{p}.bottleneck", f"expected [a, b] naming a link of the topology, got {link!r}")
+            bottleneck = tuple(link)
+        out.append(BackgroundSpec(
+            name, load, groups["senders"], groups["receivers"], bottleneck,
+            c.unit(parse_size_bytes, item["max_flow_size"], f"{p}.max_flow_size") if "max_flow_size" in item else 0.0,
+            c.unit(parse_duration_s, item["duration"], f"{p}.duration") if "duration" in item else 0.0,
+            c.integer(item.get("port", 5001 + i), f"{p}.port", 1024, 39999)))
+    return out
+
+
+def _resolve_stragglers(c, spec, topo, jobs, scale):
+    c.keys(spec, "stragglers", STRAGGLER_KEYS)
+    workers = {w for j in jobs for w in j.workers}
+    hosts = {h.name for h in topo.hosts()}
+    out = StragglerSpec()
+    for i, item in enumerate(spec.get("compute_delay") or []):
+        p = f"stragglers.compute_delay.{i}"
+        c.keys(item, p, {"workers", "distribution", "mean", "std", "clip", "low", "high", "value"})
+        names = sorted(workers) if item.get("workers", "all") == "all" else c.names(item["workers"], f"{p}.workers")
+        for k, w in enumerate(names):
+            if w not in workers:
+                c.fail(f"{p}.workers.{k}", f"{w!r} is not a worker of any job")
+        kind = c.choice(item.get("distribution", "normal"), f"{p}.distribution", DELAY_KINDS)
+        d = ComputeDelaySpec(names, kind)
+        dur = lambda key, default: c.unit(parse_duration_s, item.get(key, default), f"{p}.{key}")  # noqa: E731
+        if kind == "normal":
+            d.mean_s, d.std_s = dur("mean", GOAT_DELAY_DEFAULTS["mean"]), dur("std", GOAT_DELAY_DEFAULTS["std"])
+            clip = item.get("clip", GOAT_DELAY_DEFAULTS["clip"])
+            if not (isinstance(clip, list) and len(clip) == 2):
+                c.fail(f"{p}.clip", "expected [low, high], e.g. [0s, 1s]")
+            d.low_s = c.unit(parse_duration_s, clip[0], f"{p}.clip.0")
+            d.high_s = c.unit(parse_duration_s, clip[1], f"{p}.clip.1")
+        elif kind == "uniform":
+            d.low_s, d.high_s = dur("low", "0s"), dur("high", "1s")
+        else:
+            d.value_s = dur("value", "0s")
+        if d.low_s > d.high_s:
+            c.fail(p, f"low/clip bound {d.low_s}s exceeds the high bound {d.high_s}s")
+        out.compute_delays.append(d)
+    windows = {}
+    for section, kind in (("rate_changes", "rate_change"), ("pauses", "pause"),
+                          ("link_degradations", "link_degradation")):
+        for i, item in enumerate(spec.get(section) or []):
+            p = f"stragglers.{section}.{i}"
+            allowed = {"at", "duration"} | ({"link", "rate"} if kind == "link_degradation" else
+                                            {"host", "rate"} if kind == "rate_change" else {"worker"})
+            c.keys(item, p, allowed)
+            if kind == "link_degradation":
+                link = item.get("link")
+                if not (isinstance(link, list) and len(link) == 2 and any({l.a, l.b} == set(link)
+                                                                          for l in topo.links)):
+                    c.fail(f"{p}.link", f"expected [a, b] naming a link of the topology, got {link!r}")
+                target = tuple(link)
+            else:
+                key = "host" if kind == "rate_change" else "worker"
+                name = item.get(key)
+                if name not in workers:
+                    c.fail(f"{p}.{key}", f"{name!r} is not a worker of any job (workers: {', '.join(sorted(workers))})")
+                target = (name,)
+            at_s = c.unit(parse_duration_s, item.get("at", "0s"), f"{p}.at")
+            if "duration" not in item:
+                c.fail(f"{p}.duration", "missing; how long the change lasts, e.g. 2s")
+            duration_s = c.unit(parse_duration_s, item["duration"], f"{p}.duration")
+            rate = 0.0
+            if kind != "pause":
+                if "rate" not in item:
+                    c.fail(f"{p}.rate", "missing; the rate during the change, e.g. 10Gbps (scaled like link rates)")
+                rate = c.unit(parse_rate_bps, item["rate"], f"{p}.rate") * scale
+            if kind != "pause":
+                # One rate change at a time per interface: overlapping windows would undo each other.
+                iface = frozenset(target) if kind == "link_degradation" else \
+                    frozenset((target[0], topo.neighbor(target[0], topo.host_link(target[0]))))
+                for other_at, other_end, other_path in windows.get(iface, []):
+                    if at_s < other_end and other_at < at_s + duration_s:
+                        c.fail(p, f"overlaps {other_path} on the same interface "
+                                  f"({other_at:g}s-{other_end:g}s); one rate change at a time")
+                windows.setdefault(iface, []).append((at_s, at_s + duration_s, p))
+            out.injections.append(TimedInjection(kind, target, at_s, duration_s, rate))
+    if "heterogeneous_links" in spec:
+        item = spec["heterogeneous_links"]
+        p = "stragglers.heterogeneous_links"
+        c.keys(item, p, {"range"})
+        bounds = item.get("range")
+        if not (isinstance(bounds, list) and len(bounds) == 2):
+            c.fail(f"{p}.range", "expected [low, high], e.g. [10Mbps, 30Mbps] (InArt §5; scaled)")
+        low, high = (c.unit(parse_rate_bps, b, f"{p}.range.{k}") * scale for k, b in enumerate(bounds))
+        if low > high:
+            c.fail(f"{p}.range", "low exceeds high")
+        out.heterogeneous_range_bps = (low, high)
+    return out

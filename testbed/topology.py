@@ -255,6 +255,16 @@ def goat_testbed(name, default_rate_bps):
     return b.build()
 
 
+def with_host_link_rates(topo: Topology, range_bps, seed: int) -> Topology:
+    """Heterogeneous host links (InArt §5: 10-30 Mb/s): each host link's rate drawn
+    uniformly in ``range_bps``, seeded, in link order."""
+    rng = random.Random(seed * 1_000_003 + 17)
+    low, high = range_bps
+    topo.links = [LinkSpec(l.index, l.a, l.b, rng.uniform(low, high), l.port_a, l.port_b)
+                  if "host" in (topo.nodes[l.a].kind, topo.nodes[l.b].kind) else l for l in topo.links]
+    return topo
+
+
 def mark_programmable(topo: Topology, rule, seed: int) -> Topology:
     """Apply the scenario's ``programmable`` rule: all | none | [names] | {fraction: f}."""
     names = [s.name for s in topo.switches()]

@@ -40,7 +40,11 @@ def announce_ready_and_wait(run_dir: str, name: str, deadline_s: float) -> float
         if go.exists():
             text = go.read_text().strip()
             if text:
-                return float(text)
+                # Everything (agents, background flows, injections) starts at the same epoch.
+                start = float(text)
+                if start > time.time():
+                    time.sleep(start - time.time())
+                return start
         time.sleep(0.005)
     raise TimeoutError(f"{name}: no start signal within {deadline_s:.0f}s")
 

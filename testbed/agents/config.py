@@ -43,6 +43,7 @@ class AgentConfig:
     workers: list = field(default_factory=list)   # ps: [(index, ip)] of every worker
     ps_id: int = 0           # ps: its agg_node id
     compute_time_s: float = 0.0
+    compute_delay: dict = field(default_factory=dict)  # worker: straggler delay distribution (see worker.py)
     window: int = 64
     retransmit_timeout_s: float = 0.05
     run_dir: str = ""        # records, ready and go files live here

@@ -10,11 +10,18 @@ flagged RETX (timeout doubled per attempt, at most 1 s; the base timeout
 adapts to 4 x the smoothed RTT, Karn's rule for samples). Communication time
 is the time from the first send to the last RESULT of the iteration.
 
+Stragglers: ``compute_delay`` adds a delay per iteration drawn from a
+distribution (normal clipped to [low, high], uniform, or fixed; GOAT §VII-C
+uses a normal with std 0.2 s clipped to [0, 1] s), from an RNG seeded by
+(seed, job, worker) so a run is repeatable. Each delay is in the iteration's
+record (``straggler_delay_s``) and so in the run's event log.
+
 The slot of a fragment at its aggregation node is ``slot_base + seq mod
 slot_count`` (wire.slot_index), the range the controller gave the job there.
 """
 
 import heapq
+import random
 import select
 import time
 
@@ -33,6 +40,7 @@ class Worker:
         self.sock = sock
         self.records = records
         self.srtt_s = None
+        self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
         # Per fragment: (destination address, header fields that do not change).
         self.targets = []
         for p in config.submodels:
@@ -41,6 +49,17 @@ class Worker:
                 slot = slot_index(seq, p.slot_base, p.slot_count) if p.slot_count else 0
                 self.targets.append(((p.agg_ip, INA_UDP_PORT), p.agg_node, p.fanin, p.submodel, slot))
 
+    def straggler_delay_s(self) -> float:
+        d = self.cfg.compute_delay
+        if not d:
+            return 0.0
+        kind = d["distribution"]
+        if kind == "fixed":
+            return d["value_s"]
+        if kind == "uniform":
+            return self.delay_rng.uniform(d["low_s"], d["high_s"])
+        return min(d["high_s"], max(d["low_s"], self.delay_rng.gauss(d["mean_s"], d["std_s"])))
+
     def rto_s(self) -> float:
         base = self.cfg.retransmit_timeout_s
         return base if self.srtt_s is None else max(base, 4 * self.srtt_s)
@@ -48,8 +67,9 @@ class Worker:
     def run_iteration(self, iteration: int) -> dict:
         cfg = self.cfg
         t0 = time.monotonic()
-        if cfg.compute_time_s > 0:
-            time.sleep(cfg.compute_time_s)
+        delay_s = self.straggler_delay_s()
+        if cfg.compute_time_s + delay_s > 0:
+            time.sleep(cfg.compute_time_s + delay_s)
         rows = worker_fragments(cfg.seed, cfg.job_id, cfg.worker_index, iteration, cfg.layout, cfg.lanes,
                                 cfg.gradient_bound, cfg.scale_bits).astype(">i4")
         bit = 1 << cfg.worker_index
@@ -119,7 +139,8 @@ class Worker:
                                    f"fragments after {cfg.deadline_s:.0f}s (first missing seq "
                                    f"{acked.index(0)}); is the PS running and every switch on the path up?")
         t_end = time.monotonic()
-        return {"iteration": iteration, "compute_s": t_comm - t0, "comm_s": t_end - t_comm,
+        return {"iteration": iteration, "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
+                "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm,
                 "iteration_s": t_end - t0, "t_end": time.time(), "sent_pkts": sent_pkts, "retx_pkts": retx_pkts,
                 "sent_bytes": sent_bytes, "fragments": total,
                 "sending_rate_bps": 8 * sent_bytes / max(1e-9, t_end - t_comm)}

@@ -6,6 +6,9 @@ pyswitch) port impairments. :func:`validate_entry` checks an entry against the
 program declarations (``program.py``) so both targets reject the same mistakes
 with the same message. :meth:`SwitchConfig.to_cli_lines` renders it as
 ``simple_switch_CLI`` commands: the run directory's ``entries/<switch>.txt``.
+:func:`check_switch_limits` adds the checks that need the switch's size
+(slot ranges, supported release modes); both runtimes call it on every
+``table_add`` so pyswitch and bmv2 refuse the same entries.
 """
 
 import ipaddress
@@ -63,11 +66,13 @@ class SwitchConfig:
             table = program.TABLES[e.table]
             match = " ".join(str(v) for v in e.match)
             params = " ".join(str(v) for _, v in e.params)
-            lines.append(f"table_add {table.control}.{e.table} {table.control}.{e.action} {match} => {params}".rstrip())
-        for g in self.multicast_groups:
+            lines.append(f"table_add {program.qualified_name(table.control, e.table)} "
+                         f"{program.qualified_name(table.control, e.action)} {match} => {params}".rstrip())
+        for node_handle, g in enumerate(self.multicast_groups):
+            # bmv2 hands out node handles 0, 1, ... in creation order; the rid is the group id
             lines.append(f"mc_mgrp_create {g.group_id}")
             lines.append(f"mc_node_create {g.group_id} {' '.join(str(p) for p in g.ports)}")
-            lines.append(f"mc_node_associate {g.group_id} {len([x for x in self.multicast_groups if x.group_id < g.group_id])}")
+            lines.append(f"mc_node_associate {g.group_id} {node_handle}")
         for name, index, value in self.register_writes:
             lines.append(f"register_write {program.REGISTERS[name].control}.{name} {index} {value}")
         for name, index, rate, burst in self.meter_rates:
@@ -120,3 +125,29 @@ def validate_entry(entry: TableEntry):
                              f"got ({', '.join(names)})")
     for param, (_, value) in zip(action.params, entry.params):
         _check_value(param.kind, param.bits, value, f"action {entry.action} parameter {param.name}")
+
+
+def check_switch_limits(entry: TableEntry, slots: int) -> None:
+    """Checks of a valid entry against one switch: slot ranges inside its ``slots``, release mode supported.
+
+    Raise DataplaneError naming the action, the parameter and the limit.
+    """
+    values = dict(entry.params)
+    if entry.action in ("ina_aggregate", "ina_release"):
+        base, count = values["slot_base"], values["slot_count"]
+        if count < 1 or base + count > slots:
+            raise DataplaneError(f"{entry.action}: slot range [{base}, {base + count}) is empty or outside the "
+                                 f"switch's {slots} slots (p4 -D INA_SLOTS / switch.slots)")
+    if entry.action == "ina_aggregate" and values["release_mode"] not in program.SUPPORTED_RELEASE_MODES:
+        raise DataplaneError(f"ina_aggregate: release_mode {values['release_mode']} is not supported "
+                             f"(0 = release on emit, 1 = release on RESULT; 2 = SwitchML shadow copy is declared "
+                             f"but not implemented, see p4/README.md)")
+
+
+def check_multicast_group(group_id: int, ports) -> None:
+    """Group 0 means 'no multicast' in v1model; ports must be distinct 9-bit port numbers."""
+    if isinstance(group_id, bool) or not isinstance(group_id, int) or not 1 <= group_id < (1 << 16):
+        raise DataplaneError(f"multicast group id {group_id!r} outside [1, 65535] (0 means no multicast)")
+    ports = list(ports)
+    if len(set(ports)) != len(ports) or not all(isinstance(p, int) and 0 <= p < 511 for p in ports):
+        raise DataplaneError(f"multicast group {group_id}: ports {ports} must be distinct integers in [0, 511)")

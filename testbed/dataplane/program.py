@@ -10,6 +10,11 @@ Names are given without the control instance prefix; bmv2 names them
 ``Ingress.<name>`` / ``Egress.<name>`` (``control_of`` says which).
 
 Value kinds: ``ip`` (dotted IPv4 string), ``mac`` (``aa:bb:..``), ``int``.
+
+Slot release modes (``ina_aggregate``'s ``release_mode``; p4/README.md has
+the full semantics): release on emit and release on RESULT are implemented by
+both targets; the SwitchML shadow copy is declared for the policy layer but
+refused at install time by both (``SUPPORTED_RELEASE_MODES``).
 """
 
 from dataclasses import dataclass, field
@@ -22,7 +27,8 @@ MAX_PORTS = 64
 #: ina_aggregate's release_mode parameter
 RELEASE_ON_EMIT = 0     # GOAT / GRID / InArt / first-level ATP: free the slot when the aggregate leaves
 RELEASE_ON_RESULT = 1   # ATP: free the slot when the PS's RESULT for its tag passes back
-RELEASE_SHADOW = 2      # SwitchML: two slot copies alternate by the SHADOW bit
+RELEASE_SHADOW = 2      # SwitchML: two slot copies alternate by the SHADOW bit (declared, not implemented)
+SUPPORTED_RELEASE_MODES = (RELEASE_ON_EMIT, RELEASE_ON_RESULT)
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,13 @@ ACTIONS = {
             Param("next_slot_count", 32),
             Param("bypass_dst", 32, "ip"),        # where collisions / capacity overflow go (the PS)
         )),
+        # RESULT packets: replicate to a multicast group (0 = forward as unicast)
         Action("ina_multicast", (Param("mcast_grp", 16),)),
+        # RESULT packets of a RELEASE_ON_RESULT job: free the slot holding the
+        # RESULT's tag in [slot_base, slot_base + slot_count), then as ina_multicast
+        Action("ina_release", (Param("slot_base", 32), Param("slot_count", 32), Param("mcast_grp", 16))),
+        # Egress, multicast copies only: the host behind this port gets the copy addressed to it
+        Action("mcast_rewrite", (Param("dstAddr", 48, "mac"), Param("ipDstAddr", 32, "ip"))),
     )
 }
 
@@ -121,7 +133,9 @@ TABLES = {
               ("ina_aggregate", "ina_pass"), "ina_pass"),
         Table("ina_result", "Ingress",
               (Key("hdr.ina.job", "exact", 16), Key("hdr.ipv4.dstAddr", "exact", 32, "ip")),
-              ("ina_multicast", "NoAction"), "NoAction"),
+              ("ina_multicast", "ina_release", "NoAction"), "NoAction"),
+        Table("ina_mcast_rewrite", "Egress", (Key("standard_metadata.egress_port", "exact", 9),),
+              ("mcast_rewrite", "NoAction"), "NoAction"),
     )
 }
 
@@ -140,32 +154,44 @@ REGISTERS = {
 STAT_INDICES = {
     "ina_rx": 0,              # INA packets parsed
     "aggregated": 1,          # contributions summed into a slot
-    "emitted": 2,             # aggregates emitted (fan-in reached)
+    "emitted": 2,             # aggregates emitted (fan-in reached, or a RETX flush)
     "duplicate_dropped": 3,   # contribution already in the slot's bitmap
     "collision_bypassed": 4,  # slot held by another tag: sent on to the PS
     "capacity_bypassed": 5,   # aggregation capacity (meter) exhausted
     "malformed_dropped": 6,   # short payload, elems > lanes, bad header
     "slot_range_dropped": 7,  # slot index outside the job's range
-    "forwarded": 8,           # IPv4 packets forwarded
-    "no_route_dropped": 9,    # no route / lpm entry
-    "ecn_marked": 10,         # CE set on egress
-    "partial_flushed": 11,    # a RETX duplicate flushed a partial aggregate
-    "stale_reclaimed": 12,    # slot of an older iteration of the same job reused
-    "multicast": 13,          # RESULT replicated to a multicast group
-    "retx_bypassed": 14,      # a RETX found no slot holding its tag: sent on to the PS
+    "forwarded": 8,           # IPv4 packets forwarded (unicast)
+    "no_route_dropped": 9,    # no route / lpm entry, or TTL expired
+    "partial_flushed": 10,    # a RETX duplicate flushed (re-emitted) the slot's aggregate
+    "stale_reclaimed": 11,    # slot of an older iteration of the same job reused
+    "multicast": 12,          # RESULT replicated to a multicast group
+    "retx_bypassed": 13,      # a RETX found no slot holding its tag: sent on to the PS
+    "result_released": 14,    # a RESULT freed the slot holding its tag (RELEASE_ON_RESULT)
 }
 
 COUNTERS = {
     c.name: c for c in (
         Counter("ina_stats", "Ingress", "STATS", STAT_INDICES),
-        Counter("port_ina_tx", "Egress", "PORTS"),  # INA packets leaving each port
+        Counter("port_ina_tx", "Egress", "PORTS"),      # INA packets leaving each port
+        Counter("port_ecn_marked", "Egress", "PORTS"),  # packets marked CE on each port (Egress sees enq_qdepth)
     )
 }
 
 METERS = {m.name: m for m in (Meter("agg_capacity", "Ingress", "1", "packets"),)}
 
 
-def register_size(register: Register, slots: int = DEFAULT_SLOTS, lanes: int = DEFAULT_LANES) -> int:
+def register_size(register, slots: int = DEFAULT_SLOTS, lanes: int = DEFAULT_LANES) -> int:
+    """Entries of a register, counter or meter array (anything with a ``size_expr``)."""
     sizes = {"SLOTS": slots, "SLOTS*LANES": slots * lanes, "1": 1, "PORTS": MAX_PORTS,
              "STATS": len(STAT_INDICES)}
     return sizes[register.size_expr]
+
+
+def qualified_name(control: str, name: str) -> str:
+    """The name bmv2 gives an object: ``Ingress.agg_count``; core.p4's NoAction stays ``NoAction``."""
+    return name if name == "NoAction" else f"{control}.{name}"
+
+
+def action_control(table: str) -> str:
+    """Control whose actions a table runs (actions are declared in their table's control)."""
+    return TABLES[table].control

@@ -11,8 +11,10 @@ above this interface knows which target runs.
 import abc
 import json
 import socket
+import threading
 import time
 
+from testbed.dataplane import program
 from testbed.dataplane.entries import SwitchConfig, TableEntry, validate_entry
 from testbed.errors import DataplaneError
 
@@ -49,6 +51,23 @@ class SwitchRuntime(abc.ABC):
 
     def set_port_impairment(self, port: int, drop: float, duplicate: float, reorder: float, seed: int) -> None:
         raise DataplaneError(f"{type(self).__name__} cannot inject loss/duplication/reordering; use target pyswitch")
+
+    def counter_reset(self, name: str) -> None:
+        raise DataplaneError(f"{type(self).__name__} cannot reset counters")
+
+    def counters(self) -> dict:
+        """Every ``ina_stats`` counter by name, ``ecn_marked`` (total), and per-port INA / CE counts
+        (``port_ina_tx``, ``port_ecn_marked``: {port: packets}, non-zero ports only)."""
+        stats = {name: self.counter_read("ina_stats", index)[0] for name, index in program.STAT_INDICES.items()}
+        for counter in ("port_ina_tx", "port_ecn_marked"):
+            per_port = {}
+            for port in range(program.MAX_PORTS):
+                packets = self.counter_read(counter, port)[0]
+                if packets:
+                    per_port[port] = packets
+            stats[counter] = per_port
+        stats["ecn_marked"] = sum(stats["port_ecn_marked"].values())
+        return stats
 
     def close(self) -> None:
         pass
@@ -97,8 +116,11 @@ class VerbRuntime(SwitchRuntime):
     def counter_read(self, name: str, index: int) -> tuple:
         return tuple(self.call("counter_read", name=name, index=index))
 
+    def counter_reset(self, name: str) -> None:
+        self.call("counter_reset", name=name)
+
     def counters(self) -> dict:
-        """All ``ina_stats`` counters by name, and per-port INA egress packets."""
+        """As SwitchRuntime.counters, plus pyswitch's queue drops and impairment counts, in one request."""
         return self.call("stats")
 
     def mc_group_create(self, group_id: int, ports) -> None:
@@ -128,6 +150,7 @@ class PySwitchRuntime(VerbRuntime):
             self._sock.close()
             raise DataplaneError(f"switch {switch}: cannot reach pyswitch control socket {socket_path}: {exc}")
         self._file = self._sock.makefile("rwb")
+        self._lock = threading.Lock()   # the orchestrator and the injection scheduler share a runtime
 
     @classmethod
     def wait_for(cls, socket_path: str, switch: str, timeout_s: float, alive=lambda: True) -> "PySwitchRuntime":
@@ -149,9 +172,10 @@ class PySwitchRuntime(VerbRuntime):
     def call(self, op: str, **args):
         request = json.dumps({"op": op, **args}).encode() + b"\n"
         try:
-            self._file.write(request)
-            self._file.flush()
-            line = self._file.readline()
+            with self._lock:
+                self._file.write(request)
+                self._file.flush()
+                line = self._file.readline()
         except OSError as exc:
             raise DataplaneError(f"switch {self.switch}: control request {op} failed: {exc}")
         if not line:

@@ -14,11 +14,14 @@ Commands run in a host's namespace are argv lists through ``node.popen``;
 nothing is built as a shell string.
 """
 
+import contextlib
+import logging
 import subprocess
 import tempfile
 from dataclasses import dataclass
 
 from mininet.link import Intf, Link, TCIntf
+from mininet.log import lg as mininet_log
 from mininet.net import Mininet
 
 from testbed.errors import EmulationError
@@ -37,6 +40,24 @@ class EmulatedNetwork:
 
     def switch(self, name):
         return self.net.get(name)
+
+
+@contextlib.contextmanager
+def mininet_log_to(path):
+    """Send Mininet's own messages (tc warnings, link set-up) to ``path`` instead of the console."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    saved = list(mininet_log.handlers)
+    for h in saved:
+        mininet_log.removeHandler(h)
+    mininet_log.addHandler(handler)
+    try:
+        yield
+    finally:
+        mininet_log.removeHandler(handler)
+        handler.close()
+        for h in saved:
+            mininet_log.addHandler(h)
 
 
 def run_in(node, argv, what: str):

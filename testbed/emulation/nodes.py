@@ -78,3 +78,12 @@ class PySwitchNode(Switch):
 
 #: target name -> switch node class; the bmv2 target registers its class here.
 SWITCH_TARGETS = {"pyswitch": PySwitchNode}
+
+# The bmv2 target (testbed/emulation/bmv2_node.py) imports no thrift at import time; the guard keeps the
+# pyswitch path working even if that module or its dependencies cannot load.
+try:
+    from testbed.emulation.bmv2_node import Bmv2SwitchNode
+except ImportError:  # pragma: no cover - the bmv2 target stays unregistered
+    Bmv2SwitchNode = None
+else:
+    SWITCH_TARGETS["bmv2"] = Bmv2SwitchNode

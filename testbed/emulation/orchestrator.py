@@ -19,12 +19,14 @@ Order of a run (each step's output is kept in the run directory):
 Nothing here knows which target runs beyond choosing its node class.
 """
 
+import contextlib
 import datetime
 import json
 import os
 import platform
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -35,7 +37,9 @@ import yaml
 
 from testbed import __version__, controller
 from testbed.dataplane.runtime import install
-from testbed.emulation.network import build_network, stop_network
+from testbed.emulation import background
+from testbed.emulation.events import EventLog, InjectionScheduler, htb_rate_argv
+from testbed.emulation.network import build_network, mininet_log_to, run_in, stop_network
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
 from testbed.emulation.state import RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded
 from testbed.errors import EmulationError, EnvironmentMissingError
@@ -46,7 +50,10 @@ from testbed.policy import compute_policy
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AGENT_MARKER = "testbed.agents.run"
 METER_MARKER = "testbed.metrics.iftop"
+FLOWGEN_MARKER = "testbed.traffic.flowgen"
 READY_TIMEOUT_S = 30.0
+#: Lead time of the common start epoch, so background sources and sinks are running when it comes.
+START_LEAD_S = 0.5
 
 
 @dataclass
@@ -168,6 +175,11 @@ class Run:
         self.network = None
         self.state = None
         self.switch_stats = {}
+        self.flowgens = {}   # name -> (Popen, log path, role "sink"|"source")
+        self.events = None
+        self.injections = None
+        self.start_epoch = None
+        self.end_epoch = None
 
     def say(self, text):
         self.stream.write(text + "\n")
@@ -183,9 +195,11 @@ class Run:
         t0 = time.monotonic()
         error = None
         result = None
+        stack = contextlib.ExitStack()
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             write_inputs(self.run_dir, scenario, policy, plan, self.target)
+            stack.enter_context(mininet_log_to(self.run_dir / "logs" / "mininet.log"))
             for line in cleanup_stale():
                 self.say(f"leftovers of an earlier run: {line}")
             clashes = [i for i in self._switch_interface_names() if Path(f"/sys/class/net/{i}").exists()]
@@ -201,6 +215,7 @@ class Run:
             finally:
                 self._teardown()
         finally:
+            stack.close()
             lock.release()
             if self.run_dir.exists():
                 try:
@@ -232,8 +247,18 @@ class Run:
         for agent in sorted(plan.agents, key=lambda a: a.role != "ps"):
             self._start_agent(agent.name, agent.role)
         self._wait_ready()
-        (self.run_dir / "agents" / "go").write_text(f"{time.time():.6f}\n")
+        self.start_epoch = time.time() + START_LEAD_S
+        self.events = EventLog(self.run_dir / "events.jsonl")
+        self.events.t0 = self.start_epoch
+        self._start_background()
+        (self.run_dir / "agents" / "go").write_text(f"{self.start_epoch:.6f}\n")
+        self.events.write("start", "run", phase="start")
+        if scenario.stragglers.injections:
+            self.injections = InjectionScheduler(scenario.stragglers.injections, self._apply_injection,
+                                                 self._revert_injection, self.events)
+            self.injections.begin(time.monotonic() + (self.start_epoch - time.time()))
         self._monitor()
+        self.end_epoch = time.time()
         for name, runtime in self.runtimes.items():
             self.switch_stats[name] = runtime.counters()
 
@@ -268,6 +293,48 @@ class Run:
                     raise EmulationError(f"iftop meter on {host} did not start: "
                                          f"{log_tail(self.run_dir / 'logs' / f'iftop-{host}.log')}")
                 time.sleep(0.02)
+
+    def _start_background(self):
+        if not self.scenario.background:
+            return
+        out_dir = self.run_dir / "background"
+        out_dir.mkdir(exist_ok=True)
+        configs = background.flowgen_configs(self.scenario, self.scenario.run_timeout_s, self.start_epoch, out_dir)
+        for host, name, config in configs:
+            path = out_dir / f"{name}.json"
+            path.write_text(json.dumps(config))
+            argv = [sys.executable, "-m", FLOWGEN_MARKER, str(path)]
+            log = self.run_dir / "logs" / f"{name}.log"
+            self.flowgens[name] = (self._popen(host, argv, log, FLOWGEN_MARKER), log, config["role"])
+        flows = sum(len(c.get("flows", [])) for _, _, c in configs)
+        self.say(f"background: {len(configs)} flow generators, {flows} flows planned")
+
+    # -- straggler injections (called from the scheduler thread) ---------------------
+    def _set_link_end_rate(self, node_name, link, rate_bps):
+        topo = self.scenario.topology
+        if topo.nodes[node_name].kind == "host":
+            run_in(self.network.host(node_name), htb_rate_argv(f"{node_name}-eth0", rate_bps), "changing NIC rate")
+        else:
+            self.runtimes[node_name].set_port_shaping(topo.port(node_name, link), rate_bps,
+                                                      self.scenario.switch.queue_depth_pkts)
+
+    def _links_of(self, inj):
+        topo = self.scenario.topology
+        if inj.kind == "rate_change":
+            return [topo.host_link(inj.target[0])]
+        return [l for l in topo.links if {l.a, l.b} == set(inj.target)]
+
+    def _apply_injection(self, inj, revert=False):
+        if inj.kind == "pause":
+            proc = self.agents[inj.target[0]][0]
+            os.kill(proc.pid, signal.SIGCONT if revert else signal.SIGSTOP)
+            return
+        for link in self._links_of(inj):
+            for end in (link.a, link.b):
+                self._set_link_end_rate(end, link, link.rate_bps if revert else inj.rate_bps)
+
+    def _revert_injection(self, inj):
+        self._apply_injection(inj, revert=True)
 
     def _check_agents(self):
         for name, (proc, log, role) in self.agents.items():
@@ -308,8 +375,10 @@ class Run:
         try:
             while True:
                 self._check_agents()
-                # Workers finish on their own; PSs keep answering late retransmissions until stopped.
-                if all(proc.poll() == 0 for proc, _, role in self.agents.values() if role == "worker"):
+                # Workers finish on their own; PSs keep answering late retransmissions until
+                # stopped; background with its own duration runs to its end.
+                if all(proc.poll() == 0 for proc, _, role in self.agents.values() if role == "worker") and \
+                        not self._background_still_due():
                     break
                 if time.monotonic() > deadline:
                     raise EmulationError(f"run exceeded run_timeout ({scenario.run_timeout_s:.0f}s); "
@@ -321,9 +390,15 @@ class Run:
         finally:
             progress.finish()
 
+    def _background_still_due(self):
+        timed = [i for i, spec in enumerate(self.scenario.background) if spec.duration_s]
+        return any(proc.poll() is None for name, (proc, _, role) in self.flowgens.items()
+                   if role == "source" and int(name[2:].split("-")[0]) in timed)
+
     def _teardown(self):
         """Stop and remove everything the run created; every step runs even if an earlier one fails."""
-        steps = [("counter sampler", lambda: self.sampler and self.sampler.stop()),
+        steps = [("injections", lambda: self.injections and self.injections.stop()),
+                 ("counter sampler", lambda: self.sampler and self.sampler.stop()),
                  ("agents and meters", self._stop_processes),
                  ("switch runtimes", lambda: [r.close() for r in self.runtimes.values()]),
                  ("network", lambda: self.network and stop_network(self.network.net))]
@@ -342,7 +417,8 @@ class Run:
             self.say("cleanup problems (run 'inatb cleanup'): " + "; ".join(failures))
 
     def _stop_processes(self):
-        procs = [p for p, _ in self.meters.values()] + [p for p, _, _ in self.agents.values()]
+        procs = [p for p, _ in self.meters.values()] + [p for p, _, _ in self.agents.values()] + \
+            [p for p, _, _ in self.flowgens.values()]
         for proc in procs:
             if proc.poll() is None:
                 proc.terminate()
@@ -382,6 +458,8 @@ class Run:
             "switch_egress_fragments": switch_egress_fragments,
             "communication_overhead_bytes": sum(d["tx_bytes"] for d in deltas.values()),
             "jobs": jobs,
+            "background": self._background_summary(),
+            "stragglers": self._straggler_summary(records),
             "switches": self.switch_stats,
             "seed": scenario.seed,
             "scale": scenario.scale,
@@ -403,6 +481,44 @@ class Run:
             summary["plot_error"] = str(exc)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         return RunResult(run_dir, summary)
+
+    def _background_summary(self):
+        if not self.scenario.background or self.start_epoch is None:
+            return []
+        end = self.end_epoch or time.time()
+        records, windows = {}, {}
+        for index, spec in enumerate(self.scenario.background):
+            rows = []
+            for path in (self.run_dir / "background").glob(f"bg{index}-source-*.jsonl"):
+                rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            window = spec.duration_s or (end - self.start_epoch)
+            # Count only flows planned to start inside the window the run lasted.
+            records[index] = [r for r in rows if r["start_s"] < window]
+            windows[index] = window
+        return background.summarise(self.scenario, records, windows)
+
+    def _straggler_summary(self, records):
+        spec = self.scenario.stragglers
+        if not (spec.compute_delays or spec.injections or spec.heterogeneous_range_bps):
+            return {}
+        delays = {}
+        for job in self.scenario.jobs:
+            for w in job.workers:
+                for r in records.get(w, []):
+                    if r.get("straggler_delay_s") and self.events is not None:
+                        self.events.write("compute_delay", w, wall=r["t_start"], iteration=r["iteration"],
+                                          delay_s=r["straggler_delay_s"])
+                values = [r.get("straggler_delay_s", 0.0) for r in records.get(w, [])]
+                if values:
+                    delays[w] = {"mean_s": sum(values) / len(values), "max_s": max(values)}
+        topo = self.scenario.topology
+        return {"compute_delay_by_worker": delays,
+                "injections": [{"kind": i.kind, "target": list(i.target), "at_s": i.at_s,
+                                "duration_s": i.duration_s, "rate_bps": i.rate_bps or None}
+                               for i in spec.injections],
+                "injection_errors": self.injections.errors if self.injections else [],
+                "host_link_rates_bps": {h.name: topo.host_link(h.name).rate_bps for h in topo.hosts()}
+                if spec.heterogeneous_range_bps else {}}
 
     def _write_iftop_tables(self):
         topo = self.scenario.topology

@@ -9,17 +9,31 @@ Per job (:class:`JobPolicy`):
 - ``next_hop``: for every switch that aggregates a sub-model, where its
   aggregate goes next: another switch (multi-level, ATP's second level) or
   the sub-model's PS;
+- ``bypass_hop``: for a switch whose overflow (slot collision or exhausted
+  aggregation capacity) should aggregate again further up (ATP's second
+  level), the node it goes to; absent = the sub-model's PS. The flow- and
+  fragment-level simulator honour it; the data plane still bypasses to the PS
+  (``bypass_dst``) until it can re-address overflow;
 - ``paths``: explicit routes (``"src>dst"`` -> node list) for schemes that
   route gradients (GRID, InArt, Geryon); flows without one take the default
   shortest path;
 - ``slots``: aggregator slots the job gets at each switch it aggregates on;
 - ``participants``: workers counted per iteration (asynchronous schemes),
   empty for synchronous ones;
-- ``release_mode``: how switch slots are freed (program.RELEASE_*).
+- ``release_mode``: how switch slots are freed (program.RELEASE_*);
+- ``collision``: what a fragment does when its slot holds another one:
+  ``bypass`` (ATP's best effort, and every scheme whose slots are dedicated),
+  ``preempt`` (ESA: the higher priority keeps the slot), ``wait``
+  (SwitchML's self-clocked workers never collide);
 
-Fan-in is derived, not stored: the number of raw contributions and child
-aggregates that reach a node for a sub-model (:meth:`JobPolicy.fanin`), so
-the policy cannot contradict itself.
+Fan-in is derived, not stored (:meth:`JobPolicy.fanin`), so the policy
+cannot contradict itself. A switch compares the contribution ``count`` it has
+summed (workers) with the fan-in, so a switch's fan-in is the number of
+(participating) workers whose gradients reach it through the tree; in a
+one-level tree that is its raw contributors, at ATP's second level it counts
+the workers behind each child aggregate too. A PS aggregates by contributor
+bitmap; its fan-in is the number of streams that reach it (raw workers and
+child switches).
 """
 
 import json
@@ -40,6 +54,8 @@ class JobPolicy:
     participants: list = field(default_factory=list)
     release_mode: int = 0
     notes: dict = field(default_factory=dict)      # solver, objective, seed ...
+    bypass_hop: dict = field(default_factory=dict)  # switch -> {submodel: node} for its overflow; default the PS
+    collision: str = "bypass"                      # slot held by another fragment: bypass | preempt | wait
 
     def submodels(self):
         return sorted(self.ps_of_submodel)
@@ -51,7 +67,28 @@ class JobPolicy:
         return raw + children
 
     def fanin(self, submodel: int, node: str) -> int:
-        return len(self.contributors(submodel, node))
+        """Contributions ``node`` collects for ``submodel`` (see the module docstring for the units)."""
+        if node in self.ps_of_submodel.values():
+            counted = set(self.participants) if self.participants else None
+            return sum(1 for c in self.contributors(submodel, node)
+                       if c in self.next_hop or counted is None or c in counted)
+        return len(self.workers_behind(submodel, node))
+
+    def workers_behind(self, submodel: int, node: str) -> set:
+        """(Participating) workers whose ``submodel`` gradient reaches ``node`` through the aggregation tree."""
+        counted = set(self.participants) if self.participants else None
+        found, stack, seen = set(), [node], set()
+        while stack:
+            here = stack.pop()
+            if here in seen:
+                continue
+            seen.add(here)
+            for c in self.contributors(submodel, here):
+                if c in self.next_hop:
+                    stack.append(c)
+                elif counted is None or c in counted:
+                    found.add(c)
+        return found
 
     def aggregating_switches(self, submodel: int = None) -> list:
         nodes = set(self.next_hop)
@@ -65,6 +102,7 @@ class JobPolicy:
         d["ps_of_submodel"] = {str(k): v for k, v in self.ps_of_submodel.items()}
         d["first_hop"] = {w: {str(g): n for g, n in hops.items()} for w, hops in self.first_hop.items()}
         d["next_hop"] = {s: {str(g): n for g, n in hops.items()} for s, hops in self.next_hop.items()}
+        d["bypass_hop"] = {s: {str(g): n for g, n in hops.items()} for s, hops in self.bypass_hop.items()}
         return d
 
     @classmethod
@@ -73,6 +111,7 @@ class JobPolicy:
         d["ps_of_submodel"] = {int(k): v for k, v in d["ps_of_submodel"].items()}
         d["first_hop"] = {w: {int(g): n for g, n in hops.items()} for w, hops in d["first_hop"].items()}
         d["next_hop"] = {s: {int(g): n for g, n in hops.items()} for s, hops in d.get("next_hop", {}).items()}
+        d["bypass_hop"] = {s: {int(g): n for g, n in hops.items()} for s, hops in d.get("bypass_hop", {}).items()}
         return cls(**d)
 
 

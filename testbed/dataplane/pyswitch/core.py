@@ -6,32 +6,36 @@ same code. ``control(request)`` is the single dispatcher of runtime verbs.
 """
 
 from testbed.dataplane import program
-from testbed.dataplane.entries import TableEntry, validate_entry
+from testbed.dataplane.entries import TableEntry, check_multicast_group, check_switch_limits, validate_entry
 from testbed.dataplane.pyswitch.egress import Egress, Impairment, PortQueue
 from testbed.dataplane.pyswitch.ingress import Ingress, TokenBucket
+from testbed.dataplane.pyswitch.tables import Table
 from testbed.dataplane.runtime import VerbRuntime
 from testbed.errors import DataplaneError
-
-_REGISTER_ATTRS = {"agg_bitmap", "agg_count", "agg_job", "agg_iteration", "agg_seq"}
 
 
 class PySwitchCore:
     def __init__(self, name: str = "s", lanes: int = 64, slots: int = program.DEFAULT_SLOTS):
+        if not 1 <= lanes <= 255:
+            raise DataplaneError(f"lanes {lanes} outside [1, 255] (the INA header's elems is 8 bits)")
+        if slots < 1:
+            raise DataplaneError(f"slots {slots} must be >= 1")
         self.name = name
-        self.ingress = Ingress(lanes, slots)
-        self.egress = Egress(self.ingress.stats)
+        self.tables = {name_: Table(decl) for name_, decl in program.TABLES.items()}
+        self.ingress = Ingress(lanes, slots, self.tables)
+        self.egress = Egress(self.tables)
 
     # -- packets -------------------------------------------------------------
     def receive(self, buf: bytearray, in_port: int, now: float, send):
         verdict = self.ingress.process(buf, now)
         if verdict is None:
             return
-        if isinstance(verdict, int):
+        if verdict.__class__ is int:
             self.egress.enqueue(verdict, buf, now, send)
             return
         for port in verdict:  # multicast: one copy per port, never back out of the ingress port
             if port != in_port:
-                self.egress.enqueue(port, bytearray(buf), now, send)
+                self.egress.enqueue(port, bytearray(buf), now, send, replica=True)
 
     # -- control -------------------------------------------------------------
     def control(self, request: dict):
@@ -51,13 +55,14 @@ class PySwitchCore:
     def _op_table_add(self, table, action, match, params):
         entry = TableEntry(table, action, tuple(match), tuple(tuple(p) for p in params))
         validate_entry(entry)
-        prepared = self.ingress.prepare_params(action, entry.params)
-        return self.ingress.tables[table].add(entry.match, action, prepared)
+        check_switch_limits(entry, self.ingress.slots)
+        prepared = Ingress.prepare_params(action, entry.params)
+        return self.tables[table].add(entry.match, action, prepared)
 
     def _op_table_clear(self, table):
-        if table not in self.ingress.tables:
-            raise DataplaneError(f"unknown table {table!r}")
-        self.ingress.tables[table].clear()
+        if table not in self.tables:
+            raise DataplaneError(f"unknown table {table!r}; the program has {', '.join(sorted(self.tables))}")
+        self.tables[table].clear()
 
     def _register(self, name, index=None):
         decl = program.REGISTERS.get(name)
@@ -70,8 +75,8 @@ class PySwitchCore:
 
     def _op_register_read(self, name, index):
         self._register(name, index)
-        if name == "agg_value":
-            return int(self.ingress.agg_value[index // self.ingress.lanes, index % self.ingress.lanes])
+        if name == "agg_value":  # bit<32> as bmv2 reports it: unsigned
+            return int(self.ingress.agg_value[index // self.ingress.lanes, index % self.ingress.lanes]) & 0xFFFFFFFF
         if name == "ecn_threshold":
             return self.egress.ecn_threshold[index]
         return getattr(self.ingress, name)[index]
@@ -98,31 +103,44 @@ class PySwitchCore:
             values = getattr(self.ingress, name)
             values[:] = [0] * len(values)
 
+    def _counter_array(self, name):
+        arrays = {"ina_stats": self.ingress.stats, "port_ina_tx": self.egress.port_ina_tx,
+                  "port_ecn_marked": self.egress.port_ecn_marked}
+        if name not in arrays:
+            raise DataplaneError(f"unknown counter {name!r}; the program has {', '.join(sorted(program.COUNTERS))}")
+        return arrays[name]
+
     def _op_counter_read(self, name, index):
-        if name == "ina_stats":
-            if not 0 <= index < len(self.ingress.stats):
-                raise DataplaneError(f"counter ina_stats: index {index} out of range")
-            return [self.ingress.stats[index], 0]
-        if name == "port_ina_tx":
-            if not 0 <= index < program.MAX_PORTS:
-                raise DataplaneError(f"counter port_ina_tx: index {index} out of range")
-            return [self.egress.port_ina_tx[index], 0]
-        raise DataplaneError(f"unknown counter {name!r}")
+        values = self._counter_array(name)
+        if not 0 <= index < len(values):
+            raise DataplaneError(f"counter {name}: index {index} out of range [0, {len(values)})")
+        return [values[index], 0]   # (packets, bytes): the program's counters count packets
+
+    def _op_counter_reset(self, name):
+        values = self._counter_array(name)
+        values[:] = [0] * len(values)
 
     def _op_stats(self):
         stats = {name: self.ingress.stats[i] for name, i in program.STAT_INDICES.items()}
+        stats["ecn_marked"] = sum(self.egress.port_ecn_marked)
         stats["port_ina_tx"] = {p: c for p, c in enumerate(self.egress.port_ina_tx) if c}
+        stats["port_ecn_marked"] = {p: c for p, c in enumerate(self.egress.port_ecn_marked) if c}
         stats["queue_dropped"] = {p: q.dropped for p, q in self.egress.queues.items()}
         stats["impairment"] = {p: {"dropped": i.dropped, "duplicated": i.duplicated, "reordered": i.reordered}
                                for p, i in self.egress.impairments.items()}
         return stats
 
     def _op_mc_group_create(self, group_id, ports):
+        check_multicast_group(group_id, ports)
+        if int(group_id) in self.ingress.mc_groups:
+            raise DataplaneError(f"multicast group {group_id} exists already")
         self.ingress.mc_groups[int(group_id)] = tuple(int(p) for p in ports)
 
     def _op_meter_set_rates(self, name, index, rate_per_s, burst):
+        """rate_per_s <= 0 turns the meter off (every packet conforms), like an unconfigured bmv2 meter."""
         if name not in program.METERS or index != 0:
-            raise DataplaneError(f"unknown meter {name}[{index}]")
+            raise DataplaneError(f"unknown meter {name}[{index}]; the program has "
+                                 f"{', '.join(f'{m}[0]' for m in program.METERS)}")
         self.ingress.agg_capacity = TokenBucket(rate_per_s, burst) if rate_per_s > 0 else None
 
     def _op_set_port_shaping(self, port, rate_bps, depth_pkts):

@@ -3,10 +3,18 @@
 bmv2 shapes each egress port with ``set_queue_rate`` (packets/s) and
 ``set_queue_depth`` (packets); the P4 egress pipeline then sees
 ``standard_metadata.enq_qdepth``, the queue depth when the packet was
-enqueued, and marks IPv4 CE when it reaches ``ecn_threshold``
-(DCTCP-style, REFERENCE.md). pyswitch keeps the same semantics with a
-byte-accurate token bucket per port (``rate_bps``), tail drop past the depth,
-and the same marking rule on ECN-capable packets (ECT(0)/ECT(1)).
+enqueued (packets ahead of it), and marks IPv4 CE when it reaches
+``ecn_threshold`` (DCTCP-style, REFERENCE.md). pyswitch keeps the same
+semantics with a byte-accurate token bucket per port (``rate_bps``), tail
+drop past the depth *before* the egress pipeline (bmv2's traffic manager
+drops before Egress runs, so a dropped packet is neither marked nor
+counted), and the same marking rule on ECN-capable packets (ECT(0)/ECT(1)),
+counted per port in ``port_ecn_marked``.
+
+Multicast copies (``replica=True``, bmv2's instance_type REPLICATION) first
+go through ``ina_mcast_rewrite`` keyed by the egress port: the host behind
+the port gets the copy addressed to it (destination MAC and IPv4, UDP
+checksum 0).
 
 Loss, duplication and reordering per port are pyswitch-only (netem is
 missing on these machines): drawn from a seeded RNG per port so a run is
@@ -24,7 +32,7 @@ from testbed.dataplane import program
 from testbed.dataplane.wire import INA_UDP_PORT
 
 _H10 = struct.Struct("!10H")
-ST_ECN = program.STAT_INDICES["ecn_marked"]
+_INA_PORT_HI, _INA_PORT_LO = INA_UDP_PORT >> 8, INA_UDP_PORT & 0xFF
 
 
 def fix_ipv4_checksum(buf: bytearray):
@@ -37,14 +45,19 @@ def fix_ipv4_checksum(buf: bytearray):
     buf[25] = csum & 0xFF
 
 
+SHAPER_TICK_S = 0.002
+
+
 class PortQueue:
     """Egress queue of one port: token bucket (bytes) + FIFO, tail drop at depth."""
 
     def __init__(self, rate_bps: float, depth_pkts: int):
         self.rate_bytes_per_s = rate_bps / 8.0
         self.depth_pkts = max(1, depth_pkts)
-        # One full-size frame of burst: the link never sends faster than its rate for long.
-        self.burst_bytes = 1600.0
+        # Burst: one full-size frame, or what the port sends in SHAPER_TICK_S, whichever is
+        # larger. The switch loop wakes with epoll's 1 ms resolution, so a smaller burst
+        # would cap a fast port at about one frame per millisecond.
+        self.burst_bytes = max(1600.0, self.rate_bytes_per_s * SHAPER_TICK_S)
         self.tokens = self.burst_bytes
         self.last = None
         self.queue = collections.deque()
@@ -90,12 +103,13 @@ class Impairment:
 
 
 class Egress:
-    """Per-port ECN marking, INA egress counting, impairments and shaping."""
+    """Per-port ECN marking, INA egress counting, multicast rewrite, impairments and shaping."""
 
-    def __init__(self, stats):
-        self.stats = stats
-        self.ecn_threshold = [0]
-        self.port_ina_tx = [0] * program.MAX_PORTS
+    def __init__(self, tables):
+        self.ecn_threshold = [0]                     # register ecn_threshold
+        self.port_ina_tx = [0] * program.MAX_PORTS   # counter port_ina_tx
+        self.port_ecn_marked = [0] * program.MAX_PORTS  # counter port_ecn_marked
+        self._mcast_rewrite = tables["ina_mcast_rewrite"].exact
         self.queues = {}        # port -> PortQueue
         self.impairments = {}   # port -> Impairment
 
@@ -103,34 +117,54 @@ class Egress:
         q = self.queues.get(port)
         return len(q.queue) if q else 0
 
-    def enqueue(self, port: int, buf: bytearray, now: float, send):
-        """Egress pipeline for one packet, then the port's queue or the wire (``send(port, buf)``)."""
+    def enqueue(self, port: int, buf: bytearray, now: float, send, replica: bool = False):
+        """Traffic manager + Egress for one packet, then the port's queue or the wire (``send(port, buf)``)."""
         queue = self.queues.get(port)
-        depth = len(queue.queue) if queue is not None else 0
+        depth = 0
+        if queue is not None:
+            depth = len(queue.queue)
+            if depth >= queue.depth_pkts:
+                queue.dropped += 1
+                return
+        if replica:
+            entry = self._mcast_rewrite.get(port.to_bytes(2, "big"))
+            if entry is not None and entry[0] == "mcast_rewrite":
+                mac, ip = entry[1]
+                buf[0:6] = mac
+                buf[30:34] = ip
+                buf[40] = buf[41] = 0  # UDP checksum: the pseudo-header changed
         threshold = self.ecn_threshold[0]
         if threshold and depth >= threshold and (buf[15] & 3) in (1, 2):
             buf[15] |= 3
-            self.stats[ST_ECN] += 1
-        if len(buf) >= 42 and buf[23] == 17 and buf[36] == INA_UDP_PORT >> 8 and buf[37] == INA_UDP_PORT & 0xFF:
             if port < program.MAX_PORTS:
-                self.port_ina_tx[port] += 1
+                self.port_ecn_marked[port] += 1
+        if buf[23] == 17 and len(buf) >= 42 and buf[36] == _INA_PORT_HI and buf[37] == _INA_PORT_LO \
+                and port < program.MAX_PORTS:
+            self.port_ina_tx[port] += 1
         fix_ipv4_checksum(buf)
-        frames = (buf,)
         imp = self.impairments.get(port)
-        if imp is not None:
-            frames = imp.apply(buf)
-        for frame in frames:
+        if imp is None:
+            if queue is None:
+                send(port, buf)
+            else:
+                self._queue(queue, port, buf, now, send)
+            return
+        for frame in imp.apply(buf):
             if queue is None:
                 send(port, frame)
-                continue
-            queue.refill(now)
-            if not queue.queue and queue.tokens >= len(frame):
-                queue.tokens -= len(frame)
-                send(port, frame)
-            elif len(queue.queue) >= queue.depth_pkts:
-                queue.dropped += 1
             else:
-                queue.queue.append(frame)
+                self._queue(queue, port, frame, now, send)
+
+    @staticmethod
+    def _queue(queue, port, frame, now, send):
+        queue.refill(now)
+        if not queue.queue and queue.tokens >= len(frame):
+            queue.tokens -= len(frame)
+            send(port, frame)
+        elif len(queue.queue) >= queue.depth_pkts:
+            queue.dropped += 1
+        else:
+            queue.queue.append(frame)
 
     def drain(self, now: float, send) -> float:
         """Send what the shapers allow now; return the next time something may leave."""

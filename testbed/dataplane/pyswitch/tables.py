@@ -38,16 +38,18 @@ class Table:
             addr, _, plen = str(value).partition("/")
             plen = int(plen or 32)
             key = struct.unpack("!I", socket.inet_aton(addr))[0] & _mask(plen)
+            if key in self.lpm.get(plen, {}):
+                raise DataplaneError(f"table {self.decl.name}: duplicate entry for {list(match)}")
             self.lpm.setdefault(plen, {})[key] = entry
             self.prefix_lens = sorted(self.lpm, reverse=True)
             if plen == 32:
-                self.exact[socket.inet_aton(addr)] = entry
+                self.exact[socket.inet_aton(addr)] = entry  # /32 fast path
         else:
             key = b"".join(encode_key(k.kind, k.bits, v) for k, v in zip(self.decl.keys, match))
             if key in self.exact:
                 raise DataplaneError(f"table {self.decl.name}: duplicate entry for {list(match)}")
             self.exact[key] = entry
-        return len(self.exact) + sum(len(v) for v in self.lpm.values())
+        return len(self.exact) if not self.is_lpm else sum(len(v) for v in self.lpm.values())
 
     def clear(self):
         self.exact.clear()

