@@ -34,3 +34,21 @@ def require_emulation(*binaries):
 @pytest.fixture
 def emulation():
     require_emulation("mnexec", "tc", "ethtool")
+
+
+class QuietStream:
+    """A progress stream that discards output (tests read the summary, not the console)."""
+
+    def write(self, text):
+        pass
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+@pytest.fixture
+def quiet():
+    return QuietStream()

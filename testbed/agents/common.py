@@ -1,5 +1,6 @@
 """What the worker and PS agents share: the UDP endpoint, readiness handshake, records."""
 
+import contextlib
 import json
 import os
 import socket
@@ -62,3 +63,16 @@ class RecordWriter:
 
     def close(self):
         self._file.close()
+
+
+@contextlib.contextmanager
+def agent_session(config):
+    """The endpoint and record file of an agent, after the common start signal; closed on exit."""
+    sock = open_endpoint(config.ip)
+    records = RecordWriter(config.run_dir, config.name)
+    try:
+        announce_ready_and_wait(config.run_dir, config.name, config.deadline_s)
+        yield sock, records
+    finally:
+        records.close()
+        sock.close()

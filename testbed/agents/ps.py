@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from testbed.agents.common import RecordWriter, announce_ready_and_wait, open_endpoint
+from testbed.agents.common import agent_session
 from testbed.agents.gradients import expected_sum
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_RESULT, INA_HEADER, INA_HEADER_BYTES,
                                     INA_UDP_PORT)
@@ -180,15 +180,9 @@ class ParameterServer:
 
 
 def run(config) -> int:
-    sock = open_endpoint(config.ip)
-    records = RecordWriter(config.run_dir, config.name)
-    try:
-        announce_ready_and_wait(config.run_dir, config.name, config.deadline_s)
+    with agent_session(config) as (sock, records):
         ps = ParameterServer(config, sock, records)
         print(f"ps {config.name}: job {config.job}, {len(ps.owned)} fragments/iteration from "
               f"{config.total_workers} workers", flush=True)
         ps.run()
-        return 0
-    finally:
-        records.close()
-        sock.close()
+    return 0

@@ -25,7 +25,7 @@ import random
 import select
 import time
 
-from testbed.agents.common import RecordWriter, announce_ready_and_wait, open_endpoint
+from testbed.agents.common import agent_session
 from testbed.agents.gradients import worker_fragments
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_RESULT, FLAG_RETX, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
                                     slot_index)
@@ -147,17 +147,11 @@ class Worker:
 
 
 def run(config) -> int:
-    sock = open_endpoint(config.ip)
-    records = RecordWriter(config.run_dir, config.name)
-    try:
-        announce_ready_and_wait(config.run_dir, config.name, config.deadline_s)
+    with agent_session(config) as (sock, records):
         worker = Worker(config, sock, records)
         print(f"worker {config.name}: job {config.job} index {config.worker_index}, {len(worker.targets)} "
               f"fragments/iteration, window {config.window}", flush=True)
         for iteration in range(config.iterations):
             records.write(worker.run_iteration(iteration))
         print(f"worker {config.name}: {config.iterations} iterations done", flush=True)
-        return 0
-    finally:
-        records.close()
-        sock.close()
+    return 0

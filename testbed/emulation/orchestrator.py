@@ -475,8 +475,12 @@ class Run:
         try:
             plots.plot_iterations(run_dir / "plots" / "iteration_time.png", scenario, records)
             if samples:
+                events_path = run_dir / "events.jsonl"
+                events = [json.loads(line) for line in events_path.read_text().splitlines()] \
+                    if events_path.exists() else []
                 plots.plot_link_rates(run_dir / "plots" / "ps_ingress_rate.png", f"{scenario.name}: PS ingress",
-                                      samples, {f"to {p}": (p, "tx_bytes") for p in ps_ports})
+                                      samples, {f"to {p}": (p, "tx_bytes") for p in ps_ports}, events,
+                                      t0=self.start_epoch)
         except Exception as exc:  # noqa: BLE001 - a plot must not lose the run's numbers
             summary["plot_error"] = str(exc)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))

@@ -84,10 +84,11 @@ def interface_deltas(samples) -> dict:
             for name in last}
 
 
-def rate_series(samples, ifname: str, field: str = "tx_bytes"):
-    """(t relative to the first sample, bits/s) between consecutive samples."""
+def rate_series(samples, ifname: str, field: str = "tx_bytes", t0: float = None):
+    """(t relative to ``t0`` (default: the first sample), bits/s) between consecutive samples."""
     index = _FIELDS.index(field)
-    t0 = samples[0]["t"] if samples else 0
+    if t0 is None:
+        t0 = samples[0]["t"] if samples else 0
     series = []
     for prev, cur in zip(samples, samples[1:]):
         if ifname in prev["ifaces"] and ifname in cur["ifaces"]:

@@ -32,14 +32,27 @@ def plot_iterations(path, scenario, records):
     plt.close(fig)
 
 
-def plot_link_rates(path, title, samples, ifaces: dict):
-    """``ifaces``: label -> (interface, counter field)."""
+def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = None):
+    """``ifaces``: label -> (interface, counter field); ``events``: event-log records to mark;
+    time zero is ``t0`` (epoch s; the run's start signal), default the first sample."""
     fig, ax = plt.subplots(figsize=(7, 4))
+    if t0 is None:
+        t0 = samples[0]["t"] if samples else 0.0
     for label, (ifname, field) in ifaces.items():
-        series = rate_series(samples, ifname, field)
+        series = rate_series(samples, ifname, field, t0)
         if series:
             ax.plot([t for t, _ in series], [r / 1e6 for _, r in series], label=label)
-    ax.set_xlabel("time (s)")
+    starts = {}
+    for event in events:
+        if event.get("phase") == "start" and event["kind"] != "start":
+            starts[(event["kind"], tuple(event["target"]))] = event["wall"] - t0
+        elif event.get("phase") == "end":
+            begin = starts.pop((event["kind"], tuple(event["target"])), None)
+            if begin is not None:
+                ax.axvspan(begin, event["wall"] - t0, alpha=0.15, color="tab:red")
+                ax.text(begin, ax.get_ylim()[1] * 0.95, f"{event['kind']} {'-'.join(event['target'])}",
+                        fontsize=7, va="top")
+    ax.set_xlabel("time since the start signal (s)")
     ax.set_ylabel("rate (Mb/s)")
     ax.set_title(title)
     ax.grid(alpha=0.3)

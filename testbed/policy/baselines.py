@@ -27,9 +27,16 @@ it). Options (``policy_options.atp``):
   the rate the workers send, the rest go to level 2 and then raw to the PS
   (InArt Fig. 1(b): W3 and W4 reach S1 without INA). The papers do not say
   at which rate ATP admits; we take the highest rate r at which the flows
-  admitted at r can all be carried at r (a grid plus bisection over r; flows
-  are admitted in worker order, level-1 flows first, then child aggregates
-  and overflow at level 2), the fixed point of "admit at the rate you get".
+  admitted at r can all be carried at r (a grid plus bisection over r), the
+  fixed point of "admit at the rate you get". A flow is InArt's (§3.1): a
+  worker's gradients toward one PS, all its sub-models together. Flows are
+  admitted in the order their fragments arrive when workers are in step: PS
+  by PS (a PS's sub-models are contiguous), workers in order; level-1 flows
+  first, then child aggregates, then overflow at level 2. InArt's ATP is one
+  level (``levels: 1``: "ATP performs best-effort aggregation on the ToR
+  switch"); with it, Fig. 1(b)'s V1 admits W1-W4's flows to S1 and W1, W2's
+  to S2, and W3, W4 reach S2 raw: 2 (the paper names W3, W4's flows to S1
+  instead, the mirror image).
 
 Slots are hashed per fragment (``seq mod slots``) from the job's window at
 each switch. Slots are released when the aggregate leaves
@@ -158,8 +165,10 @@ def _fragment_tree(first, second, owner):
 
 
 def _flow_admission(job, owner, first, second, capacity_bps, rate_bps):
-    """ATP admission at ``rate_bps``: whole flows while capacity lasts (level 1, then aggregates, then overflow)."""
-    phi = shares(job)
+    """ATP admission at ``rate_bps``: whole (worker, PS) flows while capacity lasts (see the module docstring)."""
+    share = ps_shares(job, owner)
+    by_ps = {ps: [g for g in sorted(owner) if owner[g] == ps] for ps in job.ps}
+    order = sorted((ps for ps in job.ps if by_ps[ps]), key=lambda ps: by_ps[ps][0])
     remaining = dict(capacity_bps)
 
     def take(switch, demand):
@@ -172,21 +181,23 @@ def _flow_admission(job, owner, first, second, capacity_bps, rate_bps):
         return False
 
     first_hop, overflow = {w: {} for w in job.workers}, []
-    for w in job.workers:
-        for g, node in first[w].items():
-            if node == owner[g] or take(node, rate_bps * phi[g]):
-                first_hop[w][g] = node
+    for ps in order:                    # arrival order when workers are in step: a PS's sub-models together
+        for w in job.workers:
+            node = first[w][by_ps[ps][0]]
+            if node == ps or take(node, rate_bps * share[ps]):
+                first_hop[w].update({g: node for g in by_ps[ps]})
             else:
-                overflow.append((w, g))
+                overflow.append((w, ps))
     child_next = {}
-    used = sorted({(node, g) for w in job.workers for g, node in first_hop[w].items() if node != owner[g]},
-                  key=lambda x: (x[1], x[0]))
-    for node, g in used:
-        upper = second.get(node, {}).get(g)
-        child_next.setdefault(node, {})[g] = upper if upper and take(upper, rate_bps * phi[g]) else owner[g]
-    for w, g in overflow:
-        upper = second.get(first[w][g], {}).get(g)
-        first_hop[w][g] = upper if upper and take(upper, rate_bps * phi[g]) else owner[g]
+    for ps in order:
+        for node in sorted({first_hop[w].get(by_ps[ps][0], ps) for w in job.workers} - {ps}):
+            upper = second.get(node, {}).get(by_ps[ps][0])
+            target = upper if upper and take(upper, rate_bps * share[ps]) else ps
+            child_next.setdefault(node, {}).update({g: target for g in by_ps[ps]})
+    for w, ps in overflow:
+        upper = second.get(first[w][by_ps[ps][0]], {}).get(by_ps[ps][0])
+        target = upper if upper and take(upper, rate_bps * share[ps]) else ps
+        first_hop[w].update({g: target for g in by_ps[ps]})
     return first_hop, _tree_from_first_hops(first_hop, child_next, owner)
 
 

@@ -13,18 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
 
 
-class Quiet:
-    def write(self, text):
-        pass
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
-
-
-def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path):
+def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path, quiet):
     """Requested load 0.6 of the bottleneck yields achieved load within +-10%.
 
     Distribution: Web Search capped at 100 kB (mean 63 kB, CV^2 0.37). Hadoop's
@@ -44,7 +33,7 @@ def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path):
           - {distribution: web_search, max_flow_size: 100kB, load: 0.6, senders: [hl1, hl2], receivers: [hr1],
              bottleneck: [s1, s2], duration: 30s}
         """), "bg-load.yaml")
-    result = run_scenario(scenario, out_root=tmp_path, stream=Quiet())
+    result = run_scenario(scenario, out_root=tmp_path, stream=quiet)
     bg = result.summary["background"][0]
     assert bg["flow_count"] > 1500
     assert bg["completed_count"] >= 0.98 * bg["flow_count"]
@@ -53,12 +42,12 @@ def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path):
     assert result.summary["aggregation_exact"]
 
 
-def test_one_second_compute_delay_raises_iteration_time_by_about_one_second(emulation, tmp_path):
-    base = run_scenario(load_scenario(QUICKSTART, ["jobs.0.iterations=3"]), out_root=tmp_path, stream=Quiet())
+def test_one_second_compute_delay_raises_iteration_time_by_about_one_second(emulation, tmp_path, quiet):
+    base = run_scenario(load_scenario(QUICKSTART, ["jobs.0.iterations=3"]), out_root=tmp_path, stream=quiet)
     slow = run_scenario(load_scenario(QUICKSTART, [
         "jobs.0.iterations=3",
         "stragglers={compute_delay: [{workers: [w2], distribution: fixed, value: 1s}]}"]),
-        out_root=tmp_path, stream=Quiet())
+        out_root=tmp_path, stream=quiet)
     extra = slow.summary["iteration_time_s"] - base.summary["iteration_time_s"]
     assert 0.9 <= extra <= 1.2, (base.summary["iteration_time_s"], slow.summary["iteration_time_s"])
     assert slow.summary["stragglers"]["compute_delay_by_worker"]["w2"]["mean_s"] == 1.0
@@ -68,12 +57,12 @@ def test_one_second_compute_delay_raises_iteration_time_by_about_one_second(emul
     assert slow.summary["aggregation_exact"]
 
 
-def test_pause_and_rate_change_are_applied_logged_and_undone(emulation, tmp_path):
+def test_pause_and_rate_change_are_applied_logged_and_undone(emulation, tmp_path, quiet):
     scenario = load_scenario(QUICKSTART, [
         "jobs.0.iterations=12",
         "stragglers={pauses: [{worker: w3, at: 0.2s, duration: 0.8s}], "
         "rate_changes: [{host: w1, at: 0.1s, duration: 0.5s, rate: 10Gbps}]}"])
-    result = run_scenario(scenario, out_root=tmp_path, stream=Quiet())
+    result = run_scenario(scenario, out_root=tmp_path, stream=quiet)
     events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
     phases = {(e["kind"], e["phase"]) for e in events if "phase" in e}
     assert {("pause", "start"), ("pause", "end"), ("rate_change", "start"), ("rate_change", "end")} <= phases

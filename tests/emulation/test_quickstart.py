@@ -39,20 +39,6 @@ def inatb(*args, **kwargs):
                           timeout=300, **kwargs)
 
 
-@pytest.fixture
-def quiet(tmp_path):
-    class Sink:
-        def write(self, text):
-            pass
-
-        def flush(self):
-            pass
-
-        def isatty(self):
-            return False
-    return Sink()
-
-
 def test_quickstart_runs_end_to_end_exactly_and_cleans_up(emulation, tmp_path):
     proc = inatb("run", str(QUICKSTART), "--out", str(tmp_path), "--set", "jobs.0.iterations=10")
     assert proc.returncode == 0, proc.stderr

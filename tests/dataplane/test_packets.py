@@ -1,0 +1,458 @@
+"""Packet tests of the INA program, the same cases on every target (PTF style).
+
+Each case installs entries through the target's SwitchRuntime, sends crafted
+frames into switch ports, and checks the frames that come out (ports,
+headers, lanes) and the switch state (registers, counters). The targets
+(pyswitch in-process, the pyswitch process on veth pairs, bmv2) are the
+``target`` fixture of conftest.py; a case that passes on one and fails on
+another is a lockstep bug between p4/ina.p4 and pyswitch.
+
+The switch under test has four ports: workers W1..W3 behind ports 1..3 and
+the parameter server behind port 4; its own INA address is 10.0.1.1.
+"""
+
+import numpy as np
+import pytest
+
+from testbed.dataplane import program
+from testbed.dataplane.entries import TableEntry
+from testbed.dataplane.wire import (FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_RESULT, FLAG_RETX,
+                                    INA_UDP_PORT, InaHeader, build_frame, build_ina_frame, ipv4_checksum,
+                                    parse_frame, slot_index)
+from testbed.errors import DataplaneError
+
+from conftest import LANES, SLOTS  # noqa: E402  (tests/dataplane/conftest.py)
+
+SW_MAC = "02:00:00:00:01:00"
+SW_ADDR = "10.0.1.1"
+SW_NODE = 1
+PS_NODE = 100
+HOSTS = {1: ("10.0.0.1", "02:00:00:00:00:01"), 2: ("10.0.0.2", "02:00:00:00:00:02"),
+         3: ("10.0.0.3", "02:00:00:00:00:03"), 4: ("10.0.0.100", "02:00:00:00:00:64")}
+PS_PORT = 4
+PS_IP, PS_MAC = HOSTS[PS_PORT]
+GROUP_IP = "10.0.0.250"
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+def stat(target, name):
+    return target.runtime.counter_read("ina_stats", program.STAT_INDICES[name])[0]
+
+
+def install_routes(rt):
+    for port, (ip, mac) in HOSTS.items():
+        rt.table_add(TableEntry("ipv4_lpm", "ipv4_forward", (f"{ip}/32",), (("dstAddr", mac), ("port", port))))
+
+
+def aggregate_entry(job, base=0, count=8, submodel=0, release_mode=program.RELEASE_ON_EMIT, next_agg_node=PS_NODE,
+                    next_fanin=1, next_slot_base=0, next_slot_count=0):
+    return TableEntry("ina_filter", "ina_aggregate", (job, SW_NODE, submodel), (
+        ("switch_addr", SW_ADDR), ("slot_base", base), ("slot_count", count), ("release_mode", release_mode),
+        ("next_agg_node", next_agg_node), ("next_fanin", next_fanin), ("next_dst", PS_IP),
+        ("next_slot_base", next_slot_base), ("next_slot_count", next_slot_count), ("bypass_dst", PS_IP)))
+
+
+def lanes_of(seed, n=LANES):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(-2**31, 2**31, size=n, dtype=np.int64)
+    values[:3] = [2**31 - 1, -2**31, 123456789]   # wrap-around must behave as bit<32>
+    return values.astype(np.int32)
+
+
+def wrap_sum(*arrays):
+    total = np.zeros(len(arrays[0]), dtype=np.int64)
+    for a in arrays:
+        total += a.astype(np.int64)
+    return (((total + 2**31) % 2**32) - 2**31).astype(np.int32)
+
+
+def contribution(worker, job, seq, lanes, iteration=0, flags=FLAG_DATA, fanin=3, base=0, count=8, submodel=0,
+                 elems=None, ecn=0, bitmap=None):
+    ip, mac = HOSTS[worker]
+    header = InaHeader(job=job, flags=flags, elems=len(lanes) if elems is None else elems, agg_node=SW_NODE,
+                       fanin=fanin, count=1, submodel=submodel, iteration=iteration, seq=seq,
+                       slot=slot_index(seq, base, count), bitmap=(1 << worker) if bitmap is None else bitmap)
+    return build_ina_frame(SW_MAC, mac, ip, SW_ADDR, header, lanes, ecn=ecn)
+
+
+def only(frames, port=None):
+    assert len(frames) == 1, f"expected one frame, got {len(frames)}: {[p for p, _ in frames]}"
+    got_port, frame = frames[0]
+    if port is not None:
+        assert got_port == port
+    return parse_frame(frame), frame
+
+
+def udp_checksum_of(frame):
+    return int.from_bytes(frame[40:42], "big")
+
+
+# -- forwarding --------------------------------------------------------------------------
+
+def test_forwarding_lpm_route_precedence_mac_ttl_checksum(target):
+    rt = target.runtime
+    rt.table_add(TableEntry("ipv4_lpm", "ipv4_forward", ("10.0.0.0/24",), (("dstAddr", HOSTS[2][1]), ("port", 2))))
+    rt.table_add(TableEntry("ipv4_lpm", "ipv4_forward", ("10.0.0.3/32",), (("dstAddr", HOSTS[3][1]), ("port", 3))))
+    src_ip, src_mac = HOSTS[1]
+
+    def udp(dst, src=src_ip, ttl=64):
+        return build_frame(SW_MAC, src_mac, src, dst, b"hello world!" * 4, src_port=5000, dst_port=5001, ttl=ttl)
+
+    target.send(1, udp("10.0.0.3"))
+    pkt, frame = only(target.recv(1), port=3)          # the longest prefix wins
+    assert (pkt.dst_mac, pkt.ttl, pkt.dst_ip, pkt.src_mac) == (HOSTS[3][1], 63, "10.0.0.3", src_mac)
+    assert pkt.ip_checksum_ok and frame[42:] == udp("10.0.0.3")[42:]
+    target.send(1, udp("10.0.0.7"))
+    pkt, _ = only(target.recv(1), port=2)
+    assert pkt.dst_mac == HOSTS[2][1] and pkt.ip_checksum_ok
+
+    # An exact (src, dst) route beats lpm, for that source only.
+    rt.table_add(TableEntry("route", "route_forward", (src_ip, "10.0.0.3"), (("dstAddr", PS_MAC), ("port", 4))))
+    target.send(1, udp("10.0.0.3"))
+    pkt, _ = only(target.recv(1), port=4)
+    assert pkt.dst_mac == PS_MAC and pkt.ttl == 63
+    target.send(1, udp("10.0.0.3", src="10.0.0.9"))
+    only(target.recv(1), port=3)
+
+    # No route, TTL expiring: dropped and counted.
+    target.send(1, udp("192.168.7.7"))
+    target.send(1, udp("10.0.0.3", ttl=1))
+    assert target.quiet() == []
+    assert stat(target, "no_route_dropped") == 2
+    assert stat(target, "forwarded") == 4
+
+
+# -- aggregation --------------------------------------------------------------------------
+
+def test_aggregation_of_three_contributions(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=7, base=8, count=8, next_agg_node=200, next_fanin=5, next_slot_base=32,
+                                 next_slot_count=4))
+    seq = 13
+    slot = slot_index(seq, 8, 8)
+    parts = {w: lanes_of(w) for w in (1, 2, 3)}
+    target.send_seq([(1, contribution(1, 7, seq, parts[1], base=8)), (2, contribution(2, 7, seq, parts[2], base=8))])
+    assert target.quiet() == []                       # absorbed until the fan-in is reached
+    assert rt.register_read("agg_count", slot) == 2
+    assert rt.register_read("agg_bitmap", slot) == 0b110
+    assert rt.register_read("agg_job", slot) == 7 and rt.register_read("agg_seq", slot) == seq
+    partial = wrap_sum(parts[1], parts[2])
+    for lane in (0, 1, 2, 17, LANES - 1):
+        assert rt.register_read("agg_value", slot * LANES + lane) == int(partial[lane]) & 0xFFFFFFFF
+
+    target.send(3, contribution(3, 7, seq, parts[3], base=8))
+    pkt, frame = only(target.recv(1), port=PS_PORT)
+    ina = pkt.ina
+    assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2], parts[3]))
+    assert (ina.count, ina.bitmap, ina.level, ina.agg_node, ina.fanin) == (3, 0b1110, 1, 200, 5)
+    assert ina.slot == slot_index(seq, 32, 4) and (ina.job, ina.seq, ina.elems) == (7, seq, LANES)
+    assert ina.flags == FLAG_DATA
+    assert (pkt.src_ip, pkt.dst_ip, pkt.dst_mac, pkt.ttl) == (SW_ADDR, PS_IP, PS_MAC, 63)
+    assert pkt.ip_checksum_ok and udp_checksum_of(frame) == 0
+    assert rt.register_read("agg_count", slot) == 0 and rt.register_read("agg_bitmap", slot) == 0  # released
+    assert (stat(target, "aggregated"), stat(target, "emitted"), stat(target, "ina_rx")) == (3, 1, 3)
+    assert rt.counter_read("port_ina_tx", PS_PORT)[0] == 1
+
+
+def test_duplicate_does_not_double_count(target):
+    install_routes(target.runtime)
+    target.runtime.table_add(aggregate_entry(job=1))
+    parts = {w: lanes_of(10 + w) for w in (1, 2, 3)}
+    target.send_seq([(1, contribution(1, 1, 0, parts[1])), (1, contribution(1, 1, 0, parts[1]))])
+    assert target.quiet() == []
+    assert stat(target, "duplicate_dropped") == 1
+    target.send_seq([(2, contribution(2, 1, 0, parts[2])), (3, contribution(3, 1, 0, parts[3]))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2], parts[3]))
+    assert (pkt.ina.count, pkt.ina.bitmap) == (3, 0b1110)
+
+
+def test_retx_duplicate_flushes_the_partial(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1))
+    parts = {w: lanes_of(20 + w) for w in (1, 2, 3)}
+    target.send_seq([(1, contribution(1, 1, 5, parts[1])), (2, contribution(2, 1, 5, parts[2])),
+                     (1, contribution(1, 1, 5, parts[1], flags=FLAG_DATA | FLAG_RETX))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2]))
+    assert (pkt.ina.count, pkt.ina.bitmap, pkt.ina.flags, pkt.ina.level) == (2, 0b110, FLAG_DATA, 1)
+    slot = slot_index(5, 0, 8)
+    assert rt.register_read("agg_count", slot) == 0
+    assert (stat(target, "partial_flushed"), stat(target, "duplicate_dropped"), stat(target, "emitted")) == (1, 1, 1)
+    # The third worker's retransmission finds no slot holding its tag: straight on to the PS, unchanged.
+    frame = contribution(3, 1, 5, parts[3], flags=FLAG_DATA | FLAG_RETX)
+    target.send(3, frame)
+    pkt, out = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.flags == FLAG_DATA | FLAG_RETX and np.array_equal(pkt.lanes, parts[3])
+    assert (pkt.src_ip, pkt.dst_ip, pkt.ina.count, pkt.ina.level) == (HOSTS[3][0], PS_IP, 1, 0)
+    assert stat(target, "retx_bypassed") == 1 and rt.register_read("agg_count", slot) == 0
+
+
+def test_two_jobs_do_not_mix(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, base=0, count=8))
+    rt.table_add(aggregate_entry(job=2, base=8, count=8))
+    a = {w: lanes_of(30 + w) for w in (1, 2)}
+    b = {w: lanes_of(40 + w) for w in (1, 2)}
+    target.send_seq([(1, contribution(1, 1, 3, a[1], fanin=2, base=0)),
+                     (1, contribution(1, 2, 3, b[1], fanin=2, base=8)),
+                     (2, contribution(2, 2, 3, b[2], fanin=2, base=8)),
+                     (2, contribution(2, 1, 3, a[2], fanin=2, base=0))])
+    out = target.recv(2)
+    assert len(out) == 2 and all(port == PS_PORT for port, _ in out)
+    by_job = {p.ina.job: p for p in (parse_frame(f) for _, f in out)}
+    assert np.array_equal(by_job[1].lanes, wrap_sum(a[1], a[2]))
+    assert np.array_equal(by_job[2].lanes, wrap_sum(b[1], b[2]))
+    assert by_job[1].ina.bitmap == by_job[2].ina.bitmap == 0b110
+    assert stat(target, "collision_bypassed") == 0
+
+
+def test_collision_bypass(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, base=0, count=4))
+    rt.table_add(aggregate_entry(job=2, base=0, count=4))   # overlapping ranges: the jobs compete for slots
+    mine = lanes_of(50)
+    target.send(1, contribution(1, 1, 0, mine, base=0, count=4))
+    theirs = lanes_of(51)
+    target.send(2, contribution(2, 2, 0, theirs, base=0, count=4))        # slot 0, held by job 1
+    pkt, frame = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.flags == FLAG_DATA | FLAG_COLLISION and pkt.ina.job == 2
+    assert np.array_equal(pkt.lanes, theirs) and (pkt.ina.count, pkt.ina.level) == (1, 0)
+    assert (pkt.src_ip, pkt.dst_ip) == (HOSTS[2][0], PS_IP) and udp_checksum_of(frame) == 0
+    # Same job, same iteration, another fragment mapped to the same slot: a collision as well.
+    target.send(2, contribution(2, 1, 4, lanes_of(52), base=0, count=4))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.flags & FLAG_COLLISION and pkt.ina.seq == 4
+    assert stat(target, "collision_bypassed") == 2
+    assert rt.register_read("agg_job", 0) == 1 and rt.register_read("agg_count", 0) == 1  # job 1 keeps its slot
+
+
+def test_slot_reuse_across_iterations_reclaims_stale(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1))
+    target.send(1, contribution(1, 1, 2, lanes_of(60), iteration=0, fanin=2))   # W2's part of iteration 0 never came
+    new = {w: lanes_of(61 + w) for w in (1, 2)}
+    target.send_seq([(1, contribution(1, 1, 2, new[1], iteration=1, fanin=2)),
+                     (2, contribution(2, 1, 2, new[2], iteration=1, fanin=2))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, wrap_sum(new[1], new[2])) and pkt.ina.iteration == 1
+    assert (pkt.ina.count, pkt.ina.bitmap) == (2, 0b110)
+    assert stat(target, "stale_reclaimed") == 1
+    # Iteration 2 claims the slot; a late iteration-1 packet must not join it.
+    target.send(1, contribution(1, 1, 2, lanes_of(70), iteration=2, fanin=2))
+    target.send(2, contribution(2, 1, 2, lanes_of(71), iteration=1, fanin=2))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.flags & FLAG_COLLISION and pkt.ina.iteration == 1
+    assert rt.register_read("agg_iteration", slot_index(2, 0, 8)) == 2
+
+
+def test_release_on_result(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=3, release_mode=program.RELEASE_ON_RESULT))
+    for worker in (1, 2):
+        rt.table_add(TableEntry("ina_result", "ina_release", (3, HOSTS[worker][0]),
+                                (("slot_base", 0), ("slot_count", 8), ("mcast_grp", 0))))
+    parts = {w: lanes_of(80 + w) for w in (1, 2)}
+    slot = slot_index(6, 0, 8)
+    target.send_seq([(1, contribution(1, 3, 6, parts[1], fanin=2)), (2, contribution(2, 3, 6, parts[2], fanin=2))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2]))
+    assert rt.register_read("agg_count", slot) == 2           # still held until the RESULT passes
+    target.send(1, contribution(1, 3, 6, parts[1], fanin=2))
+    assert target.quiet() == []                                # a plain duplicate
+    target.send(1, contribution(1, 3, 6, parts[1], fanin=2, flags=FLAG_DATA | FLAG_RETX))
+    pkt, _ = only(target.recv(1), port=PS_PORT)                # the aggregate again, slot kept
+    assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2])) and pkt.ina.count == 2
+    assert rt.register_read("agg_count", slot) == 2
+
+    def result(worker, iteration):
+        header = InaHeader(job=3, flags=FLAG_RESULT, elems=LANES, agg_node=PS_NODE, count=2, iteration=iteration,
+                           seq=6, bitmap=0b110)
+        return build_ina_frame(SW_MAC, PS_MAC, PS_IP, HOSTS[worker][0], header, wrap_sum(parts[1], parts[2]))
+
+    target.send(PS_PORT, result(1, iteration=5))               # another iteration's RESULT: no release
+    only(target.recv(1), port=1)
+    assert rt.register_read("agg_count", slot) == 2 and stat(target, "result_released") == 0
+    target.send(PS_PORT, result(1, iteration=0))
+    pkt, _ = only(target.recv(1), port=1)                       # forwarded to the worker as unicast
+    assert pkt.ina.flags == FLAG_RESULT and pkt.ttl == 63 and pkt.dst_mac == HOSTS[1][1]
+    assert rt.register_read("agg_count", slot) == 0 and rt.register_read("agg_bitmap", slot) == 0
+    assert stat(target, "result_released") == 1
+    target.send(PS_PORT, result(2, iteration=0))                # the second worker's copy: nothing left to free
+    only(target.recv(1), port=2)
+    assert stat(target, "result_released") == 1
+
+
+def test_multicast_of_results(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.mc_group_create(5, [1, 2, 3])
+    rt.table_add(TableEntry("ina_result", "ina_multicast", (9, GROUP_IP), (("mcast_grp", 5),)))
+    for port in (1, 2, 3):
+        ip, mac = HOSTS[port]
+        rt.table_add(TableEntry("ina_mcast_rewrite", "mcast_rewrite", (port,), (("dstAddr", mac), ("ipDstAddr", ip))))
+    lanes = lanes_of(90)
+    header = InaHeader(job=9, flags=FLAG_RESULT, elems=LANES, agg_node=PS_NODE, count=3, seq=11, bitmap=0b1110)
+    target.send(PS_PORT, build_ina_frame(SW_MAC, PS_MAC, PS_IP, GROUP_IP, header, lanes))
+    out = target.recv(3)
+    assert sorted(port for port, _ in out) == [1, 2, 3]
+    for port, frame in out:
+        pkt = parse_frame(frame)
+        assert (pkt.dst_ip, pkt.dst_mac) == HOSTS[port]
+        assert (pkt.src_ip, pkt.ttl, pkt.ina.seq, pkt.ina.flags) == (PS_IP, 63, 11, FLAG_RESULT)
+        assert np.array_equal(pkt.lanes, lanes) and pkt.ip_checksum_ok and udp_checksum_of(frame) == 0
+    assert stat(target, "multicast") == 1
+    assert sum(rt.counter_read("port_ina_tx", p)[0] for p in (1, 2, 3)) == 3
+    # A RESULT entering from port 1 is never sent back out of port 1.
+    target.send(1, build_ina_frame(SW_MAC, HOSTS[1][1], HOSTS[1][0], GROUP_IP, header, lanes))
+    assert sorted(port for port, _ in target.recv(2)) == [2, 3]
+    assert target.quiet() == []
+    # No ina_result entry: a RESULT is plain unicast.
+    target.send(PS_PORT, build_ina_frame(SW_MAC, PS_MAC, PS_IP, HOSTS[2][0], InaHeader(job=10, flags=FLAG_RESULT,
+                                                                                         elems=4), lanes[:4]))
+    only(target.recv(1), port=2)
+
+
+# -- queues and capacity --------------------------------------------------------------------
+
+def test_ecn_marking_on_queue_depth(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.register_write("ecn_threshold", 0, 2)
+    rt.set_port_shaping(2, 80_000, 64)            # 10 kB/s: 1000-byte frames queue up
+    src_ip, src_mac = HOSTS[1]
+
+    def frame(ecn, tag):
+        return build_frame(SW_MAC, src_mac, src_ip, HOSTS[2][0], bytes([tag]) * 958, src_port=5000, dst_port=5001,
+                           ecn=ecn)
+
+    burst = [frame(2, i) for i in range(8)] + [frame(0, 100)]   # 8 ECT(0) frames, then one not ECN-capable
+    target.send_seq([(1, f) for f in burst])
+    out = target.recv(len(burst), timeout_s=5.0)
+    assert len(out) == len(burst) and all(port == 2 for port, _ in out)
+    ecn = [parse_frame(f).ecn for _, f in out]
+    assert ecn[0] == 2 and ecn[-1] == 0                    # an empty queue marks nothing; non-ECT never
+    assert ecn[-5:-1] == [3, 3, 3, 3]                      # the deep end of the queue is CE
+    assert all(parse_frame(f).ip_checksum_ok for _, f in out)
+    assert rt.counter_read("port_ecn_marked", 2)[0] == ecn.count(3)
+
+
+def test_aggregation_capacity_cap(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, count=16))
+    rt.meter_set_rates("agg_capacity", 0, 1.0, 4)          # 1 aggregation per second, burst of 4
+    frames = [(1, contribution(1, 1, seq, lanes_of(100 + seq), fanin=2, count=16)) for seq in range(10)]
+    target.send_seq(frames)
+    out = target.recv(10, timeout_s=2.0)
+    aggregated = stat(target, "aggregated")
+    assert aggregated == 4 if target.name.startswith("pyswitch") else 4 <= aggregated <= 5
+    assert len(out) == 10 - aggregated == stat(target, "capacity_bypassed")
+    for port, frame in out:
+        pkt = parse_frame(frame)
+        assert port == PS_PORT and pkt.ina.flags == FLAG_DATA | FLAG_CAPACITY and pkt.dst_ip == PS_IP
+        assert np.array_equal(pkt.lanes, lanes_of(100 + pkt.ina.seq))
+    assert sorted(parse_frame(f).ina.seq for _, f in out) == list(range(aggregated, 10))
+
+
+# -- bad input --------------------------------------------------------------------------
+
+def test_bad_entries_are_refused_clearly(target):
+    rt = target.runtime
+    cases = [
+        (TableEntry("no_such_table", "drop", ()), "unknown table 'no_such_table'"),
+        (TableEntry("ipv4_lpm", "route_forward", ("10.0.0.0/8",), (("dstAddr", PS_MAC), ("port", 1))),
+         "unknown action 'route_forward'"),
+        (TableEntry("ipv4_lpm", "ipv4_forward", ("10.0.0.0/8",), (("mac", PS_MAC), ("port", 1))),
+         "expected parameters (dstAddr, port)"),
+        (TableEntry("ipv4_lpm", "ipv4_forward", ("10.0.0.0/8",), (("dstAddr", PS_MAC), ("port", 512))),
+         "parameter port"),
+        (TableEntry("route", "route_forward", ("10.0.0.1",), (("dstAddr", PS_MAC), ("port", 1))),
+         "expected 2 match values"),
+        (aggregate_entry(job=1, base=SLOTS - 4, count=8), f"outside the switch's {SLOTS} slots"),
+        (aggregate_entry(job=1, base=0, count=0), "is empty"),
+        (aggregate_entry(job=1, release_mode=program.RELEASE_SHADOW), "release_mode 2 is not supported"),
+        (TableEntry("ina_result", "ina_release", (1, PS_IP), (("slot_base", 0), ("slot_count", SLOTS + 1),
+                                                              ("mcast_grp", 0))), "outside the switch's"),
+    ]
+    for entry, message in cases:
+        with pytest.raises(DataplaneError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            rt.table_add(entry)
+    with pytest.raises(DataplaneError, match="multicast group id 0"):
+        rt.mc_group_create(0, [1, 2])
+    with pytest.raises(DataplaneError, match="unknown register"):
+        rt.register_read("nope", 0)
+    with pytest.raises(DataplaneError, match="out of range"):
+        rt.register_read("agg_count", SLOTS)
+    with pytest.raises(DataplaneError, match="does not fit bit<16>"):
+        rt.register_write("agg_count", 0, 1 << 16)
+    with pytest.raises(DataplaneError, match="unknown counter"):
+        rt.counter_read("nope", 0)
+    rt.table_add(aggregate_entry(job=1, base=SLOTS - 8, count=8))    # the last slots are fine
+
+
+def test_malformed_ina_packets_are_counted_drops(target):
+    install_routes(target.runtime)
+    target.runtime.table_add(aggregate_entry(job=1))
+    good = lanes_of(110)
+    ip, mac = HOSTS[1]
+    short_payload = contribution(1, 1, 0, good)[:80 + 4 * 10]                       # header says 64 lanes, 10 sent
+    too_many = contribution(1, 1, 0, np.zeros(LANES + 1, dtype=np.int32))           # elems 65 > 64 lanes
+    short_header = build_frame(SW_MAC, mac, ip, SW_ADDR, b"\x00" * 20)               # INA port, 20-byte header
+    target.send_seq([(1, short_payload), (1, too_many), (1, short_header)])
+    assert target.quiet() == []
+    assert stat(target, "malformed_dropped") == 3 and stat(target, "aggregated") == 0
+    # ... and the switch keeps working.
+    parts = {w: lanes_of(111 + w) for w in (1, 2)}
+    target.send_seq([(1, contribution(1, 1, 0, parts[1], fanin=2)), (2, contribution(2, 1, 0, parts[2], fanin=2))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2]))
+
+
+def test_short_fragment_zero_pads_the_slot(target):
+    """A fragment of fewer lanes (a tensor's last) aggregates those lanes only; the slot's rest reads 0."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=4))
+    parts = {w: lanes_of(120 + w, n=5) for w in (1, 2)}
+    target.send_seq([(1, contribution(1, 4, 1, parts[1], fanin=2)), (2, contribution(2, 4, 1, parts[2], fanin=2))])
+    pkt, frame = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.elems == 5 and np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2]))
+    assert len(frame) == 80 + 4 * 5
+    slot = slot_index(1, 0, 8)
+    assert rt.register_read("agg_value", slot * LANES + 5) == 0
+
+
+def test_registers_write_read_reset(target):
+    rt = target.runtime
+    rt.register_write("agg_bitmap", 3, (1 << 64) - 1)
+    rt.register_write("agg_value", 7, 0xFFFFFFFE)
+    assert rt.register_read("agg_bitmap", 3) == (1 << 64) - 1
+    assert rt.register_read("agg_value", 7) == 0xFFFFFFFE
+    rt.register_reset("agg_bitmap")
+    assert rt.register_read("agg_bitmap", 3) == 0
+
+
+def test_scapy_crafted_packet_through_the_switch(target):
+    from scapy.all import IP, UDP, Ether, raw
+    from testbed.dataplane.scapy_ina import INA
+    install_routes(target.runtime)
+    target.runtime.table_add(aggregate_entry(job=2))
+    ip, mac = HOSTS[1]
+    pkt = (Ether(dst=SW_MAC, src=mac) / IP(src=ip, dst=SW_ADDR) / UDP(sport=INA_UDP_PORT, dport=INA_UDP_PORT) /
+           INA(job=2, flags="DATA", agg_node=SW_NODE, fanin=1, count=1, seq=3, slot=3, bitmap=2, lanes=[7, -8, 9]))
+    target.send(1, raw(pkt))
+    frames = target.recv(1)
+    assert len(frames) == 1
+    out = Ether(frames[0][1])
+    assert out[INA].lanes == [7, -8, 9] and out[INA].level == 1 and out[IP].src == SW_ADDR
+    assert int(out[INA].flags) == FLAG_DATA and out[UDP].chksum == 0
+    header = raw(out[IP])[:20]
+    assert ipv4_checksum(header[:10] + b"\x00\x00" + header[12:]) == out[IP].chksum
