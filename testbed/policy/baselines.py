@@ -65,18 +65,21 @@ job's PS, which multicasts the result as for every scheme.
 ``geryon`` (Geryon, INFOCOM'20, as GOAT §VII-A and GRID §Motivation use it):
 no INA; each (worker, PS) flow takes one of its k shortest paths
 (``policy_options.geryon.paths``, default 4, at most 2 hops longer than the
-shortest). Paths are chosen greedily in worker order, each flow taking the
-path that keeps the common sending rate of the flows placed so far highest
-(ties: the default, then the shorter path), then single-flow moves are
-applied while they raise the common rate (ties: fewer saturated links).
-GRID Fig. 1: W1-W3 stay on S1-S3, W4 moves to S1-S2-S3, 1 Gbps.
+shortest). Every flow starts on its shortest (default) path; then, while
+moving one flow to another candidate raises the common sending rate (or
+keeps it with fewer saturated links), the best such move is made, ties going
+to the flow scheduled last. GRID Fig. 1: W1-W3 stay on L1 (S1-S3), W4 moves
+to S1-S2-S3, 1 Gbps.
 
 ``lbmm`` (load-balanced Min-Min, Rajput & Kushwah 2016, as InArt §2.1 uses
 it): no INA, several PSs. Sub-models (tasks) go to PSs (machines) by
 Min-Min on the time each PS needs to receive a sub-model from every worker
 at its ingress rate, then, while it lowers the makespan, the best single
-move of a sub-model off the most loaded PS. Flows then take the least-loaded
-path as in ``geryon``. A job with one PS is a PolicyError.
+move of a sub-model off the most loaded PS. Flows are then placed in worker
+order, each on the candidate path that keeps the common rate of the flows
+placed so far highest ("the link with the lightest load"; ties: fewer
+saturated links, the shorter path), then improved by moves as in ``geryon``.
+A job with one PS is a PolicyError.
 
 ``ksgd`` (K-sync SGD, Dutta et al. AISTATS'18): PS aggregation without INA;
 the PS uses the first K workers' gradients each iteration: ``participants``
@@ -87,6 +90,7 @@ are the K fastest workers by their iteration interval
 
 import math
 
+import networkx as nx
 import numpy as np
 
 from testbed.dataplane import program
@@ -94,15 +98,14 @@ from testbed.errors import PolicyError
 from testbed.policy.base import JobPolicy
 from testbed.policy.common import (RATE_TOLERANCE, LoadModel, NetworkView, Stream, allowed_switches,
                                    check_reachable, options, ps_shares, require_multiple_ps, require_path,
-                                   rng_for, shares, split_submodels, tree_loads, window_slots)
+                                   rng_for, split_submodels, tree_loads, window_slots)
 
 __all__ = ["ps_policy", "atp_policy", "esa_policy", "switchml_policy", "geryon_policy", "lbmm_policy",
            "ksgd_policy", "split_submodels", "shortest_path", "estimated_intervals_s"]
 
 
 def shortest_path(graph, src, dst):
-    """Kept for callers of the first skeleton: the default (BFS) path, PolicyError when none."""
-    import networkx as nx
+    """Kept for callers of the first skeleton: a shortest path, PolicyError when none."""
     try:
         return nx.shortest_path(graph, src, dst)
     except (nx.NetworkXNoPath, nx.NodeNotFound):
@@ -111,11 +114,11 @@ def shortest_path(graph, src, dst):
 
 # --- ps ------------------------------------------------------------------------------
 
-def ps_policy(job, scenario) -> JobPolicy:
+def ps_policy(job, scenario, scheme: str = "ps") -> JobPolicy:
     owner = split_submodels(job)
-    check_reachable(NetworkView(scenario), "ps", job, owner)
+    check_reachable(NetworkView(scenario), scheme, job, owner)
     first_hop = {w: {g: owner[g] for g in owner} for w in job.workers}
-    return JobPolicy(job.name, "ps", owner, first_hop, notes={"ina": False})
+    return JobPolicy(job.name, scheme, owner, first_hop, notes={"ina": False})
 
 
 # --- atp / esa ----------------------------------------------------------------------
@@ -285,8 +288,8 @@ def switchml_policy(job, scenario) -> JobPolicy:
 
 # --- geryon / lbmm: no INA, path choice ------------------------------------------------------
 
-def _route_flows(net, job, owner, scheme, k):
-    """Greedy then local-search path choice per (worker, PS) flow (see ``geryon`` in the module docstring)."""
+def _route_flows(net, job, owner, scheme, k, greedy):
+    """Path choice per (worker, PS) flow: greedy placement (LBMM) or default paths (Geryon), then moves."""
     share = ps_shares(job, owner)
     model = LoadModel(net)
     flows = [(w, ps) for w in job.workers for ps in job.ps if share[ps] > 0]
@@ -297,6 +300,10 @@ def _route_flows(net, job, owner, scheme, k):
     loads = model.zeros()
     choice = {}
     for flow in flows:
+        if not greedy:
+            choice[flow] = 0
+            model.add(loads, candidates[flow][0])
+            continue
         best = None
         for i, stream in enumerate(candidates[flow]):
             model.add(loads, stream)
@@ -323,7 +330,7 @@ def _route_flows(net, job, owner, scheme, k):
                 model.add(loads, old)
                 if rate > current[0] * (1 + 1e-12) or (rate >= current[0] * (1 - 1e-12) and tight < current[1]):
                     key = (rate, -tight)
-                    if best is None or key > best[0]:
+                    if best is None or key >= best[0]:      # ties: the flow scheduled last moves
                         best = (key, flow, i)
         if best is None:
             break
@@ -343,7 +350,7 @@ def geryon_policy(job, scenario) -> JobPolicy:
     net = NetworkView(scenario)
     owner = split_submodels(job)
     k = options(job, "geryon").get("paths", 4)
-    paths, rate, moves = _route_flows(net, job, owner, "geryon", k)
+    paths, rate, moves = _route_flows(net, job, owner, "geryon", k, greedy=False)
     first_hop = {w: {g: owner[g] for g in owner} for w in job.workers}
     return JobPolicy(job.name, "geryon", owner, first_hop, paths=paths,
                      notes={"ina": False, "predicted_rate_bps": rate, "path_moves": moves, "paths_per_flow": k})
@@ -394,7 +401,7 @@ def lbmm_policy(job, scenario) -> JobPolicy:
         link = scenario.topology.host_link(ps)
         ingress[ps] = link.rate_bps
     owner = min_min_split(job, ingress)
-    paths, rate, moves = _route_flows(net, job, owner, "lbmm", options(job, "lbmm").get("paths", 4))
+    paths, rate, moves = _route_flows(net, job, owner, "lbmm", options(job, "lbmm").get("paths", 4), greedy=True)
     first_hop = {w: {g: owner[g] for g in owner} for w in job.workers}
     return JobPolicy(job.name, "lbmm", owner, first_hop, paths=paths,
                      notes={"ina": False, "predicted_rate_bps": rate, "split": ps_shares(job, owner),
@@ -441,8 +448,7 @@ def ksgd_policy(job, scenario) -> JobPolicy:
     missing = [w for w in job.workers if w not in intervals]
     if missing:
         raise PolicyError(f"ksgd: job {job.name}: policy_options.ksgd.intervals has no entry for worker {missing[0]}")
-    jp = ps_policy(job, scenario)
-    jp.scheme = "ksgd"
+    jp = ps_policy(job, scenario, "ksgd")
     jp.participants = fastest_workers(job, intervals, k)
     jp.notes.update({"k": k, "intervals_s": dict(intervals)})
     return jp

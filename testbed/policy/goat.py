@@ -189,23 +189,20 @@ def krgs_lp(job, scenario, net, switches, owner, objective="eq4", solver="auto",
         nodes = [s for s in switches if (s, ps) in dist_ps] + [ps]
         b = size[g] / unit
         for n in nodes:
-            x[(g, n)] = pulp.LpVariable(f"x_{g}_{n}", 0, 1)
+            x[(g, n)] = lp.variable(prob, f"x_{g}_{n}", 0, 1)
         prob += pulp.lpSum(x[(g, n)] for n in nodes) >= 1, f"cover_{g}"
         for w in job.workers:
             require_path(net, scheme, job, w, ps)
             reach = [n for n in nodes if net.hops(w, n) is not None]
             for n in reach:
-                y[(w, g, n)] = pulp.LpVariable(f"y_{w}_{g}_{n}", 0, 1)
+                y[(w, g, n)] = lp.variable(prob, f"y_{w}_{g}_{n}", 0, 1)
                 prob += y[(w, g, n)] <= x[(g, n)]
             prob += pulp.lpSum(y[(w, g, n)] for n in reach) == 1, f"one_{w}_{g}"
             if objective == "eq1":
                 terms.extend((y[(w, g, n)], -net.hops(w, n) * b) for n in reach)
             else:
                 terms.extend((y[(w, g, n)], dist_ps[(n, ps)] * b) for n in reach if n != ps)
-        if objective == "eq1":
-            terms.extend((x[(g, n)], -dist_ps[(n, ps)] * b) for n in nodes if n != ps)
-        else:
-            terms.extend((x[(g, n)], -dist_ps[(n, ps)] * b) for n in nodes if n != ps)
+        terms.extend((x[(g, n)], -dist_ps[(n, ps)] * b) for n in nodes if n != ps)   # both objectives
     prob += pulp.LpAffineExpression(terms)
     for s in switches:
         prob += pulp.lpSum(x[(g, s)] * (size[g] / unit) for g in owner if (g, s) in x) <= switch_memory / unit

@@ -26,9 +26,11 @@ proportional to PS ingress, by a second LP with f held at its optimum.
 Sub-models are whole layers, so the split is realised by assigning
 sub-models to PSs (:func:`~testbed.policy.common.realize_split`). With
 ``split_search`` (default on) R-InArt also runs for the neighbouring
-realisable splits (one sub-model moved between two PSs) and the best result
-is kept: rounding the continuous x_s to sub-models is our step, and the
-neighbour that R-InArt serves best is the rounding we choose. InArt Fig. 1:
+realisable splits (one sub-model moved between two PSs): every candidate's
+LP is solved, the L-InArt split and up to three neighbours whose LP optimum
+ties the best are rounded, and the best result is kept. Rounding the
+continuous x_s to sub-models is our step; the neighbour R-InArt serves best
+is the rounding we choose. InArt Fig. 1:
 Eq. 2's optimum (3.0, no links) is flat in x_1 over [0.22, 0.78]; the split
 closest to equal is 0.5, whose R-InArt result is 2.4; its neighbour 0.6/0.4
 (the paper's split) reaches 2.5, the optimum of Eq. 1 on that topology.
@@ -50,9 +52,13 @@ import pulp
 from testbed.policy import lp
 from testbed.policy.common import (NetworkView, allowed_switches, options, ps_shares, realize_split,
                                    require_multiple_ps, rng_for)
-from testbed.policy.routing_lp import route_and_round
+from testbed.policy.routing_lp import relax, round_to_policy, route_and_round
 
 DEFAULT_PATHS = 3
+#: Neighbouring splits whose LP optimum is within this fraction of the best are rounded (at most SHORTLIST_SIZE,
+#: the L-InArt split always): rounding and improving every neighbour costs seconds each at fat-tree scale.
+SHORTLIST_GAP = 1e-6
+SHORTLIST_SIZE = 4
 
 
 def _ps_ingress_bps(scenario, job) -> dict:
@@ -65,23 +71,23 @@ def l_inart_split(job, scenario, allowed, solver="auto", time_limit_s=lp.DEFAULT
     capacity = scenario.switch.aggregation_capacity_bps
     unit = max(ingress.values())
     prob = pulp.LpProblem("l_inart", pulp.LpMaximize)
-    f = pulp.LpVariable("f", lowBound=0)
-    big_f = {s: pulp.LpVariable(f"F_{k}", lowBound=0) for k, s in enumerate(job.ps)}
+    f = lp.variable(prob, "f")
+    big_f = {s: lp.variable(prob, f"F_{k}") for k, s in enumerate(job.ps)}
     agg_load = {v: [] for v in allowed}
     ps_load = {s: [] for s in job.ps}
     prob += f
     prob += pulp.lpSum(big_f.values()) == f, "split"
     for k, s in enumerate(job.ps):
-        out = {v: pulp.LpVariable(f"o_{k}_{j}", lowBound=0) for j, v in enumerate(allowed)}
+        out = {v: lp.variable(prob, f"o_{k}_{j}") for j, v in enumerate(allowed)}
         for v, o in out.items():
             prob += o <= big_f[s]
             ps_load[s].append(o)
         for i, w in enumerate(job.workers):
-            raw = pulp.LpVariable(f"a_{k}_{i}", lowBound=0)
+            raw = lp.variable(prob, f"a_{k}_{i}")
             ps_load[s].append(raw)
             aggs = []
             for j, v in enumerate(allowed):
-                b = pulp.LpVariable(f"b_{k}_{i}_{j}", lowBound=0)
+                b = lp.variable(prob, f"b_{k}_{i}_{j}")
                 aggs.append(b)
                 agg_load[v].append(b)
                 prob += b <= out[v]
@@ -97,7 +103,7 @@ def l_inart_split(job, scenario, allowed, solver="auto", time_limit_s=lp.DEFAULT
         return {s: 1.0 / len(job.ps) for s in job.ps}, 0.0, records
     # Tie-break on the optimal face: the split closest to PS-ingress-proportional.
     total_ingress = sum(ingress.values())
-    dev = {s: pulp.LpVariable(f"d_{k}", lowBound=0) for k, s in enumerate(job.ps)}
+    dev = {s: lp.variable(prob, f"d_{k}") for k, s in enumerate(job.ps)}
     for s in job.ps:
         target = ingress[s] / total_ingress
         prob += dev[s] >= big_f[s] - target * f
@@ -146,14 +152,22 @@ def inart_policy(job, scenario):
                                              opts.get("time_limit_s", lp.DEFAULT_TIME_LIMIT_S))
     owner = realize_split(job, split)
     candidates = [owner] + (neighbour_splits(job, owner) if opts.get("split_search", True) else [])
+    share_of = lambda o: ps_shares(job, o)  # noqa: E731
+    relaxed = [relax(net, job, scenario, "inart", o, share_of(o), allowed, opts, DEFAULT_PATHS) for o in candidates]
+    top_lp = max(solution.rate_bps for _, solution in relaxed)
+    shortlist = [k for k, (_, solution) in enumerate(relaxed) if k == 0 or
+                 solution.rate_bps >= top_lp * (1 - SHORTLIST_GAP)][:SHORTLIST_SIZE]
     rng = rng_for(scenario, job, "inart")
-    best, tried, solve_s = None, [], sum(r.solve_s for r in records)
-    for candidate in candidates:
-        policy, rate = _r_inart(job, scenario, "inart", candidate, allowed, opts, rng, net)
-        tried.append({"split": policy.notes["split"], "rate_bps": rate})
-        solve_s += policy.notes["solve_s"]
-        if best is None or rate > best[1] * (1 + 1e-12):
-            best = (policy, rate)
+    best, tried = None, []
+    solve_s = sum(r.solve_s for r in records) + sum(solution.record.solve_s for _, solution in relaxed)
+    for k, (problem, solution) in enumerate(relaxed):
+        entry = {"split": {ps: problem.share.get(ps, 0.0) for ps in job.ps}, "lp_rate_bps": solution.rate_bps}
+        if k in shortlist:
+            policy, rate = round_to_policy(problem, solution, "inart", scenario, opts, rng)
+            entry["rate_bps"] = rate
+            if best is None or rate > best[1] * (1 + 1e-12):
+                best = (policy, rate)
+        tried.append(entry)
     policy = best[0]
     policy.notes.update({"l_inart_split": split, "l_inart_rate_bps": eq2_rate,
                          "l_inart_solver": records[0].solver, "l_inart_solve_s": sum(r.solve_s for r in records),

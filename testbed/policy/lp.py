@@ -63,7 +63,7 @@ def solve(problem: pulp.LpProblem, scheme: str, what: str, solver: str = "auto",
             failures.append(f"{name}: {exc}")
             continue
         status = pulp.LpStatus.get(problem.status, str(problem.status))
-        record = SolveRecord(name, status, elapsed, len(problem.variables()), len(problem.constraints))
+        record = SolveRecord(name, status, elapsed, problem.numVariables(), problem.numConstraints())
         if status == "Optimal":
             return record
         if status == "Infeasible":
@@ -75,6 +75,13 @@ def solve(problem: pulp.LpProblem, scheme: str, what: str, solver: str = "auto",
                                   f"(policy_options.{scheme}.time_limit)")
         failures.append(f"{name}: status {status}")
     raise PolicyError(f"{scheme}: {what}: no LP solver succeeded ({'; '.join(failures)})")
+
+
+def variable(problem: pulp.LpProblem, name: str, low: float = 0.0, high: float = None) -> pulp.LpVariable:
+    """A continuous variable of ``problem`` (PuLP 3.3 attaches variables to their model; older PuLP builds them)."""
+    if hasattr(problem, "add_variable"):
+        return problem.add_variable(name, low, high)
+    return pulp.LpVariable(name, low, high)
 
 
 def value(var) -> float:

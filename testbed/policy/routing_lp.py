@@ -53,6 +53,7 @@ The papers' rounding only bounds the loss in expectation; InArt Fig. 1's
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pulp
 
 from testbed.dataplane import program
@@ -69,6 +70,17 @@ class FlowOption:
     switch: str            # "" = raw to the PS
     path: list             # worker -> PS (raw) or worker -> switch
     stream: Stream
+
+    @property
+    def resources(self) -> frozenset:
+        return _resources(self.stream)
+
+
+def _resources(stream: Stream) -> frozenset:
+    found = set(int(i) for i in stream.links)
+    if stream.switch >= 0:
+        found.add(int(stream.switch))
+    return frozenset(found)
 
 
 @dataclass
@@ -133,7 +145,7 @@ def solve_lp(problem: RoutingProblem, scheme: str, solver: str, time_limit_s: fl
     model = problem.model
     unit = float(model.capacity.max())
     prob = pulp.LpProblem(f"{scheme}_routing", pulp.LpMaximize)
-    f = pulp.LpVariable("f", lowBound=0)
+    f = lp.variable(prob, "f")
     prob += f
     rate_vars = {}
     per_resource = {}
@@ -147,13 +159,13 @@ def solve_lp(problem: RoutingProblem, scheme: str, solver: str, time_limit_s: fl
     agg_out = {}
     for key, paths in problem.agg_paths.items():
         v, ps = key
-        qs = [pulp.LpVariable(f"q_{v}_{ps}_{j}", lowBound=0) for j in range(len(paths))]
+        qs = [lp.variable(prob, f"q_{v}_{ps}_{j}") for j in range(len(paths))]
         agg_out[key] = qs
         for q, stream in zip(qs, problem.agg_streams[key]):
             charge(q, stream)
     for n, (ps, w) in enumerate(problem.flows):
         opts = problem.options[(ps, w)]
-        rs = [pulp.LpVariable(f"r_{n}_{i}", lowBound=0) for i in range(len(opts))]
+        rs = [lp.variable(prob, f"r_{n}_{i}") for i in range(len(opts))]
         rate_vars[(ps, w)] = rs
         prob += pulp.lpSum(rs) == problem.share[ps] * f, f"demand_{n}"
         for i, (r, opt) in enumerate(zip(rs, opts)):
@@ -202,6 +214,8 @@ class _Loads:
         self.a = Assignment(dict(assignment.choice), dict(assignment.agg_choice))
         self.loads = problem.model.zeros()
         self.users = {}
+        self.option_resources = {flow: [o.resources for o in opts] for flow, opts in problem.options.items()}
+        self.agg_resources = {key: [_resources(s) for s in streams] for key, streams in problem.agg_streams.items()}
         for flow, i in self.a.choice.items():
             self._add_option(flow, i, 1.0)
 
@@ -236,6 +250,32 @@ class _Loads:
         self.a.agg_choice[key] = j
         self.p.model.add(self.loads, streams[j], 1.0)
 
+    def binding(self) -> set:
+        """Resources at the common rate: only changes that unload one of them can raise it."""
+        used = self.loads > 1e-15
+        if not used.any():
+            return set()
+        ratios = np.full(len(self.loads), np.inf)
+        ratios[used] = self.p.model.capacity[used] / self.loads[used]
+        return set(np.flatnonzero(ratios <= ratios.min() * (1 + 1e-9)).tolist())
+
+    def critical(self, binding: set):
+        """Flows and live aggregate streams that use a binding resource."""
+        flows = []
+        for flow in self.p.flows:
+            i = self.a.choice[flow]
+            if self.option_resources[flow][i] & binding:
+                flows.append(flow)
+                continue
+            opt = self.p.options[flow][i]
+            if opt.switch:
+                key = (opt.switch, flow[0])
+                if self.agg_resources[key][self.a.agg_choice[key]] & binding:
+                    flows.append(flow)
+        aggs = [key for key in sorted(k for k, n in self.users.items() if n > 0)
+                if self.agg_resources[key][self.a.agg_choice[key]] & binding]
+        return flows, aggs
+
 
 def assignment_rate(problem: RoutingProblem, assignment: Assignment) -> float:
     return _Loads(problem, assignment).rate()[0]
@@ -249,57 +289,72 @@ def _better(new, old):
     return new[0] > old[0] * (1 + 1e-12) or (new[0] >= old[0] * (1 - 1e-12) and new[1] < old[1])
 
 
-def _descend(state: _Loads, problem: RoutingProblem, counter: list, max_passes: int = 20) -> int:
-    """First-improvement single changes (a flow's option, an aggregate's path) until none helps."""
+def _best_flow_change(state: _Loads, flow, counter):
+    start = state.a.choice[flow]
+    best, best_i = state.rate(), start
+    for i in range(len(state.p.options[flow])):
+        if i == start:
+            continue
+        state.move(flow, i)
+        trial = state.rate()
+        counter[0] += 1
+        if _better(trial, best):
+            best, best_i = trial, i
+        state.move(flow, start)
+    return best_i
+
+
+def _best_agg_change(state: _Loads, key, counter):
+    start = state.a.agg_choice[key]
+    best, best_j = state.rate(), start
+    for j in range(len(state.p.agg_streams[key])):
+        if j == start:
+            continue
+        state.move_agg(key, j)
+        trial = state.rate()
+        counter[0] += 1
+        if _better(trial, best):
+            best, best_j = trial, j
+        state.move_agg(key, start)
+    return best_j
+
+
+def _descend(state: _Loads, problem: RoutingProblem, counter: list, max_moves: int = 10000) -> int:
+    """Single changes (a flow's option, an aggregate's path) while one raises (rate, -saturated resources).
+
+    Only flows and aggregates on a binding resource are tried: no other change can raise the rate or
+    free a binding resource, so the restriction loses nothing.
+    """
     moves = 0
-    for _ in range(max_passes):
-        changed = False
-        for flow in problem.flows:
-            start = state.a.choice[flow]
-            best, best_i = state.rate(), start
-            for i in range(len(problem.options[flow])):
-                if i == start:
-                    continue
+    while moves < max_moves:
+        flows, aggs = state.critical(state.binding())
+        for flow in flows:
+            i = _best_flow_change(state, flow, counter)
+            if i != state.a.choice[flow]:
                 state.move(flow, i)
-                trial = state.rate()
-                counter[0] += 1
-                if _better(trial, best):
-                    best, best_i = trial, i
-                state.move(flow, start)
-            if best_i != start:
-                state.move(flow, best_i)
-                moves += 1
-                changed = True
-        for key in sorted(k for k, n in state.users.items() if n > 0):
-            start = state.a.agg_choice[key]
-            best, best_j = state.rate(), start
-            for j in range(len(problem.agg_streams[key])):
-                if j == start:
-                    continue
-                state.move_agg(key, j)
-                trial = state.rate()
-                counter[0] += 1
-                if _better(trial, best):
-                    best, best_j = trial, j
-                state.move_agg(key, start)
-            if best_j != start:
-                state.move_agg(key, best_j)
-                moves += 1
-                changed = True
-        if not changed:
-            break
+                break
+        else:
+            for key in aggs:
+                j = _best_agg_change(state, key, counter)
+                if j != state.a.agg_choice[key]:
+                    state.move_agg(key, j)
+                    break
+            else:
+                return moves
+        moves += 1
     return moves
 
 
 def _tabu(state: _Loads, problem: RoutingProblem, budget: int, counter: list):
-    """Tabu search over single flow changes: take the best non-tabu change even when it lowers the rate."""
+    """Tabu search over flow changes on binding resources: the best change not made in the last few steps,
+    even when it lowers the rate; the best assignment seen is restored."""
     tenure = max(3, min(7, len(problem.flows) // 3))
-    per_iteration = sum(len(o) - 1 for o in problem.options.values())
     best = (_key(state.rate()), dict(state.a.choice))
     blocked, stale, iteration = {}, 0, 0
-    while per_iteration and counter[0] + per_iteration <= budget and stale < 30:
+    while counter[0] < budget and stale < 30:
+        flows, _ = state.critical(state.binding())
         candidate = None
-        for flow in problem.flows:
+        for flow in flows:
             if blocked.get(flow, -1) >= iteration:
                 continue
             start = state.a.choice[flow]
@@ -333,14 +388,14 @@ def improve(problem: RoutingProblem, assignment: Assignment, budget: int = 20000
     state = _Loads(problem, assignment)
     counter = [0]
     moves = _descend(state, problem, counter)
-    moves += _tabu(state, problem, budget, counter)
+    moves += _tabu(state, problem, counter[0] + budget, counter)
     moves += _descend(state, problem, counter)
     live = {k: j for k, j in state.a.agg_choice.items() if state.users.get(k, 0) > 0}
     return Assignment(dict(state.a.choice), live), state.rate()[0], moves
 
 
 #: Rate evaluations the improvement of all roundings of one LP may spend (about 20 us each).
-IMPROVE_BUDGET = 200_000
+IMPROVE_BUDGET = 48_000
 
 
 def best_assignment(problem, solution, rng, roundings: int, do_improve: bool):
@@ -387,14 +442,25 @@ def to_job_policy(problem: RoutingProblem, assignment: Assignment, scheme: str, 
                      release_mode=program.RELEASE_ON_EMIT, notes=notes)
 
 
-def route_and_round(net, job, scenario, scheme, owner, share, allowed, opts, rng, default_paths=4):
-    """Build, solve, round, improve; returns (JobPolicy, final rate) with the LP record in its notes."""
+def relax(net, job, scenario, scheme, owner, share, allowed, opts, default_paths=4):
+    """Build and solve the LP: (problem, solution)."""
     problem = build_problem(net, job, scenario, scheme, owner, share, allowed, opts.get("paths", default_paths))
     solution = solve_lp(problem, scheme, opts.get("solver", "auto"), opts.get("time_limit_s", lp.DEFAULT_TIME_LIMIT_S))
-    assignment, rounded, final, moves = best_assignment(problem, solution, rng, opts.get("roundings", 8),
-                                                        opts.get("improve", True))
+    return problem, solution
+
+
+def round_to_policy(problem, solution, scheme, scenario, opts, rng):
+    """Round and improve: (JobPolicy with the LP record in its notes, final rate)."""
+    roundings = opts.get("roundings", 8)
+    assignment, rounded, final, moves = best_assignment(problem, solution, rng, roundings, opts.get("improve", True))
     notes = {**solution.record.as_notes(), "solver": solution.record.solver, "solve_s": solution.record.solve_s,
              "lp_rate_bps": solution.rate_bps, "rounded_rate_bps": rounded, "predicted_rate_bps": final,
-             "roundings": opts.get("roundings", 8), "improvement_moves": moves,
-             "split": {ps: share.get(ps, 0.0) for ps in job.ps}, "seed": scenario.seed}
+             "roundings": roundings, "improvement_moves": moves,
+             "split": {ps: problem.share.get(ps, 0.0) for ps in problem.job.ps}, "seed": scenario.seed}
     return to_job_policy(problem, assignment, scheme, scenario, notes), final
+
+
+def route_and_round(net, job, scenario, scheme, owner, share, allowed, opts, rng, default_paths=4):
+    """Build, solve, round, improve; returns (JobPolicy, final rate)."""
+    problem, solution = relax(net, job, scenario, scheme, owner, share, allowed, opts, default_paths)
+    return round_to_policy(problem, solution, scheme, scenario, opts, rng)

@@ -21,7 +21,7 @@ from testbed.dataplane.wire import (FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FL
                                     parse_frame, slot_index)
 from testbed.errors import DataplaneError
 
-from conftest import LANES, SLOTS  # noqa: E402  (tests/dataplane/conftest.py)
+from packet_targets import LANES, SLOTS, TARGET_KINDS, assert_no_rig_left_behind, make_target  # noqa: E402
 
 SW_MAC = "02:00:00:00:01:00"
 SW_ADDR = "10.0.1.1"
@@ -32,6 +32,22 @@ HOSTS = {1: ("10.0.0.1", "02:00:00:00:00:01"), 2: ("10.0.0.2", "02:00:00:00:00:0
 PS_PORT = 4
 PS_IP, PS_MAC = HOSTS[PS_PORT]
 GROUP_IP = "10.0.0.250"
+
+
+@pytest.fixture(params=TARGET_KINDS)
+def target(request, tmp_path):
+    """One switch of the INA program on each target in turn (packet_targets.py)."""
+    t = make_target(request.param, tmp_path)
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_rig_left_behind():
+    yield
+    assert_no_rig_left_behind()
 
 
 # -- helpers ---------------------------------------------------------------------------

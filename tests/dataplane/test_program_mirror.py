@@ -151,11 +151,13 @@ def test_flags_and_release_modes_match_wire_and_program():
 
 
 def test_ina_header_layout_matches_wire():
-    from testbed.dataplane.wire import INA_HEADER_BYTES, InaHeader
+    from testbed.dataplane.wire import INA_HEADER, INA_HEADER_BYTES, InaHeader
     text = _strip_comments(P4_SOURCE.read_text())
     body = _block(text, text.index("header ina_t"))
     fields = re.findall(r"bit<(\d+)>\s+(\w+);", body)
     assert [name for _, name in fields] == list(InaHeader.__dataclass_fields__)
+    struct_bits = [{"H": 16, "B": 8, "I": 32, "Q": 64}[c] for c in INA_HEADER.format.lstrip("!")]
+    assert [int(bits) for bits, _ in fields] == struct_bits
     assert sum(int(bits) for bits, _ in fields) == 8 * INA_HEADER_BYTES
 
 

@@ -33,7 +33,7 @@ from testbed.metrics.iftop import (
     run_iftop_command,
 )
 
-from conftest import require_emulation  # noqa: E402
+from support import require_emulation  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -12,7 +12,8 @@ RACK = textwrap.dedent("""\
     scale: 0.0001
     topology: {kind: explicit, switches: [s1, s2], hosts: [w1, w2, w3, w4, ps],
                links: [[w1, s1], [w2, s1], [w3, s1], [w4, s1], [s1, s2], [ps, s2]]}
-    jobs: [{workers: [w1, w2, w3, w4], ps: ps, policy: atp, window: 16, submodels: 2}]
+    jobs: [{workers: [w1, w2, w3, w4], ps: ps, policy: atp, window: 16, submodels: 2,
+            policy_options: {atp: {levels: 1}}}]
     """)
 
 

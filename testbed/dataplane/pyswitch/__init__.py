@@ -5,11 +5,13 @@ mirror the program's controls one to one:
 
 =================  ==========================================================
 ``tables.py``      match-action tables (exact, lpm) declared in program.py
-``ingress.py``     parser + ``Ingress``: ina_filter, slot aggregation, route /
-                   ipv4_lpm, ina_result multicast, ``agg_capacity`` meter
-``egress.py``      ``Egress``: ECN marking on enq_qdepth, port queues shaped
-                   like bmv2's ``set_queue_rate``/``set_queue_depth``, and
-                   pyswitch-only loss / duplication / reordering
+``ingress.py``     parser + ``Ingress``: ina_filter, slot aggregation (release
+                   on emit / on RESULT), route / ipv4_lpm, ina_result
+                   release and multicast, ``agg_capacity`` meter
+``egress.py``      ``Egress``: multicast-copy rewrite (ina_mcast_rewrite),
+                   ECN marking on enq_qdepth, port queues shaped like bmv2's
+                   ``set_queue_rate``/``set_queue_depth``, and pyswitch-only
+                   loss / duplication / reordering
 ``core.py``        one switch's state and its control operations (the verbs
                    of SwitchRuntime), usable in-process by packet tests
 ``process.py``     the switch process: AF_PACKET ports, epoll loop, Unix

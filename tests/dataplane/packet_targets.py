@@ -1,11 +1,14 @@
 """Targets of the packet-test suite: one switch of the INA program, three ways to run it.
 
-``target`` is parametrised over:
+(A helper module, not a conftest.py: the ``target`` fixture lives in
+test_packets.py so no second module named ``conftest`` shadows tests/conftest.py.)
+
+``make_target(kind, tmp_path)`` builds one of:
 
 - ``pyswitch-inproc``: PySwitchCore + LocalRuntime in this process (no root);
 - ``pyswitch-process``: the real pyswitch process on veth pairs whose far ends
   live in a fresh network namespace (harness.VethRig; root: skipped without
-  it outside CI, failed under CI, as tests/conftest.py's require_emulation does);
+  it outside CI, failed under CI, by tests/support.py's require_emulation);
 - ``bmv2``: ``simple_switch`` running p4/ina.p4 compiled by p4c, driven over
   Thrift by Bmv2Runtime, on the same kind of rig; skipped with the reason
   "bmv2 (simple_switch) and p4c not found" where they are absent.
@@ -27,6 +30,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import require_emulation
 
 from testbed.dataplane.pyswitch.core import LocalRuntime, PySwitchCore
 from testbed.dataplane.runtime import PySwitchRuntime
@@ -35,20 +39,11 @@ LANES = 64
 SLOTS = 64
 PORTS = (1, 2, 3, 4)
 BMV2_SKIP_REASON = "bmv2 (simple_switch) and p4c not found"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 PROCESS_GAP_S = 0.03
 
 
 def _need_root(what):
-    problems = []
-    if os.geteuid() != 0:
-        problems.append("needs root")
-    problems += [f"{b} not found" for b in ("ip", "ethtool") if shutil.which(b) is None]
-    if problems:
-        reason = f"{what}: " + ", ".join(problems)
-        if IN_CI:
-            pytest.fail(reason + " (CI must run the pyswitch packet tests)")
-        pytest.skip(reason)
+    require_emulation("ip", "ethtool")
 
 
 class InProcTarget:
@@ -153,6 +148,13 @@ def _start_pyswitch_process(tmp_path):
     return target
 
 
+def _free_tcp_port():
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def bmv2_available():
     return shutil.which("simple_switch") is not None and shutil.which("p4c") is not None
 
@@ -167,9 +169,10 @@ def _start_bmv2(tmp_path):
     target.name = "bmv2"
     try:
         rig.create()
-        thrift_port = 22000 + os.getpid() % 5000
-        argv = simple_switch_argv(json_path, rig.switch_ports(), thrift_port, device_id=1,
-                                  log_path=tmp_path / "bmv2")
+        thrift_port = _free_tcp_port()
+        # a device id of its own: bmv2 binds ipc:///tmp/bmv2-<device id>-notifications.ipc
+        argv = simple_switch_argv(json_path, rig.switch_ports(), thrift_port, device_id=40000 + os.getpid() % 20000,
+                                  log_path=tmp_path / "bmv2.log")
         out = open(tmp_path / "bmv2.out", "w")
         target.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         out.close()
@@ -182,28 +185,23 @@ def _start_bmv2(tmp_path):
     return target
 
 
-@pytest.fixture(params=["pyswitch-inproc", "pyswitch-process", "bmv2"])
-def target(request, tmp_path):
-    kind = request.param
+TARGET_KINDS = ("pyswitch-inproc", "pyswitch-process", "bmv2")
+
+
+def make_target(kind, tmp_path):
+    """A started target of ``kind``; skips (or fails under CI) when the machine cannot run it."""
     if kind == "pyswitch-inproc":
-        t = InProcTarget()
-    elif kind == "pyswitch-process":
+        return InProcTarget()
+    if kind == "pyswitch-process":
         _need_root("pyswitch-process target")
-        t = _start_pyswitch_process(tmp_path)
-    else:
-        if not bmv2_available():
-            pytest.skip(BMV2_SKIP_REASON)
-        _need_root("bmv2 target")
-        t = _start_bmv2(tmp_path)
-    try:
-        yield t
-    finally:
-        t.close()
+        return _start_pyswitch_process(tmp_path)
+    if not bmv2_available():
+        pytest.skip(BMV2_SKIP_REASON)
+    _need_root("bmv2 target")
+    return _start_bmv2(tmp_path)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _no_rig_left_behind():
-    yield
+def assert_no_rig_left_behind():
     if os.geteuid() == 0 and shutil.which("ip"):
         from testbed.dataplane.harness import leftovers
         left = leftovers()

@@ -1,0 +1,166 @@
+"""Flow-level simulator: evaluate a scenario's policy without root or network (``inatb simulate``).
+
+:func:`evaluate` runs two models over the same Scenario and Policy the
+emulation uses, on the routes the controller would install:
+
+- the fluid model (:mod:`testbed.sim.fluid`): per-worker gradient sending
+  rates under link bandwidth, switch processing capacity (best-effort
+  overflow) and PS ingress, aggregated flows counting once downstream of
+  their aggregation point -- the model of GRID §Motivation and InArt §2;
+- the fragment-level model of switch memory (:mod:`testbed.sim.fragments`):
+  one iteration fragment by fragment, with hash slots, collisions, release
+  modes and the arrival order of ``simulation.worker_start`` -- GOAT Fig. 2.
+
+The result is a JSON-able dict whose keys end in their unit:
+
+- ``min_sending_rate_bps``: the rate every worker reaches (synchronous
+  training's rate); ``worker_sending_rate_bps``: max-min fair rate per worker;
+  ``bottleneck_links``: links saturated at the minimum rate;
+- ``ps_ingress_fragments`` / ``ps_ingress_bytes``: gradient fragments (and
+  their payload, lanes x 4 bytes each) reaching the PSs in one iteration;
+- ``switch_egress_fragments`` / ``switch_egress_bytes``: everything switches
+  send (GOAT's count of communication overhead in Fig. 2);
+- ``sent_fragments`` / ``sent_bytes``: what the workers send;
+  ``ina_amount_bytes``: GOAT §VII-A's in-network aggregation amount, sent
+  minus PS ingress;
+- ``switch_load``: per switch with a capacity or an aggregation role,
+  ``load_bps`` aggregated, ``offered_bps`` arriving for aggregation,
+  ``capacity_bps`` (None = unlimited) and ``utilisation``, at the synchronous
+  operating point (every worker at the minimum rate); ``link_load`` likewise
+  for every loaded directed link; ``ps_ingress_rate_bps`` per PS;
+- ``solve_s``: the policies' LP solve time (``policy_s``: their wall time),
+  ``evaluate_s``: this evaluation's;
+- ``jobs``: the same per job, with its scheme, solver and participants.
+"""
+
+import time
+
+from testbed.sim.fluid import FluidModel
+from testbed.sim.fragments import FragmentModel
+from testbed.sim.routes import Routes
+
+__all__ = ["evaluate", "format_simulation"]
+
+
+def _fragment_counts(scenario, policy, routes):
+    model = FragmentModel(scenario, policy, routes)
+    if model.event_estimate() <= scenario.simulation.max_fragment_events:
+        return model.run()
+    return model.analytic()
+
+
+def evaluate(scenario, policy) -> dict:
+    start = time.perf_counter()
+    routes = Routes(scenario.topology, policy)
+    fluid = FluidModel(scenario, policy, routes)
+    rates, bottlenecks = fluid.max_min_rates()
+    min_rate = min(rates.values()) if rates else 0.0
+    loads, _, inputs, ps_in_bps, beta = fluid.evaluate({w: min_rate for w in rates})
+    counts = _fragment_counts(scenario, policy, routes)
+    fragment_bytes = scenario.switch.lanes * 4
+    capacity = scenario.switch.aggregation_capacity_bps
+
+    switch_load = {}
+    aggregating = {sw for jp in policy.jobs.values() for sw in jp.next_hop}
+    for sw in sorted(aggregating | set(inputs)):
+        offered = inputs.get(sw, 0.0)
+        load = offered * beta.get(sw, 1.0)
+        switch_load[sw] = {"load_bps": load, "offered_bps": offered,
+                           "capacity_bps": capacity if capacity > 0 else None,
+                           "utilisation": load / capacity if capacity > 0 else None}
+    link_load = {}
+    for (a, b), load in sorted(loads.items()):
+        if load > 0:
+            cap = routes.capacity_bps[(a, b)]
+            link_load[f"{a}>{b}"] = {"load_bps": load, "capacity_bps": cap, "utilisation": load / cap}
+
+    jobs = {}
+    for job in scenario.jobs:
+        jp = policy.jobs[job.name]
+        ps_frag = sum(n for (node, name), n in counts["ps_ingress"].items() if name == job.name)
+        egress = sum(n for (node, name), n in counts["switch_egress"].items() if name == job.name)
+        sent = counts["sent"].get(job.name, 0)
+        jobs[job.name] = {
+            "scheme": jp.scheme,
+            "solver": jp.notes.get("solver"),
+            "solve_s": jp.notes.get("solve_s", 0.0),
+            "policy_s": jp.notes.get("policy_s", 0.0),
+            "min_sending_rate_bps": min(rates[w] for w in job.workers),
+            "ps_ingress_fragments": ps_frag, "ps_ingress_bytes": ps_frag * fragment_bytes,
+            "switch_egress_fragments": egress, "switch_egress_bytes": egress * fragment_bytes,
+            "sent_fragments": sent, "sent_bytes": sent * fragment_bytes,
+            "ina_amount_bytes": (sent - ps_frag) * fragment_bytes,
+            "participants": list(jp.participants),
+        }
+    total = lambda key: sum(j[key] for j in jobs.values())  # noqa: E731
+    return {
+        "scenario": scenario.name,
+        "seed": scenario.seed,
+        "schemes": {name: j["scheme"] for name, j in jobs.items()},
+        "fragment_model": counts["model"],
+        "min_sending_rate_bps": min_rate,
+        "worker_sending_rate_bps": dict(rates),
+        "bottleneck_links": bottlenecks,
+        "ps_ingress_fragments": total("ps_ingress_fragments"),
+        "ps_ingress_bytes": total("ps_ingress_bytes"),
+        "switch_egress_fragments": total("switch_egress_fragments"),
+        "switch_egress_bytes": total("switch_egress_bytes"),
+        "sent_fragments": total("sent_fragments"),
+        "sent_bytes": total("sent_bytes"),
+        "ina_amount_bytes": total("ina_amount_bytes"),
+        "ps_ingress_rate_bps": dict(sorted(ps_in_bps.items())),
+        "switch_load": switch_load,
+        "link_load": link_load,
+        "solve_s": total("solve_s"),
+        "policy_s": total("policy_s"),
+        "evaluate_s": time.perf_counter() - start,
+        "jobs": jobs,
+    }
+
+
+def _rate(bps) -> str:
+    if bps is None:
+        return "-"
+    for unit, factor in (("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3)):
+        if abs(bps) >= factor:
+            return f"{bps / factor:.6g} {unit}"
+    return f"{bps:.6g} b/s"
+
+
+def format_simulation(result: dict) -> str:
+    """A human-readable report of :func:`evaluate`'s result."""
+    lines = [f"scenario {result['scenario']} (seed {result['seed']}): "
+             + ", ".join(f"{job} {scheme}" for job, scheme in result["schemes"].items()),
+             f"  minimum sending rate   {_rate(result['min_sending_rate_bps'])}"
+             + (f"  (bottleneck: {', '.join(result['bottleneck_links'])})" if result["bottleneck_links"] else ""),
+             f"  PS ingress             {result['ps_ingress_fragments']} fragments, {result['ps_ingress_bytes']} B"
+             f" per iteration",
+             f"  switch egress          {result['switch_egress_fragments']} fragments, "
+             f"{result['switch_egress_bytes']} B  ({result['fragment_model']} fragment model)",
+             f"  in-network aggregation {result['ina_amount_bytes']} B of {result['sent_bytes']} B sent",
+             f"  policy                 {result['policy_s']:.3f} s (LP {result['solve_s']:.3f} s); "
+             f"evaluation {result['evaluate_s']:.3f} s",
+             "", f"  {'worker':<12}{'sending rate':>18}"]
+    for w, r in result["worker_sending_rate_bps"].items():
+        lines.append(f"  {w:<12}{_rate(r):>18}")
+    if result["switch_load"]:
+        lines += ["", "  at the minimum rate:", f"  {'switch':<12}{'aggregated':>16}{'offered':>16}{'capacity':>16}"
+                                                            f"{'load':>8}"]
+        for sw, s in result["switch_load"].items():
+            util = "-" if s["utilisation"] is None else f"{s['utilisation']:.0%}"
+            lines.append(f"  {sw:<12}{_rate(s['load_bps']):>16}{_rate(s['offered_bps']):>16}"
+                         f"{_rate(s['capacity_bps']) if s['capacity_bps'] else 'unlimited':>16}{util:>8}")
+    if result["link_load"]:
+        lines += ["", f"  {'link':<14}{'load':>16}{'capacity':>16}{'load':>8}"]
+        for link, s in result["link_load"].items():
+            lines.append(f"  {link:<14}{_rate(s['load_bps']):>16}{_rate(s['capacity_bps']):>16}"
+                         f"{s['utilisation']:>8.0%}")
+    if len(result["jobs"]) > 1:
+        lines += ["", "  per job:"]
+        for name, j in result["jobs"].items():
+            lines.append(f"  {name} ({j['scheme']}): {_rate(j['min_sending_rate_bps'])}, PS ingress "
+                         f"{j['ps_ingress_fragments']} fragments, switch egress {j['switch_egress_fragments']}")
+    for name, j in result["jobs"].items():
+        if j["participants"]:
+            lines.append(f"  {name}: participants {', '.join(j['participants'])}")
+    return "\n".join(lines)

@@ -1,0 +1,169 @@
+"""The fluid (flow-level) model of gradient sending rates, as GRID §Motivation and InArt §2 reason.
+
+Each worker sends its gradient at a rate r_w (bits of gradient per second);
+sub-model g travels at r_w x phi_g (phi_g = g's share of the model's
+elements) toward the node ``first_hop`` names, on the routes the controller
+installs (:mod:`testbed.sim.routes`). A switch that aggregates g merges its
+incoming streams of g into one aggregate stream whose rate is the largest
+aggregated input rate (synchronous aggregation: one output fragment per input
+fragment index), sent toward ``next_hop``. Aggregated flows therefore count
+once downstream of their aggregation point.
+
+Switch processing capacity (``switch.aggregation_capacity``, GRID's and
+InArt's C(v)) bounds the input rate a switch aggregates, summed over every
+stream it aggregates (raw gradients and child aggregates, all sub-models and
+jobs). Beyond it the switch is best effort, as the data plane is: a share
+beta = C / input of every input stream is aggregated and the rest bypasses,
+unaggregated, toward ``bypass_hop`` (ATP's second level, which aggregates it
+within its own capacity) or the sub-model's PS. GRID Fig. 1's ATP: S1 takes
+9/4 Gb/s of each of W1-W4 and passes the rest over L1.
+
+Links are full duplex; each direction carries at most its rate. The PS's
+ingress limit is its access link. Only the gradient push is modelled (results
+travel the other way), as in the papers.
+
+Rates: all workers rise together until a link saturates; the workers whose
+streams (raw, bypassed, or inside an aggregate) cross a saturated link stop
+there; the others keep rising (progressive filling, max-min fair). The first
+level is the minimum sending rate, the rate every worker reaches in
+synchronous training. Each level is found by bisection to a relative 1e-13,
+so results carry that round-off (2.4375 Gb/s comes out as 2.4375e9 to ~1e-4 bps).
+"""
+
+from collections import defaultdict
+
+import networkx as nx
+
+from testbed.policy.common import shares
+
+SATURATED = 1e-9         # a link within this relative margin of its rate is saturated
+BISECTION_STEPS = 64
+
+
+class FluidModel:
+    def __init__(self, scenario, policy, routes):
+        self.scenario = scenario
+        self.policy = policy
+        self.routes = routes
+        self.capacity_bps = scenario.switch.aggregation_capacity_bps
+        self.workers = [w for job in scenario.jobs for w in job.workers]
+        self.jobs = [(job, policy.jobs[job.name]) for job in scenario.jobs]
+        self._orders = {job.name: self._order(jp) for job, jp in self.jobs}
+
+    @staticmethod
+    def _order(jp):
+        """(switch, sub-model) pairs children first, so each one's inputs are final when it is processed."""
+        dag = nx.DiGraph()
+        for sw, hops in jp.next_hop.items():
+            for g, nxt in hops.items():
+                dag.add_node((sw, g))
+                if nxt in jp.next_hop and g in jp.next_hop[nxt]:
+                    dag.add_edge((sw, g), (nxt, g))
+        for sw, hops in jp.bypass_hop.items():
+            for g, nxt in hops.items():
+                if (sw, g) in dag and nxt in jp.next_hop and g in jp.next_hop[nxt]:
+                    dag.add_edge((sw, g), (nxt, g))
+        try:
+            return list(nx.topological_sort(dag))
+        except nx.NetworkXUnfeasible:       # cyclic trees: the outer fixed point settles them
+            return sorted(dag.nodes)
+
+    def evaluate(self, rates: dict, beta: dict = None, iterations: int = 60):
+        """Loads for worker ``rates``: (link loads, link contributors, switch inputs, PS ingress, beta)."""
+        beta = dict(beta or {})
+        for _ in range(iterations):
+            result = self._pass(rates, beta)
+            inputs = result[2]
+            new_beta = {}
+            for sw, total in inputs.items():
+                new_beta[sw] = min(1.0, self.capacity_bps / total) if self.capacity_bps > 0 and total > 0 else 1.0
+            if all(abs(new_beta[s] - beta.get(s, 1.0)) <= 1e-15 for s in new_beta):
+                return result + (new_beta,)
+            beta = new_beta
+        return result + (beta,)
+
+    def _pass(self, rates, beta):
+        loads = defaultdict(float)
+        touch = defaultdict(set)
+        inputs = defaultdict(float)
+        ps_in = defaultdict(float)
+        walk = self.routes.walk
+
+        def send(src, dst, start, rate, who):
+            if rate <= 0:
+                return
+            nodes = walk(src, dst, start)
+            for a, b in zip(nodes, nodes[1:]):
+                loads[(a, b)] += rate
+                touch[(a, b)].update(who)
+
+        for job, jp in self.jobs:
+            phi = shares(job)
+            owners = set(jp.ps_of_submodel.values())
+            arriving = defaultdict(list)          # (switch, g) -> [(rate, contributors)]
+            for w in job.workers:
+                for g, node in jp.first_hop[w].items():
+                    rate = rates[w] * phi[g]
+                    send(w, node, w, rate, {w})
+                    if node in owners:
+                        ps_in[node] += rate
+                    else:
+                        arriving[(node, g)].append((rate, frozenset([w]), w))
+            for sw, g in self._orders[job.name]:
+                streams = arriving.get((sw, g), [])
+                if not streams:
+                    continue
+                b = beta.get(sw, 1.0)
+                inputs[sw] += sum(r for r, _, _ in streams)
+                out = max(b * r for r, _, _ in streams)
+                who = frozenset().union(*(c for _, c, _ in streams))
+                ps = jp.ps_of_submodel[g]
+                nxt = jp.next_hop[sw][g]
+                send(sw, nxt, sw, out, who)
+                if nxt in owners:
+                    ps_in[nxt] += out
+                else:
+                    arriving[(nxt, g)].append((out, who, sw))
+                if b < 1.0:
+                    by = jp.bypass_hop.get(sw, {}).get(g, ps)
+                    for r, c, src in streams:
+                        spill = (1.0 - b) * r
+                        send(src, by, sw, spill, c)
+                        if by in owners:
+                            ps_in[by] += spill
+                        else:
+                            arriving[(by, g)].append((spill, c, src))
+        return loads, touch, inputs, ps_in
+
+    def feasible(self, loads) -> bool:
+        cap = self.routes.capacity_bps
+        return all(load <= cap[link] * (1 + 1e-12) for link, load in loads.items())
+
+    def max_min_rates(self):
+        """Progressive filling: (rates per worker, saturated links at the first level)."""
+        rates = {w: 0.0 for w in self.workers}
+        active = set(self.workers)
+        top = max(self.routes.capacity_bps.values())
+        first_bottlenecks = None
+        beta = {}
+        while active:
+            low, high = min(rates[w] for w in active), top
+            for _ in range(BISECTION_STEPS):
+                mid = 0.5 * (low + high)
+                trial = dict(rates)
+                trial.update({w: mid for w in active})
+                if self.feasible(self.evaluate(trial, beta)[0]):
+                    low = mid
+                else:
+                    high = mid
+                if high - low <= high * 1e-13:
+                    break
+            rates.update({w: low for w in active})
+            loads, touch, _, _, beta = self.evaluate(rates, beta)
+            cap = self.routes.capacity_bps
+            saturated = [l for l, load in loads.items() if load >= cap[l] * (1 - SATURATED)]
+            if first_bottlenecks is None:
+                first_bottlenecks = sorted(f"{a}>{b}" for a, b in saturated)
+            stopped = set().union(*(touch[l] for l in saturated)) & active if saturated else set()
+            active -= stopped or set(active)
+        return rates, first_bottlenecks or []

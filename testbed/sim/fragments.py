@@ -1,0 +1,290 @@
+"""The fragment-level model of switch memory, where arrival order matters (GOAT §III-A/B, Fig. 2).
+
+One iteration of every job, fragment by fragment, on a discrete clock: worker
+w sends its fragments (sub-model by sub-model, ``seq`` order) one per time
+unit from ``simulation.worker_start[w]`` (fragment times; GOAT Fig. 2(b)'s
+asynchronous arrivals), and each link hop takes one time unit. Packets follow
+the controller's routes (:mod:`testbed.sim.routes`); ties at a node keep the
+order in which packets were sent.
+
+A switch that is a packet's aggregation node (``agg_node``, as the data
+plane's ``ina_filter`` matches it) puts it in slot ``seq mod slots`` of the
+job's range there (``JobPolicy.slots``, the data plane's hash):
+
+- free slot: the packet claims it; same fragment: contributions add up;
+  once the summed ``count`` reaches the node's fan-in the aggregate goes to
+  ``next_hop`` and the slot is released (``RELEASE_ON_EMIT``) or held until
+  the PS's result for that fragment has travelled back
+  (``RELEASE_ON_RESULT``, ATP proper: the PS completes a fragment when every
+  (participating) worker's contribution is in, and its result reaches a
+  switch one time unit per hop later);
+- slot held by another fragment (``collision``): ``bypass`` sends the packet
+  on unaggregated to ``bypass_hop`` (ATP's level 2, which may aggregate it)
+  or the PS; ``preempt`` (ESA) lets the packet of higher priority (job
+  priority, then older iteration, then lower seq) take the slot and sends the
+  evicted partial aggregate to its PS; ``wait`` (SwitchML's self-clocked
+  workers) queues the packet until the slot is free.
+
+A partial aggregate whose other contributions went elsewhere would wait
+forever; the data plane flushes it on a retransmission. Here, once no packet
+is in flight, slots are flushed level by level, leaves of the aggregation
+trees first (so a level-2 switch still merges what its children flush), each
+flushed partial counted as one more emitted fragment. GOAT Fig. 2(b) with
+ATP: S1 emits B1, C1, A12, C2 and finally its stuck B2; S3 merges B1, B3, B2,
+B4 into B; the PS receives 7 fragments and the switches emit 17.
+
+Counts, per (node, job): every fragment a switch sends out (forwarded,
+bypassed, aggregated or flushed) is one switch egress fragment; the PS
+ingress counts what reaches a PS; ``sent`` what the workers sent. Above
+``simulation.max_fragment_events`` fragment-hops :meth:`FragmentModel.analytic`
+counts the same trees without collisions instead.
+"""
+
+import heapq
+import itertools
+from dataclasses import dataclass
+
+from testbed.dataplane import program
+from testbed.models import fragments_per_submodel
+
+
+@dataclass
+class Packet:
+    job: str
+    src: str              # IPv4 source: the sending worker, or the switch that emitted the aggregate
+    dst: str              # IPv4 destination: aggregation node or PS
+    g: int
+    seq: int
+    count: int
+    bitmap: frozenset
+
+
+@dataclass
+class Slot:
+    seq: int
+    g: int
+    count: int
+    bitmap: frozenset
+    done: bool = False    # completed, waiting for the PS's result (RELEASE_ON_RESULT)
+
+
+class FragmentModel:
+    def __init__(self, scenario, policy, routes):
+        self.scenario = scenario
+        self.policy = policy
+        self.routes = routes
+        self.lanes = scenario.switch.lanes
+        self.jobs = {job.name: (job, policy.jobs[job.name]) for job in scenario.jobs}
+        self.is_switch = {n.name: n.kind == "switch" for n in scenario.topology.nodes.values()}
+
+    # -- sizing --------------------------------------------------------------------------
+    def layout(self, job):
+        fragments = fragments_per_submodel(job.submodel_elements, self.lanes)
+        offsets = [sum(fragments[:g]) for g in range(len(fragments))]
+        return fragments, offsets
+
+    def event_estimate(self) -> int:
+        total = 0
+        for job, jp in self.jobs.values():
+            fragments, _ = self.layout(job)
+            for w in job.workers:
+                for g, node in jp.first_hop[w].items():
+                    total += fragments[g] * (len(self.routes.walk(w, node)) + 2)
+        return total
+
+    # -- analytic count (no collisions) ---------------------------------------------------
+    def analytic(self):
+        egress, ps_in, sent = {}, {}, {}
+        for job, jp in self.jobs.values():
+            fragments, _ = self.layout(job)
+            owners = set(jp.ps_of_submodel.values())
+            for w in job.workers:
+                for g, node in jp.first_hop[w].items():
+                    nodes = self.routes.walk(w, node)
+                    sent[job.name] = sent.get(job.name, 0) + fragments[g]
+                    for n in nodes[1:-1]:
+                        egress[(n, job.name)] = egress.get((n, job.name), 0) + fragments[g]
+                    if node in owners:
+                        ps_in[(node, job.name)] = ps_in.get((node, job.name), 0) + fragments[g]
+            for sw, hops in jp.next_hop.items():
+                for g, nxt in hops.items():
+                    if not jp.contributors(g, sw):
+                        continue
+                    nodes = self.routes.walk(sw, nxt)
+                    for n in nodes[:-1]:
+                        egress[(n, job.name)] = egress.get((n, job.name), 0) + fragments[g]
+                    if nxt in owners:
+                        ps_in[(nxt, job.name)] = ps_in.get((nxt, job.name), 0) + fragments[g]
+        return {"switch_egress": egress, "ps_ingress": ps_in, "sent": sent, "model": "analytic (no collisions)"}
+
+    # -- event model -----------------------------------------------------------------------
+    def run(self):
+        heap = []
+        order = itertools.count()
+        egress, ps_in = {}, {}
+        slots = {}                # (switch, job) -> {index: Slot}
+        waiting = {}              # (switch, job, index) -> [Packet]
+        ps_bits = {}              # (job, seq) -> frozenset
+        sent = {}
+        starts = self.scenario.simulation.worker_start_fragments
+        fanins = {}
+
+        def arrive(time, node, packet):
+            heapq.heappush(heap, (time, next(order), "packet", node, packet))
+
+        def forward(time, node, packet):
+            egress[(node, packet.job)] = egress.get((node, packet.job), 0) + 1
+            nodes = self.routes.walk(packet.src, packet.dst, node)
+            arrive(time + 1, nodes[1], packet)
+
+        for name, (job, jp) in self.jobs.items():
+            fragments, offsets = self.layout(job)
+            for w in job.workers:
+                clock = starts.get(w, 0)
+                for g in range(len(fragments)):
+                    for k in range(fragments[g]):
+                        packet = Packet(name, w, jp.first_hop[w][g], g, offsets[g] + k, 1, frozenset([w]))
+                        nodes = self.routes.walk(w, packet.dst)
+                        arrive(clock + 1, nodes[1], packet)
+                        clock += 1
+                        sent[name] = sent.get(name, 0) + 1
+
+        def fanin(jp, g, node):
+            key = (jp.job, g, node)
+            if key not in fanins:
+                fanins[key] = jp.fanin(g, node)
+            return fanins[key]
+
+        def expected(job, jp):
+            return frozenset(jp.participants or job.workers)
+
+        def emit(time, node, jp, slot):
+            nxt = jp.next_hop[node][slot.g]
+            forward(time, node, Packet(jp.job, node, nxt, slot.g, slot.seq, slot.count, slot.bitmap))
+
+        def free(time, node, jp, index):
+            table = slots[(node, jp.job)]
+            table.pop(index, None)
+            queue = waiting.get((node, jp.job, index))
+            if queue:
+                aggregate(time, node, queue.pop(0))
+
+        def priority(jp, seq):
+            return (jp.notes.get("priority", 0), -seq)
+
+        def aggregate(time, node, packet):
+            job, jp = self.jobs[packet.job]
+            count = jp.slots.get(node, 0)
+            by = jp.bypass_hop.get(node, {}).get(packet.g, jp.ps_of_submodel[packet.g])
+            if count <= 0:
+                forward(time, node, Packet(packet.job, packet.src, by, packet.g, packet.seq, packet.count,
+                                           packet.bitmap))
+                return
+            table = slots.setdefault((node, jp.job), {})
+            index = packet.seq % count
+            slot = table.get(index)
+            if slot is not None and (slot.seq != packet.seq or slot.done):
+                if jp.collision == "wait":
+                    waiting.setdefault((node, jp.job, index), []).append(packet)
+                    return
+                if jp.collision == "preempt" and not slot.done and \
+                        priority(jp, packet.seq) > priority(jp, slot.seq):
+                    owner = jp.ps_of_submodel[slot.g]
+                    forward(time, node, Packet(jp.job, node, owner, slot.g, slot.seq, slot.count, slot.bitmap))
+                    table.pop(index)
+                    slot = None
+                else:
+                    forward(time, node, Packet(packet.job, packet.src, by, packet.g, packet.seq, packet.count,
+                                               packet.bitmap))
+                    return
+            if slot is None:
+                slot = table[index] = Slot(packet.seq, packet.g, packet.count, packet.bitmap)
+            else:
+                fresh = packet.bitmap - slot.bitmap
+                if not fresh:
+                    return              # duplicate contribution: dropped, as the data plane does
+                slot.count += len(fresh)
+                slot.bitmap = slot.bitmap | fresh
+            if slot.count >= fanin(jp, packet.g, node):
+                emit(time, node, jp, slot)
+                if jp.release_mode == program.RELEASE_ON_RESULT:
+                    slot.done = True
+                else:
+                    free(time, node, jp, index)
+
+        def at_ps(time, node, packet):
+            ps_in[(node, packet.job)] = ps_in.get((node, packet.job), 0) + 1
+            job, jp = self.jobs[packet.job]
+            key = (packet.job, packet.seq)
+            ps_bits[key] = ps_bits.get(key, frozenset()) | packet.bitmap
+            if jp.release_mode == program.RELEASE_ON_RESULT and ps_bits[key] >= expected(job, jp):
+                for (sw, name), table in slots.items():
+                    if name != packet.job:
+                        continue
+                    for index, slot in table.items():
+                        if slot.seq == packet.seq and slot.done:
+                            heapq.heappush(heap, (time + self.routes.hops(node, sw), next(order), "release",
+                                                  sw, (jp, index, packet.seq)))
+
+        def drain(latest):
+            while heap:
+                time, _, kind, node, item = heapq.heappop(heap)
+                latest = max(latest, time)
+                if kind == "release":
+                    jp, index, seq = item
+                    slot = slots.get((node, jp.job), {}).get(index)
+                    if slot is not None and slot.seq == seq and slot.done:
+                        free(time, node, jp, index)
+                    continue
+                packet = item
+                if node == packet.dst:
+                    if self.is_switch[node]:
+                        aggregate(time, node, packet)
+                    else:
+                        at_ps(time, node, packet)
+                else:
+                    forward(time, node, packet)
+            return latest
+
+        now = drain(0)
+        for level in self._flush_levels():
+            for node, name in sorted(slots):
+                if node not in level:
+                    continue
+                job, jp = self.jobs[name]
+                table = slots[(node, name)]
+                for index in sorted(table):
+                    slot = table[index]
+                    if not slot.done:
+                        emit(now, node, jp, slot)
+                table.clear()
+            for key in list(waiting):
+                if key[0] in level:
+                    for packet in waiting.pop(key):
+                        _, jp = self.jobs[packet.job]
+                        by = jp.bypass_hop.get(key[0], {}).get(packet.g, jp.ps_of_submodel[packet.g])
+                        forward(now, key[0], Packet(packet.job, packet.src, by, packet.g, packet.seq,
+                                                    packet.count, packet.bitmap))
+            now = drain(now)
+        return {"switch_egress": egress, "ps_ingress": ps_in, "sent": sent, "model": "event"}
+
+    def _flush_levels(self) -> list:
+        """Switches grouped by height in the aggregation trees, leaves first."""
+        height = {}
+
+        def up(sw, seen=()):
+            if sw in height:
+                return height[sw]
+            parents = set()
+            for _, jp in self.jobs.values():
+                parents |= {n for n in jp.next_hop.get(sw, {}).values() if n in jp.next_hop}
+                parents |= {n for n in jp.bypass_hop.get(sw, {}).values() if n in jp.next_hop}
+            parents -= set(seen) | {sw}
+            height[sw] = 1 + max((up(p, seen + (sw,)) for p in parents), default=0)
+            return height[sw]
+
+        switches = {sw for _, jp in self.jobs.values() for sw in jp.next_hop}
+        for sw in switches:
+            up(sw)
+        levels = sorted({h for h in height.values()}, reverse=True)
+        return [{sw for sw, h in height.items() if h == level} for level in levels]

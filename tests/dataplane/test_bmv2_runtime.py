@@ -1,0 +1,301 @@
+"""The bmv2 target without bmv2: p4c command and cache keys, value encoding, the Thrift mapping
+(against a fake client that records calls), the simple_switch command line and start-up errors."""
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bm_runtime.standard import ttypes
+
+from testbed.dataplane import bmv2, p4build, program
+from testbed.dataplane.entries import SwitchConfig, TableEntry
+from testbed.dataplane.runtime import install
+from testbed.errors import DataplaneError, EnvironmentMissingError
+
+
+# -- p4build -----------------------------------------------------------------------------
+
+def test_p4c_argv():
+    argv = p4build.p4c_argv(Path("/src/p4/ina.p4"), Path("/out"), {"INA_SLOTS": 64, "INA_LANES": 32}, "/usr/bin/p4c")
+    assert argv == ["/usr/bin/p4c", "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
+                    "-DINA_LANES=32", "-DINA_SLOTS=64", "-o", "/out", "/src/p4/ina.p4"]
+
+
+def test_defines_are_checked():
+    assert p4build.defines_for(64, 1024) == {"INA_LANES": 64, "INA_SLOTS": 1024}
+    with pytest.raises(DataplaneError, match="INA_LANES 256"):
+        p4build.defines_for(256, 8)
+    with pytest.raises(DataplaneError, match="INA_SLOTS 0"):
+        p4build.defines_for(8, 0)
+
+
+def test_cache_key_follows_sources_defines_and_compiler(tmp_path):
+    a, b = tmp_path / "ina.p4", tmp_path / "ina_lanes.p4"
+    a.write_text("control A {}")
+    b.write_text("INA_LANE(0)")
+    defines = {"INA_LANES": 64, "INA_SLOTS": 1024}
+    key = p4build.cache_key([a, b], defines, "p4c 1.2.4.2")
+    assert key == p4build.cache_key([b, a], dict(reversed(list(defines.items()))), "p4c 1.2.4.2")
+    assert key != p4build.cache_key([a, b], {**defines, "INA_LANES": 32}, "p4c 1.2.4.2")
+    assert key != p4build.cache_key([a, b], defines, "p4c 1.2.5.0")
+    b.write_text("INA_LANE(1)")
+    assert key != p4build.cache_key([a, b], defines, "p4c 1.2.4.2")
+
+
+def test_source_files_cover_the_program():
+    names = {p.name for p in p4build.source_files()}
+    assert {"ina.p4", "ina_lanes.p4"} <= names
+
+
+def test_cache_dir_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("INATB_P4_CACHE", str(tmp_path / "c"))
+    assert p4build.default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("INATB_P4_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert p4build.default_cache_dir() == tmp_path / "x" / "inatb" / "p4"
+
+
+def _fake_p4c(tmp_path, body):
+    script = tmp_path / "p4c"
+    script.write_text(f"#!{sys.executable}\n{body}")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_compile_program_caches_and_reports_errors(tmp_path):
+    calls = tmp_path / "calls"
+    ok = _fake_p4c(tmp_path, f"""
+import sys, pathlib
+if sys.argv[1] == "--version":
+    print("p4c 1.2.4.99 (fake)"); raise SystemExit(0)
+with open({str(calls)!r}, "a") as f: f.write(" ".join(sys.argv[1:]) + "\\n")
+out = pathlib.Path(sys.argv[sys.argv.index("-o") + 1])
+(out / "ina.json").write_text('{{"program": "ina"}}')
+""")
+    cache = tmp_path / "cache"
+    first = p4build.compile_program(64, 128, p4c=ok, cache_dir=cache)
+    again = p4build.compile_program(64, 128, p4c=ok, cache_dir=cache)
+    assert first == again and first.read_text() == '{"program": "ina"}'
+    assert calls.read_text().count("--target bmv2") == 1            # the second call hit the cache
+    assert "-DINA_SLOTS=128" in calls.read_text()
+    p4build.compile_program(32, 128, p4c=ok, cache_dir=cache)
+    assert calls.read_text().count("--target bmv2") == 2            # other defines, another build
+
+    bad = _fake_p4c(tmp_path, """
+import sys
+if sys.argv[1] == "--version":
+    print("p4c 1.2.4.99 (fake)"); raise SystemExit(0)
+print("ina.p4(120): [--Werror=type-error] error: something is wrong", file=sys.stderr)
+raise SystemExit(1)
+""")
+    with pytest.raises(p4build.P4CompileError, match=r"(?s)exit 1.*something is wrong"):
+        p4build.compile_program(16, 128, p4c=bad, cache_dir=tmp_path / "other")
+
+
+def test_missing_p4c_says_how_to_get_it(tmp_path):
+    with pytest.raises(EnvironmentMissingError, match="p4lang-p4c"):
+        p4build.compile_program(64, 64, p4c=str(tmp_path / "no-such-p4c"), cache_dir=tmp_path)
+
+
+# -- value encoding -------------------------------------------------------------------------
+
+def test_encode_value_widths():
+    assert bmv2.encode_value("ip", 32, "10.0.1.2") == bytes([10, 0, 1, 2])
+    assert bmv2.encode_value("mac", 48, "02:00:00:00:00:0a") == bytes([2, 0, 0, 0, 0, 10])
+    assert bmv2.encode_value("int", 9, 3) == b"\x00\x03"
+    assert bmv2.encode_value("int", 8, 1) == b"\x01"
+    assert bmv2.encode_value("int", 16, 0xBEEF) == b"\xbe\xef"
+    assert bmv2.encode_value("int", 32, 1024) == b"\x00\x00\x04\x00"
+
+
+def test_register_values_round_trip_through_i64():
+    for bits, value in ((64, (1 << 64) - 1), (64, 1 << 63), (32, 0xFFFFFFFE), (16, 7)):
+        assert bmv2.from_i64(bmv2.to_i64(value), bits) == value
+    assert bmv2.to_i64((1 << 64) - 1) == -1
+
+
+def test_port_map_and_rates():
+    assert bmv2.port_map([1, 3]) == "1010"
+    assert bmv2.port_map([0]) == "1"
+    assert bmv2.port_map([]) == ""
+    assert bmv2.frame_bytes_of(64) == 336
+    assert bmv2.rate_pps(100e6, 336) == 37202
+    assert bmv2.rate_pps(10, 336) == 1
+    assert bmv2.rate_pps(0, 336) == 0
+
+
+# -- the Thrift mapping, against a fake client -------------------------------------------------
+
+class FakeClient:
+    """Records every call; answers what the runtime needs."""
+
+    def __init__(self, answers=None, fail=None):
+        self.calls = []
+        self.answers = answers or {}
+        self.fail = fail or {}
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls.append((name, args))
+            if name in self.fail:
+                raise self.fail[name]
+            answer = self.answers.get(name)
+            return answer(*args) if callable(answer) else answer
+        return call
+
+
+@pytest.fixture
+def fake():
+    standard = FakeClient({"bm_mt_add_entry": 7, "bm_register_read": -1,
+                           "bm_counter_read": ttypes.BmCounterValue(bytes=0, packets=5)})
+    pre = FakeClient({"bm_mc_mgrp_create": 11, "bm_mc_node_create": 3})
+    sswitch = FakeClient()
+    runtime = bmv2.Bmv2Runtime(switch="s1", lanes=64, slots=64, clients=(standard, pre, sswitch), ttypes=ttypes)
+    return runtime, standard, pre, sswitch
+
+
+def test_table_add_names_and_encodes(fake):
+    runtime, standard, _, _ = fake
+    handle = runtime.table_add(TableEntry("ipv4_lpm", "ipv4_forward", ("10.0.0.0/8",),
+                                          (("dstAddr", "02:00:00:00:00:01"), ("port", 2))))
+    assert handle == 7
+    name, (cxt, table, match, action, data, options) = standard.calls[-1]
+    assert (name, cxt, table, action) == ("bm_mt_add_entry", 0, "Ingress.ipv4_lpm", "Ingress.ipv4_forward")
+    assert match[0].type == ttypes.BmMatchParamType.LPM
+    assert (match[0].lpm.key, match[0].lpm.prefix_length) == (bytes([10, 0, 0, 0]), 8)
+    assert data == [bytes([2, 0, 0, 0, 0, 1]), b"\x00\x02"]
+    runtime.table_add(TableEntry("ina_filter", "ina_aggregate", (1, 2, 3), (
+        ("switch_addr", "10.0.1.1"), ("slot_base", 0), ("slot_count", 8), ("release_mode", 1),
+        ("next_agg_node", 9), ("next_fanin", 2), ("next_dst", "10.0.0.100"), ("next_slot_base", 0),
+        ("next_slot_count", 0), ("bypass_dst", "10.0.0.100"))))
+    _, (_, table, match, action, data, _) = standard.calls[-1]
+    assert (table, action) == ("Ingress.ina_filter", "Ingress.ina_aggregate")
+    assert [m.exact.key for m in match] == [b"\x00\x01", b"\x00\x02", b"\x00\x03"]
+    assert [len(d) for d in data] == [4, 4, 4, 1, 2, 2, 4, 4, 4, 4] and data[3] == b"\x01"
+    runtime.table_add(TableEntry("route", "NoAction", ("10.0.0.1", "10.0.0.2")))
+    assert standard.calls[-1][1][3] == "NoAction"
+    runtime.table_add(TableEntry("ina_mcast_rewrite", "mcast_rewrite", (3,),
+                                 (("dstAddr", "02:00:00:00:00:03"), ("ipDstAddr", "10.0.0.3"))))
+    assert standard.calls[-1][1][1:4:2] == ("Egress.ina_mcast_rewrite", "Egress.mcast_rewrite")
+
+
+def test_table_add_refuses_what_pyswitch_refuses_before_any_call(fake):
+    runtime, standard, _, _ = fake
+    with pytest.raises(DataplaneError, match="outside the switch's 64 slots"):
+        runtime.table_add(TableEntry("ina_result", "ina_release", (1, "10.0.0.1"),
+                                     (("slot_base", 60), ("slot_count", 8), ("mcast_grp", 0))))
+    with pytest.raises(DataplaneError, match="unknown table"):
+        runtime.table_add(TableEntry("nope", "drop", ()))
+    assert standard.calls == []
+
+
+def test_bmv2_errors_become_dataplane_errors(fake):
+    runtime, standard, _, _ = fake
+    standard.fail["bm_mt_add_entry"] = ttypes.InvalidTableOperation(code=17)
+    with pytest.raises(DataplaneError, match="switch s1: bmv2 refused table_add route .*DUPLICATE_ENTRY"):
+        runtime.table_add(TableEntry("route", "NoAction", ("10.0.0.1", "10.0.0.2")))
+
+
+def test_registers_counters_meters_multicast_queues(fake):
+    runtime, standard, pre, sswitch = fake
+    assert runtime.register_read("agg_bitmap", 3) == (1 << 64) - 1
+    assert standard.calls[-1] == ("bm_register_read", (0, "Ingress.agg_bitmap", 3))
+    assert runtime.register_read("agg_count", 3) == 0xFFFF
+    runtime.register_write("agg_bitmap", 1, (1 << 64) - 1)
+    assert standard.calls[-1] == ("bm_register_write", (0, "Ingress.agg_bitmap", 1, -1))
+    runtime.register_write("ecn_threshold", 0, 20)
+    assert standard.calls[-1] == ("bm_register_write", (0, "Egress.ecn_threshold", 0, 20))
+    runtime.register_reset("agg_value")
+    assert standard.calls[-1] == ("bm_register_reset", (0, "Ingress.agg_value"))
+    with pytest.raises(DataplaneError, match="out of range"):
+        runtime.register_read("agg_value", 64 * 64)
+    assert runtime.counter_read("port_ina_tx", 4) == (5, 0)
+    assert standard.calls[-1] == ("bm_counter_read", (0, "Egress.port_ina_tx", 4))
+    runtime.meter_set_rates("agg_capacity", 0, 2000.0, 16)
+    name, (cxt, meter, index, rates) = standard.calls[-1]
+    assert (name, meter, index, len(rates)) == ("bm_meter_set_rates", "Ingress.agg_capacity", 0, 2)
+    assert rates[0].units_per_micros == pytest.approx(0.002) and rates[0].burst_size == 16
+    runtime.meter_set_rates("agg_capacity", 0, 0, 0)     # off: a cap no stream reaches
+    assert standard.calls[-1][1][3][0].units_per_micros == pytest.approx(1000.0)
+    runtime.mc_group_create(5, [1, 3])
+    assert pre.calls == [("bm_mc_mgrp_create", (0, 5)), ("bm_mc_node_create", (0, 5, "1010", "")),
+                         ("bm_mc_node_associate", (0, 11, 3))]
+    runtime.set_port_shaping(2, 100e6, 64)
+    assert sswitch.calls == [("set_egress_queue_rate", (2, 37202)), ("set_egress_queue_depth", (2, 64))]
+    with pytest.raises(DataplaneError, match="use target pyswitch"):
+        runtime.set_port_impairment(1, 0.1, 0.0, 0.0, 1)
+
+
+def test_counters_summary(fake):
+    runtime, standard, _, _ = fake
+    standard.answers["bm_counter_read"] = lambda cxt, name, index: ttypes.BmCounterValue(
+        bytes=0, packets=index + 1 if name == "Ingress.ina_stats" or index == 4 else 0)
+    stats = runtime.counters()
+    assert stats["ina_rx"] == 1 and stats["result_released"] == len(program.STAT_INDICES)
+    assert stats["port_ina_tx"] == {4: 5} and stats["ecn_marked"] == 5
+
+
+def test_install_a_whole_config(fake):
+    runtime, standard, pre, sswitch = fake
+    config = SwitchConfig("s1", 1)
+    config.entries.append(TableEntry("ipv4_lpm", "drop", ("10.9.0.0/16",)))
+    config.multicast_groups = []
+    config.register_writes.append(("ecn_threshold", 0, 5))
+    config.meter_rates.append(("agg_capacity", 0, 100.0, 16))
+    install(config, runtime)
+    assert [c[0] for c in standard.calls] == ["bm_mt_add_entry", "bm_register_write", "bm_meter_set_rates"]
+
+
+def test_cli_lines_name_objects_as_bmv2_does():
+    config = SwitchConfig("s1", 1)
+    config.entries.append(TableEntry("route", "NoAction", ("10.0.0.1", "10.0.0.2")))
+    from testbed.dataplane.entries import MulticastGroup
+    config.multicast_groups = [MulticastGroup(7, (1, 2)), MulticastGroup(3, (2,))]
+    lines = config.to_cli_lines()
+    assert "table_add Ingress.route NoAction 10.0.0.1 10.0.0.2 =>" in lines
+    assert lines[-1] == "mc_node_associate 3 1" and "mc_node_associate 7 0" in lines
+
+
+# -- simple_switch ---------------------------------------------------------------------------
+
+def test_simple_switch_argv(tmp_path):
+    argv = bmv2.simple_switch_argv(tmp_path / "ina.json", {2: "s1-eth2", 1: "s1-eth1"}, 9091, 3, tmp_path / "s1.log")
+    assert argv[:3] == ["simple_switch", "--device-id", "3"]
+    assert argv[argv.index("--thrift-port") + 1] == "9091"
+    assert argv[argv.index("--log-file") + 1] == str(tmp_path / "s1.log")
+    assert argv[argv.index("--log-level") + 1] == "warn"
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "-i"] == ["1@s1-eth1", "2@s1-eth2"]
+    assert argv[-1] == str(tmp_path / "ina.json")
+
+
+def test_start_up_death_names_the_port_and_log_tail(tmp_path):
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    port = holder.getsockname()[1]
+    log = tmp_path / "s1.out"
+    log.write_text("Calling target program-options parser\nNanomsg returned a exception when trying to bind\n")
+    proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+    proc.wait()
+    try:
+        with pytest.raises(DataplaneError, match=rf"(?s)Thrift port {port} \(another process holds that port\)"
+                                                 r".*trying to bind"):
+            bmv2.wait_for_thrift(port, 5.0, alive=lambda: proc.poll() is None, switch="s1", log_paths=[log])
+    finally:
+        holder.close()
+
+
+def test_registered_as_a_switch_target():
+    from testbed.emulation.nodes import SWITCH_TARGETS
+    from testbed.emulation.bmv2_node import Bmv2SwitchNode
+    assert SWITCH_TARGETS["bmv2"] is Bmv2SwitchNode and Bmv2SwitchNode.target == "bmv2"
+
+
+def test_pyswitch_path_needs_no_thrift():
+    code = ("import sys; import testbed.emulation.nodes, testbed.dataplane.pyswitch.process; "
+            "bad = [m for m in sys.modules if m.startswith(('thrift', 'bm_runtime', 'sswitch_runtime'))]; "
+            "print(bad); raise SystemExit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=str(Path(__file__).resolve().parents[2]))
+    assert out.returncode == 0, out.stdout + out.stderr

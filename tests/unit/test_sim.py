@@ -1,0 +1,110 @@
+"""The flow-level simulator: fluid rates, fragment counts, the result's schema and its table."""
+
+import json
+import textwrap
+
+import pytest
+
+from testbed import sim
+from testbed.policy import compute_policy
+from testbed.scenario import parse_scenario
+from testbed.sim.fragments import FragmentModel
+from testbed.sim.routes import Routes
+
+STAR = textwrap.dedent("""\
+    version: 1
+    scale: 1
+    topology:
+      kind: explicit
+      link_rate: 10Gbps
+      switches: [s1]
+      hosts: [w1, w2, w3, w4, ps]
+      links: [[w1, s1], [w2, s1], [w3, s1], [w4, s1], [ps, s1]]
+    switch: {slots: 64}
+    jobs:
+      - name: j
+        workers: [w1, w2, w3, w4]
+        ps: ps
+        policy: ps
+        submodel_elements: [640, 1280]
+        window: 8
+    """)
+KEYS = {"min_sending_rate_bps", "worker_sending_rate_bps", "ps_ingress_fragments", "ps_ingress_bytes",
+        "switch_egress_fragments", "switch_egress_bytes", "ina_amount_bytes", "switch_load", "solve_s"}
+
+
+def run(text, *overrides):
+    scenario = parse_scenario(text, "t.yaml", overrides)
+    return sim.evaluate(scenario, compute_policy(scenario))
+
+
+def test_result_has_the_documented_keys_and_is_json():
+    result = run(STAR)
+    assert KEYS <= set(result)
+    json.dumps(result)
+    assert result["fragment_model"] == "event"
+
+
+def test_without_ina_the_ps_link_is_shared():
+    result = run(STAR)
+    assert result["min_sending_rate_bps"] == pytest.approx(2.5e9, rel=1e-9)
+    assert result["bottleneck_links"] == ["s1>ps"]
+    assert result["ps_ingress_fragments"] == 4 * 30 and result["ina_amount_bytes"] == 0
+
+
+def test_aggregation_counts_once_downstream():
+    result = run(STAR, "policy=atp")
+    assert result["min_sending_rate_bps"] == pytest.approx(10e9, rel=1e-9)
+    assert result["ps_ingress_rate_bps"]["ps"] == pytest.approx(10e9, rel=1e-9)
+    assert result["ps_ingress_fragments"] == 30
+    assert result["switch_egress_fragments"] == 30
+    assert result["ina_amount_bytes"] == 3 * 30 * 256
+
+
+def test_capacity_overflow_is_best_effort():
+    # 8 Gb/s of aggregation for 4 workers: 2 Gb/s each aggregated, the rest bypasses on the PS link:
+    # PS link: 2 + 4 (r - 2) <= 10  ->  r = 4 Gb/s.
+    result = run(STAR.replace("switch: {slots: 64}", "switch: {slots: 64, aggregation_capacity: 8Gbps}"),
+                 "policy=atp")
+    assert result["min_sending_rate_bps"] == pytest.approx(4e9, rel=1e-9)
+    load = result["switch_load"]["s1"]
+    assert load["load_bps"] == pytest.approx(8e9) and load["offered_bps"] == pytest.approx(16e9)
+
+
+def test_max_min_rates_let_unconstrained_workers_go_faster():
+    text = STAR.replace("[w4, s1]", "[w4, s1, 1Gbps]")
+    result = run(text)
+    rates = result["worker_sending_rate_bps"]
+    assert result["min_sending_rate_bps"] == pytest.approx(1e9, rel=1e-9)
+    assert rates["w1"] == pytest.approx(3e9, rel=1e-9)      # (10 - 1) / 3
+
+
+def test_event_and_analytic_fragment_counts_agree_without_collisions():
+    scenario = parse_scenario(STAR, "t.yaml", ["policy=atp"])
+    policy = compute_policy(scenario)
+    model = FragmentModel(scenario, policy, Routes(scenario.topology, policy))
+    event, analytic = model.run(), model.analytic()
+    assert event["switch_egress"] == analytic["switch_egress"]
+    assert event["ps_ingress"] == analytic["ps_ingress"]
+
+
+def test_large_runs_fall_back_to_the_analytic_count():
+    result = run(STAR + "simulation: {max_fragment_events: 10}\n", "policy=atp")
+    assert result["fragment_model"].startswith("analytic")
+    assert result["ps_ingress_fragments"] == 30
+
+
+def test_collisions_bypass_to_the_ps():
+    # One slot, four in-step workers: each fragment's contributions arrive together, so nothing collides;
+    # with W2, W4 late by two fragments, fragments collide and bypass.
+    one_slot = STAR.replace("switch: {slots: 64}", "switch: {slots: 1}").replace("window: 8", "window: 1")
+    assert run(one_slot, "policy=atp")["ps_ingress_fragments"] == 30
+    late = run(one_slot + "simulation: {worker_start: {w2: 2, w4: 2}}\n", "policy=atp")
+    assert late["ps_ingress_fragments"] > 30
+
+
+def test_format_simulation_prints_rates_and_counts():
+    text = sim.format_simulation(run(STAR, "policy=atp"))
+    assert "minimum sending rate" in text and "10 Gb/s" in text
+    assert "PS ingress             30 fragments" in text
+    assert "s1" in text and "w4" in text
