@@ -2,8 +2,9 @@
  * ina.p4 -- in-network aggregation of gradient fragments (P4_16, v1model, bmv2 simple_switch).
  *
  * The one data-plane program of INA Testbed. pyswitch (testbed/dataplane/pyswitch/) is its
- * Python model: same controls (Ingress, Egress), same table / action / register / counter /
- * meter names, keys and widths (testbed/dataplane/program.py is the shared declaration list;
+ * Python model: same controls (Ingress, Egress: the P4 controls are InaIngress / InaEgress, whose
+ * objects carry @name(".Ingress.<name>") / @name(".Egress.<name>"), see below), same table /
+ * action / register / counter / meter names, keys and widths (testbed/dataplane/program.py is the shared declaration list;
  * tests/dataplane/test_program_mirror.py reads this file and fails on any difference), same
  * semantics (tests/dataplane/test_packets.py runs the same packet cases on both targets).
  * p4/README.md documents every object and the slot-release modes.
@@ -249,36 +250,46 @@ control InaVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
         agg_value.write(meta.value_base + i, 0);                                                \
     }
 
-control Ingress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
+/* v1model.p4 declares the control *types* Ingress and Egress (the parameters of V1Switch), so
+   controls of those names would be duplicate declarations (p4c: "Ingress duplicates Ingress").
+   The controls are InaIngress / InaEgress; every control-plane object carries an absolute
+   @name(".Ingress.<name>") / @name(".Egress.<name>"), which is the name bmv2's JSON and its
+   runtime API use (p4c strips the leading dot), as program.qualified_name() expects. */
+control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
 
-    register<bit<32>>(INA_SLOTS * INA_LANES) agg_value;   /* slot s, lane i at s * INA_LANES + i */
-    register<bit<64>>(INA_SLOTS) agg_bitmap;
-    register<bit<16>>(INA_SLOTS) agg_count;               /* 0 = slot free */
-    register<bit<16>>(INA_SLOTS) agg_job;
-    register<bit<32>>(INA_SLOTS) agg_iteration;
-    register<bit<32>>(INA_SLOTS) agg_seq;
-    counter(INA_STATS, CounterType.packets) ina_stats;
-    meter(1, MeterType.packets) agg_capacity;
+    @name(".Ingress.agg_value")     register<bit<32>>(INA_SLOTS * INA_LANES) agg_value;   /* slot s, lane i at s * INA_LANES + i */
+    @name(".Ingress.agg_bitmap")    register<bit<64>>(INA_SLOTS) agg_bitmap;
+    @name(".Ingress.agg_count")     register<bit<16>>(INA_SLOTS) agg_count;               /* 0 = slot free */
+    @name(".Ingress.agg_job")       register<bit<16>>(INA_SLOTS) agg_job;
+    @name(".Ingress.agg_iteration") register<bit<32>>(INA_SLOTS) agg_iteration;
+    @name(".Ingress.agg_seq")       register<bit<32>>(INA_SLOTS) agg_seq;
+    @name(".Ingress.ina_stats")     counter(INA_STATS, CounterType.packets) ina_stats;
+    @name(".Ingress.agg_capacity")  meter(1, MeterType.packets) agg_capacity;
 
+    @name(".Ingress.drop")
     action drop() {
         mark_to_drop(standard_metadata);
     }
 
+    @name(".Ingress.ipv4_forward")
     action ipv4_forward(bit<48> dstAddr, bit<9> port) {
         hdr.ethernet.dstAddr = dstAddr;
         standard_metadata.egress_spec = port;
         meta.fwd_hit = 1;
     }
 
+    @name(".Ingress.route_forward")
     action route_forward(bit<48> dstAddr, bit<9> port) {
         hdr.ethernet.dstAddr = dstAddr;
         standard_metadata.egress_spec = port;
         meta.fwd_hit = 1;
     }
 
+    @name(".Ingress.ina_pass")
     action ina_pass() {
     }
 
+    @name(".Ingress.ina_aggregate")
     action ina_aggregate(bit<32> switch_addr, bit<32> slot_base, bit<32> slot_count, bit<8> release_mode,
                          bit<16> next_agg_node, bit<16> next_fanin, bit<32> next_dst,
                          bit<32> next_slot_base, bit<32> next_slot_count, bit<32> bypass_dst) {
@@ -295,10 +306,12 @@ control Ingress(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         meta.bypass_dst = bypass_dst;
     }
 
+    @name(".Ingress.ina_multicast")
     action ina_multicast(bit<16> mcast_grp) {
         meta.mcast_grp = mcast_grp;
     }
 
+    @name(".Ingress.ina_release")
     action ina_release(bit<32> slot_base, bit<32> slot_count, bit<16> mcast_grp) {
         meta.release_hit = 1;
         meta.slot_base = slot_base;
@@ -306,6 +319,7 @@ control Ingress(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         meta.mcast_grp = mcast_grp;
     }
 
+    @name(".Ingress.route")
     table route {
         key = {
             hdr.ipv4.srcAddr: exact;
@@ -319,6 +333,7 @@ control Ingress(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         size = 4096;
     }
 
+    @name(".Ingress.ipv4_lpm")
     table ipv4_lpm {
         key = {
             hdr.ipv4.dstAddr: lpm;
@@ -331,6 +346,7 @@ control Ingress(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         size = 4096;
     }
 
+    @name(".Ingress.ina_filter")
     table ina_filter {
         key = {
             hdr.ina.job: exact;
@@ -345,6 +361,7 @@ control Ingress(inout headers_t hdr, inout metadata_t meta, inout standard_metad
         size = 4096;
     }
 
+    @name(".Ingress.ina_result")
     table ina_result {
         key = {
             hdr.ina.job: exact;
@@ -439,8 +456,13 @@ control Ingress(inout headers_t hdr, inout metadata_t meta, inout standard_metad
                             meta.held_count = 0;
                         }
                     }
-                    if (meta.go_on == 1 && meta.held_count == 0 && (hdr.ina.flags & FLAG_RETX) != 0) {
-                        /* a retransmission finds no slot holding its tag: its siblings left already */
+                    if (meta.go_on == 1 && meta.held_count == 0 &&
+                            ((hdr.ina.flags & FLAG_RETX) != 0 ||
+                             (meta.held_job == hdr.ina.job && meta.held_iteration == hdr.ina.iteration &&
+                              meta.held_seq == hdr.ina.seq))) {
+                        /* a retransmission finds no slot holding its tag, or a contribution finds the slot
+                           free but still tagged with its own tag (release keeps the tag): its siblings
+                           left already (aggregate or flush), so on to the PS, flags unchanged */
                         ina_stats.count(ST_RETX_BYPASSED);
                         hdr.ipv4.dstAddr = meta.bypass_dst;
                         hdr.udp.checksum = 0;
@@ -541,18 +563,20 @@ control Ingress(inout headers_t hdr, inout metadata_t meta, inout standard_metad
 
 /* ----------------------------------------------------------------- Egress */
 
-control Egress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
+control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
 
-    register<bit<32>>(1) ecn_threshold;        /* queue depth (packets) that marks CE; 0 = off */
-    counter(INA_PORTS, CounterType.packets) port_ina_tx;
-    counter(INA_PORTS, CounterType.packets) port_ecn_marked;
+    @name(".Egress.ecn_threshold")   register<bit<32>>(1) ecn_threshold;        /* queue depth (packets) that marks CE; 0 = off */
+    @name(".Egress.port_ina_tx")     counter(INA_PORTS, CounterType.packets) port_ina_tx;
+    @name(".Egress.port_ecn_marked") counter(INA_PORTS, CounterType.packets) port_ecn_marked;
 
+    @name(".Egress.mcast_rewrite")
     action mcast_rewrite(bit<48> dstAddr, bit<32> ipDstAddr) {
         hdr.ethernet.dstAddr = dstAddr;
         hdr.ipv4.dstAddr = ipDstAddr;
         hdr.udp.checksum = 0;       /* the UDP pseudo-header changed */
     }
 
+    @name(".Egress.ina_mcast_rewrite")
     table ina_mcast_rewrite {
         key = {
             standard_metadata.egress_port: exact;
@@ -614,4 +638,4 @@ control InaDeparser(packet_out packet, in headers_t hdr) {
     }
 }
 
-V1Switch(InaParser(), InaVerifyChecksum(), Ingress(), Egress(), InaComputeChecksum(), InaDeparser()) main;
+V1Switch(InaParser(), InaVerifyChecksum(), InaIngress(), InaEgress(), InaComputeChecksum(), InaDeparser()) main;

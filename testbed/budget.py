@@ -9,19 +9,15 @@ the run would measure the machine, not the scheme, so ``inatb validate``
 warns.
 """
 
-from testbed.dataplane.wire import PAYLOAD_OFFSET
+from testbed.dataplane.wire import ina_frame_bytes
 
 #: Measured sustained forwarding/aggregation rates per switch process (README "Measured figures").
 TARGET_BUDGET_PPS = {"pyswitch": 20000.0, "bmv2": 7000.0}
 
 
-def frame_bytes(lanes: int) -> int:
-    return PAYLOAD_OFFSET + 4 * lanes
-
-
 def peak_pps_per_switch(scenario) -> dict:
     topo = scenario.topology
-    frame_bits = 8 * frame_bytes(scenario.switch.lanes)
+    frame_bits = 8 * ina_frame_bytes(scenario.switch.lanes)
     active = {h for job in scenario.jobs for h in job.workers + job.ps}
     injected_pps = sum(topo.host_link(h).rate_bps for h in active) / frame_bits
     peaks = {}

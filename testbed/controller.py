@@ -32,7 +32,8 @@ import networkx as nx
 
 from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.dataplane import program
-from testbed.dataplane.entries import PortImpairment, PortShaping, SwitchConfig, TableEntry
+from testbed.dataplane.entries import (PortImpairment, PortShaping, SwitchConfig, TableEntry, check_switch_limits,
+                                      validate_entry)
 from testbed.errors import PolicyError
 from testbed.models import fragments_per_submodel
 
@@ -51,7 +52,7 @@ def plan(scenario, policy) -> ControlPlan:
     graph = topo.graph()
     result = ControlPlan()
     for sw in topo.switches():
-        result.switches[sw.name] = SwitchConfig(sw.name, sw.node_id)
+        result.switches[sw.name] = SwitchConfig(sw.name, sw.node_id, lanes=scenario.switch.lanes)
     _default_routes(topo, graph, result)
     _policy_routes(topo, policy, result)
     _parallel_link_routes(topo, graph, result)
@@ -59,7 +60,16 @@ def plan(scenario, policy) -> ControlPlan:
     _ina_filters(scenario, policy, result)
     _ports(scenario, result)
     _agents(scenario, policy, result)
+    _validate(scenario, result)
     return result
+
+
+def _validate(scenario, result):
+    """Every entry against the program's declarations and the switches' limits, before any network exists."""
+    for config in result.switches.values():
+        for entry in config.entries:
+            validate_entry(entry)
+            check_switch_limits(entry, scenario.switch.slots)
 
 
 def _forward_entry(table, action, match, mac, port):

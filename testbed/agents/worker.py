@@ -3,8 +3,8 @@
 Per iteration (synchronous SGD, as every scheme of the papers runs it):
 emulated compute (sleep ``compute_time_s``), then every fragment of every
 sub-model is sent to the aggregation node the policy chose for it (a switch
-INA address or the PS), under a window of ``window`` unacknowledged
-fragments. A fragment is acknowledged by the RESULT carrying its aggregate.
+INA address or the PS), under a sliding window: fragment ``seq`` leaves only
+while ``seq`` < lowest unacknowledged + ``window``. A fragment is acknowledged by the RESULT carrying its aggregate.
 A fragment without a RESULT after the retransmission timeout is sent again
 flagged RETX (timeout doubled per attempt, at most 1 s; the base timeout
 adapts to 4 x the smoothed RTT, Karn's rule for samples). Communication time
@@ -85,21 +85,25 @@ class Worker:
         sent_at = [0.0] * total
         attempts = [0] * total
         timers = []          # heap of (deadline, seq, attempt)
-        next_seq = inflight = done = 0
+        next_seq = base = done = 0
         sent_pkts = retx_pkts = sent_bytes = 0
         t_comm = time.monotonic()
         sock, sendto, recv = self.sock, self.sock.sendto, self.sock.recv
         deadline = t_comm + cfg.deadline_s
         while done < total:
             now = time.monotonic()
-            while inflight < cfg.window and next_seq < total:
+            while base < total and acked[base]:
+                base += 1
+            # A sliding window over seq (not a count of unacknowledged fragments): seq is sent
+            # only while seq < lowest unacknowledged + window, so fragments in flight never
+            # share a slot (slot = seq mod slots, window <= slots): SwitchML's self-clocking.
+            while next_seq < base + cfg.window and next_seq < total:
                 addr, data = packet(next_seq, FLAG_DATA)
                 sendto(data, addr)
                 sent_pkts += 1
                 sent_bytes += len(data) + FRAME_OVERHEAD_BYTES
                 sent_at[next_seq] = now
                 heapq.heappush(timers, (now + self.rto_s(), next_seq, 0))
-                inflight += 1
                 next_seq += 1
             wait = max(0.0, timers[0][0] - now) if timers else 0.05
             ready, _, _ = select.select([sock], [], [], min(wait, 0.05))
@@ -117,7 +121,6 @@ class Worker:
                     if not acked[seq]:
                         acked[seq] = 1
                         done += 1
-                        inflight -= 1
                         if attempts[seq] == 0:
                             sample = time.monotonic() - sent_at[seq]
                             self.srtt_s = sample if self.srtt_s is None else 0.875 * self.srtt_s + 0.125 * sample

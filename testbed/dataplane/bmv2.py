@@ -36,9 +36,9 @@ from pathlib import Path
 
 from testbed.dataplane import program
 from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_switch_limits,
-                                       validate_entry)
+                                       validate_entry, queue_rate_pps)
 from testbed.dataplane.runtime import SwitchRuntime
-from testbed.dataplane.wire import DEFAULT_LANES, PAYLOAD_OFFSET
+from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes
 from testbed.errors import DataplaneError, EnvironmentMissingError
 
 CXT = 0                          # bmv2 context id (one pipeline)
@@ -51,16 +51,6 @@ ERROR_ENUMS = {"InvalidTableOperation": "TableOperationErrorCode",
                "InvalidMeterOperation": "MeterOperationErrorCode"}
 
 
-def frame_bytes_of(lanes: int) -> int:
-    """Bytes of a full INA frame of ``lanes`` lanes (Ethernet header included)."""
-    return PAYLOAD_OFFSET + 4 * lanes
-
-
-def rate_pps(rate_bps: float, frame_bytes: int) -> int:
-    """bmv2 queue rate (packets/s) for a byte rate: full frames of ``frame_bytes`` bytes; 0 = unshaped."""
-    if rate_bps <= 0:
-        return 0
-    return max(1, int(rate_bps / (8.0 * frame_bytes)))
 
 
 def encode_value(kind: str, bits: int, value) -> bytes:
@@ -185,7 +175,7 @@ class Bmv2Runtime(SwitchRuntime):
         self.switch = switch
         self.lanes = lanes
         self.slots = slots
-        self.frame_bytes = frame_bytes_of(lanes)
+        self.frame_bytes = ina_frame_bytes(lanes)
         self._transport = None
         if clients is None:
             clients, self._transport = connect_clients(host, thrift_port)
@@ -303,7 +293,7 @@ class Bmv2Runtime(SwitchRuntime):
 
     def set_port_shaping(self, port: int, rate_bps: float, depth_pkts: int) -> None:
         self._call(f"set_queue_rate port {port}", self.sswitch.set_egress_queue_rate, port,
-                   rate_pps(rate_bps, self.frame_bytes))
+                   queue_rate_pps(rate_bps, self.frame_bytes))
         self._call(f"set_queue_depth port {port}", self.sswitch.set_egress_queue_depth, port, max(1, depth_pkts))
 
     def set_port_impairment(self, port, drop, duplicate, reorder, seed) -> None:

@@ -15,6 +15,7 @@ import ipaddress
 from dataclasses import asdict, dataclass, field
 
 from testbed.dataplane import program
+from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes
 from testbed.errors import DataplaneError
 
 
@@ -49,10 +50,18 @@ class PortImpairment:
     seed: int = 1
 
 
+def queue_rate_pps(rate_bps: float, frame_bytes: int) -> int:
+    """bmv2's queue rate (packets/s) for a link rate: full INA frames of ``frame_bytes``; 0 = unshaped."""
+    if rate_bps <= 0:
+        return 0
+    return max(1, int(rate_bps / (8.0 * frame_bytes)))
+
+
 @dataclass
 class SwitchConfig:
     switch: str
     switch_id: int
+    lanes: int = DEFAULT_LANES   # frame size for bmv2's packets/s queue rates
     entries: list = field(default_factory=list)
     multicast_groups: list = field(default_factory=list)
     register_writes: list = field(default_factory=list)   # (register, index, value)
@@ -78,7 +87,7 @@ class SwitchConfig:
         for name, index, rate, burst in self.meter_rates:
             lines.append(f"meter_set_rates {program.METERS[name].control}.{name} {index} {rate}:{burst}")
         for s in self.port_shaping:
-            lines.append(f"set_queue_rate {max(1, int(s.rate_bps / 8 / 336))} {s.port}")
+            lines.append(f"set_queue_rate {queue_rate_pps(s.rate_bps, ina_frame_bytes(self.lanes))} {s.port}")
             lines.append(f"set_queue_depth {s.depth_pkts} {s.port}")
         for i in self.port_impairments:
             lines.append(f"// pyswitch: impair port {i.port} drop={i.drop} duplicate={i.duplicate} reorder={i.reorder}")

@@ -165,7 +165,7 @@ STAT_INDICES = {
     "partial_flushed": 10,    # a RETX duplicate flushed (re-emitted) the slot's aggregate
     "stale_reclaimed": 11,    # slot of an older iteration of the same job reused
     "multicast": 12,          # RESULT replicated to a multicast group
-    "retx_bypassed": 13,      # a RETX found no slot holding its tag: sent on to the PS
+    "retx_bypassed": 13,      # a RETX, or a late contribution, for a tag the slot already sent on: to the PS
     "result_released": 14,    # a RESULT freed the slot holding its tag (RELEASE_ON_RESULT)
 }
 

@@ -152,6 +152,11 @@ def fragment(values: np.ndarray, lanes: int = DEFAULT_LANES) -> np.ndarray:
     return out.reshape(rows, lanes)
 
 
+def ina_frame_bytes(lanes: int = DEFAULT_LANES) -> int:
+    """Bytes of a full INA frame of ``lanes`` lanes, Ethernet header included (336 for 64 lanes)."""
+    return PAYLOAD_OFFSET + LANE_BYTES * lanes
+
+
 def fragments_of(elements: int, lanes: int = DEFAULT_LANES) -> int:
     return max(1, -(-elements // lanes))
 

@@ -58,9 +58,15 @@ switch must be the same switch (else PolicyError); a slot pool of
 ``policy_options.switchml.pool`` slots (default: the window, at most the
 switch's slots); workers are self-clocked (a worker reuses a slot only after
 its result returned), so fragments wait for their slot instead of bypassing
-(``collision = "wait"``); slots alternate shadow copies
-(``RELEASE_SHADOW``). SwitchML has no PS; ours sends the aggregate to the
-job's PS, which multicasts the result as for every scheme.
+(``collision = "wait"``; in the emulation the workers' sliding window over
+``seq``, at most the pool, is that self-clocking). SwitchML keeps a shadow
+copy of each slot so a retransmission that arrives after the slot completed
+still gets the result; here the slot is released when its aggregate leaves
+(``RELEASE_ON_EMIT``) and such a retransmission bypasses to the PS, which
+answers it with the result it keeps: the same outcome without the second
+copy (``RELEASE_SHADOW`` is declared by the program, not implemented).
+SwitchML has no PS; ours sends the aggregate to the job's PS, which checks
+it and returns the result as for every scheme.
 
 ``geryon`` (Geryon, INFOCOM'20, as GOAT §VII-A and GRID §Motivation use it):
 no INA; each (worker, PS) flow takes one of its k shortest paths
@@ -281,7 +287,7 @@ def switchml_policy(job, scenario) -> JobPolicy:
     first_hop = {w: {g: tor for g in owner} for w in job.workers}
     next_hop = {tor: {g: owner[g] for g in owner}}
     jp = JobPolicy(job.name, "switchml", owner, first_hop, next_hop, slots={tor: pool},
-                   release_mode=program.RELEASE_SHADOW, notes={"rack": tor, "synchronous": True})
+                   release_mode=program.RELEASE_ON_EMIT, notes={"rack": tor, "synchronous": True})
     jp.collision = "wait"
     return jp
 

@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from testbed.dataplane.entries import queue_rate_pps
+from testbed.dataplane.wire import ina_frame_bytes
 from bm_runtime.standard import ttypes
 
 from testbed.dataplane import bmv2, p4build, program
@@ -120,10 +123,10 @@ def test_port_map_and_rates():
     assert bmv2.port_map([1, 3]) == "1010"
     assert bmv2.port_map([0]) == "1"
     assert bmv2.port_map([]) == ""
-    assert bmv2.frame_bytes_of(64) == 336
-    assert bmv2.rate_pps(100e6, 336) == 37202
-    assert bmv2.rate_pps(10, 336) == 1
-    assert bmv2.rate_pps(0, 336) == 0
+    assert ina_frame_bytes(64) == 336
+    assert queue_rate_pps(100e6, 336) == 37202
+    assert queue_rate_pps(10, 336) == 1
+    assert queue_rate_pps(0, 336) == 0
 
 
 # -- the Thrift mapping, against a fake client -------------------------------------------------

@@ -207,6 +207,31 @@ def test_retx_duplicate_flushes_the_partial(target):
     assert stat(target, "retx_bypassed") == 1 and rt.register_read("agg_count", slot) == 0
 
 
+def test_late_contribution_after_a_flush_goes_on_to_the_ps(target):
+    """A worker that starts late finds its slot freed by the others' flush: the slot kept the tag, so
+    the late original goes on to the PS instead of opening a partial nobody will complete."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1))
+    parts = {w: lanes_of(40 + w) for w in (1, 2, 3)}
+    target.send_seq([(1, contribution(1, 1, 6, parts[1])), (2, contribution(2, 1, 6, parts[2])),
+                     (2, contribution(2, 1, 6, parts[2], flags=FLAG_DATA | FLAG_RETX))])
+    flushed, _ = only(target.recv(1), port=PS_PORT)
+    assert flushed.ina.bitmap == 0b110
+    target.send(3, contribution(3, 1, 6, parts[3]))
+    late, _ = only(target.recv(1), port=PS_PORT)
+    assert late.ina.flags == FLAG_DATA and late.ina.bitmap == 0b1000 and np.array_equal(late.lanes, parts[3])
+    assert late.dst_ip == PS_IP and late.ina.level == 0
+    slot = slot_index(6, 0, 8)
+    assert rt.register_read("agg_count", slot) == 0
+    assert stat(target, "retx_bypassed") == 1
+    # Another seq that maps to the same slot later still aggregates normally.
+    later = {w: lanes_of(50 + w) for w in (1, 2, 3)}
+    target.send_seq([(w, contribution(w, 1, 14, later[w])) for w in (1, 2, 3)])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.count == 3 and np.array_equal(pkt.lanes, wrap_sum(*later.values()))
+
+
 def test_two_jobs_do_not_mix(target):
     rt = target.runtime
     install_routes(rt)

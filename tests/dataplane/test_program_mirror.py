@@ -22,6 +22,13 @@ P4_SOURCE = Path(__file__).resolve().parents[2] / "p4" / "ina.p4"
 SIZE_EXPRS = {"INA_SLOTS * INA_LANES": "SLOTS*LANES", "INA_SLOTS": "SLOTS", "1": "1", "INA_PORTS": "PORTS",
               "INA_STATS": "STATS"}
 BUILTIN_ACTIONS = {"NoAction"}   # core.p4
+# Top-level names v1model.p4 declares: a program declaration of the same name is a p4c error
+# ("Ingress duplicates Ingress"), so the program's controls cannot be named Ingress / Egress.
+V1MODEL_NAMES = {"Parser", "VerifyChecksum", "Ingress", "Egress", "ComputeChecksum", "Deparser", "V1Switch",
+                 "standard_metadata_t", "counter", "direct_counter", "meter", "direct_meter", "register",
+                 "action_profile", "action_selector", "hash", "random", "digest", "mark_to_drop", "CounterType",
+                 "MeterType", "HashAlgorithm", "CloneType", "NoAction"}
+NAME_ANNOTATION = r'(?:@name\("([^"]*)"\)\s*)?'   # an optional @name("...") before a declaration
 
 
 def _strip_comments(text):
@@ -43,8 +50,19 @@ def _block(text, start):
     raise AssertionError("unbalanced braces in ina.p4")
 
 
+def _bmv2_control(annotation, name, control, kind):
+    """The control prefix bmv2 gives an object: from its absolute ``@name(".Ingress.<name>")``, else
+    (no annotation) the name of the control that declares it."""
+    if annotation is None:
+        return control
+    m = re.fullmatch(r"\.(\w+)\.(\w+)", annotation)
+    assert m and m.group(2) == name, f'{kind} {name}: @name("{annotation}") is not ".<Control>.{name}"'
+    return m.group(1)
+
+
 def parse_p4(text):
-    """Declarations of the program: {kind: {name: description}}."""
+    """Declarations of the program: {kind: {name: description}}; the control of each object is the
+    one bmv2 names it by (its @name prefix, see _bmv2_control)."""
     text = _strip_comments(text)
     text = re.sub(r"#define[^\n]*(\\\n[^\n]*)*", "", text)   # macros (INA_LANE) are not declarations
     found = {"tables": {}, "actions": {}, "registers": {}, "counters": {}, "meters": {}, "stats": {}}
@@ -53,27 +71,31 @@ def parse_p4(text):
     for control in re.finditer(r"\bcontrol\s+(\w+)\s*\(", text):
         name = control.group(1)
         body = _block(text, control.end())
-        for m in re.finditer(r"\bregister<bit<(\d+)>>\(([^)]*)\)\s*(\w+)\s*;", body):
-            found["registers"][m.group(3)] = (name, int(m.group(1)), m.group(2).strip())
-        for m in re.finditer(r"\bcounter\(([^,]+),\s*CounterType\.(\w+)\)\s*(\w+)\s*;", body):
-            found["counters"][m.group(3)] = (name, m.group(1).strip(), m.group(2))
-        for m in re.finditer(r"\bmeter\(([^,]+),\s*MeterType\.(\w+)\)\s*(\w+)\s*;", body):
-            found["meters"][m.group(3)] = (name, m.group(1).strip(), m.group(2))
-        for m in re.finditer(r"\baction\s+(\w+)\s*\(([^)]*)\)", body):
+        for m in re.finditer(NAME_ANNOTATION + r"\bregister<bit<(\d+)>>\(([^)]*)\)\s*(\w+)\s*;", body):
+            found["registers"][m.group(4)] = (_bmv2_control(m.group(1), m.group(4), name, "register"),
+                                              int(m.group(2)), m.group(3).strip())
+        for m in re.finditer(NAME_ANNOTATION + r"\bcounter\(([^,]+),\s*CounterType\.(\w+)\)\s*(\w+)\s*;", body):
+            found["counters"][m.group(4)] = (_bmv2_control(m.group(1), m.group(4), name, "counter"),
+                                             m.group(2).strip(), m.group(3))
+        for m in re.finditer(NAME_ANNOTATION + r"\bmeter\(([^,]+),\s*MeterType\.(\w+)\)\s*(\w+)\s*;", body):
+            found["meters"][m.group(4)] = (_bmv2_control(m.group(1), m.group(4), name, "meter"),
+                                           m.group(2).strip(), m.group(3))
+        for m in re.finditer(NAME_ANNOTATION + r"\baction\s+(\w+)\s*\(([^)]*)\)", body):
             params = []
-            for p in filter(None, (x.strip() for x in m.group(2).split(","))):
+            for p in filter(None, (x.strip() for x in m.group(3).split(","))):
                 pm = re.fullmatch(r"bit<(\d+)>\s+(\w+)", p)
-                assert pm, f"action {m.group(1)}: cannot read parameter {p!r}"
+                assert pm, f"action {m.group(2)}: cannot read parameter {p!r}"
                 params.append((pm.group(2), int(pm.group(1))))
-            found["actions"][m.group(1)] = (name, tuple(params))
-        for m in re.finditer(r"\btable\s+(\w+)\s*\{", body):
+            found["actions"][m.group(2)] = (_bmv2_control(m.group(1), m.group(2), name, "action"), tuple(params))
+        for m in re.finditer(NAME_ANNOTATION + r"\btable\s+(\w+)\s*\{", body):
             tbody = _block(body, m.end() - 1)
             keys = tuple((k, kind) for k, kind in re.findall(r"([\w.]+)\s*:\s*(exact|lpm|ternary)\s*;",
                                                             _block(tbody, tbody.index("key"))))
             actions = tuple(re.findall(r"(\w+)\s*;", _block(tbody, tbody.index("actions"))))
             default = re.search(r"default_action\s*=\s*(\w+)\s*\(", tbody).group(1)
             size = int(re.search(r"size\s*=\s*(\d+)\s*;", tbody).group(1))
-            found["tables"][m.group(1)] = (name, keys, actions, default, size)
+            found["tables"][m.group(2)] = (_bmv2_control(m.group(1), m.group(2), name, "table"), keys, actions,
+                                           default, size)
     return found
 
 
@@ -171,6 +193,26 @@ def test_pyswitch_holds_every_declared_object():
     for name in program.METERS:
         core.control({"op": "meter_set_rates", "name": name, "index": 0, "rate_per_s": 0, "burst": 1})
     assert set(core.tables) == set(program.TABLES)
+
+
+def test_no_declaration_duplicates_v1model():
+    """p4c rejects a top-level declaration named like one of v1model.p4's (e.g. ``control Ingress``)."""
+    text = _strip_comments(P4_SOURCE.read_text())
+    declared = re.findall(r"^(?:control|parser|package|struct|header|header_union|enum|extern|action)\s+(\w+)",
+                          text, flags=re.M)
+    declared += re.findall(r"^(?:const|typedef)\s+[^=;]*?(\w+)\s*[=;]", text, flags=re.M)
+    assert "InaIngress" in declared and "InaEgress" in declared, declared
+    clash = sorted(set(declared) & V1MODEL_NAMES)
+    assert not clash, f"ina.p4 redeclares v1model.p4 names {clash}"
+
+
+def test_every_control_plane_object_is_named_for_bmv2():
+    """Each table, action, register, counter and meter has its absolute @name(".<Control>.<name>")."""
+    text = _strip_comments(P4_SOURCE.read_text())
+    for kind, pattern in (("table", r"table\s+(\w+)\s*\{"), ("action", r"action\s+(\w+)\s*\("),
+                          ("extern", r"(?:register<[^>]*>>|counter|meter)\([^;]*\)\s*(\w+)\s*;")):
+        for m in re.finditer(r"(@name\(\"[^\"]*\"\)\s*)?\b" + pattern, text):
+            assert m.group(1), f"{kind} {m.group(2)} has no @name(\".<Control>.{m.group(2)}\") annotation"
 
 
 def test_lanes_include_is_generated():

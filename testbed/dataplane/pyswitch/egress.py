@@ -76,14 +76,20 @@ class PortQueue:
         return now if need <= 0 else now + need / self.rate_bytes_per_s
 
 
+#: A reordered frame is held until the port's next frame, or this long at most: with
+#: no next frame (a sender waiting for results) holding it longer would make it a loss.
+REORDER_HOLD_S = 0.002
+
+
 class Impairment:
     def __init__(self, drop: float, duplicate: float, reorder: float, seed: int):
         self.drop, self.duplicate, self.reorder = drop, duplicate, reorder
         self.rng = random.Random(seed)
         self.held = None
+        self.held_until = 0.0
         self.dropped = self.duplicated = self.reordered = 0
 
-    def apply(self, buf):
+    def apply(self, buf, now: float):
         """Frames to send now, in order, for one frame offered."""
         rng = self.rng
         if self.drop and rng.random() < self.drop:
@@ -99,7 +105,15 @@ class Impairment:
         elif self.reorder and rng.random() < self.reorder:
             self.reordered += 1
             self.held = out.pop(0)
+            self.held_until = now + REORDER_HOLD_S
         return out
+
+    def release_due(self, now: float):
+        """The held frame once its hold time is over (else None)."""
+        if self.held is not None and now >= self.held_until:
+            frame, self.held = self.held, None
+            return frame
+        return None
 
 
 class Egress:
@@ -149,11 +163,15 @@ class Egress:
             else:
                 self._queue(queue, port, buf, now, send)
             return
-        for frame in imp.apply(buf):
-            if queue is None:
-                send(port, frame)
-            else:
-                self._queue(queue, port, frame, now, send)
+        for frame in imp.apply(buf, now):
+            self._offer(port, frame, now, send)
+
+    def _offer(self, port, frame, now, send):
+        queue = self.queues.get(port)
+        if queue is None:
+            send(port, frame)
+        else:
+            self._queue(queue, port, frame, now, send)
 
     @staticmethod
     def _queue(queue, port, frame, now, send):
@@ -167,8 +185,15 @@ class Egress:
             queue.queue.append(frame)
 
     def drain(self, now: float, send) -> float:
-        """Send what the shapers allow now; return the next time something may leave."""
+        """Send what the shapers and reorder holds allow now; return the next time something may leave."""
         earliest = float("inf")
+        for port, imp in self.impairments.items():
+            if imp.held is not None:
+                frame = imp.release_due(now)
+                if frame is not None:
+                    self._offer(port, frame, now, send)
+                else:
+                    earliest = min(earliest, imp.held_until)
         for port, queue in self.queues.items():
             if not queue.queue:
                 continue

@@ -183,10 +183,13 @@ class Ingress:
             if held_iteration < iteration:
                 stats[ST_STALE] += 1
                 held = 0
-        if not held and flags & FLAG_RETX:
-            # A retransmission finds no slot holding its tag: the others'
-            # contributions already left (aggregate or flush), so it goes on to
-            # the PS rather than starting a partial that would wait a timeout.
+        if not held and (flags & FLAG_RETX or (self.agg_seq[slot] == seq and self.agg_iteration[slot] == iteration
+                                               and self.agg_job[slot] == job)):
+            # A retransmission finds no slot holding its tag, or a contribution
+            # arrives at a free slot whose last aggregation had its very tag
+            # (release keeps the tag): its siblings already left (aggregate or
+            # flush), so it goes on to the PS rather than starting a partial
+            # that would wait a whole timeout for contributions that never come.
             stats[ST_RETX_BYPASS] += 1
             return self._bypass(buf, flags, bypass_dst)
         if not held:

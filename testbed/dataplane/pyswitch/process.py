@@ -83,7 +83,7 @@ class SwitchProcess:
         monotonic = time.monotonic
         while self.running:
             timeout = -1
-            if egress.queues:
+            if egress.queues or egress.impairments:
                 nxt = egress.drain(monotonic(), send)
                 if nxt != float("inf"):
                     timeout = max(0.0, nxt - monotonic())
