@@ -18,6 +18,8 @@ Choices:
 - The destination MAC written by every hop is the final host's MAC, so the
   frame needs no further rewrite at the last hop (switch INA addresses get
   the switch's MAC).
+- Slot release: RELEASE_ON_RESULT jobs (ATP) get an ``ina_result`` entry per
+  worker at each switch they aggregate on, so the PS's RESULT frees the slot.
 - Slots: each job gets a contiguous range at each switch it aggregates on,
   in job order; more than the switch has is a PolicyError naming the switch.
 - A switch egress is shaped by the switch itself at the link's rate (hosts
@@ -58,6 +60,7 @@ def plan(scenario, policy) -> ControlPlan:
     _parallel_link_routes(topo, graph, result)
     _allocate_slots(scenario, policy, result)
     _ina_filters(scenario, policy, result)
+    _result_releases(scenario, policy, result)
     _ports(scenario, result)
     _agents(scenario, policy, result)
     _validate(scenario, result)
@@ -172,6 +175,22 @@ def _ina_filters(scenario, policy, result):
                     ("next_fanin", jp.fanin(g, nxt)), ("next_dst", nxt_node.ip),
                     ("next_slot_base", next_base), ("next_slot_count", next_count),
                     ("bypass_dst", topo.node(jp.ps_of_submodel[g]).ip))))
+
+
+def _result_releases(scenario, policy, result):
+    """ATP's slot release: at every switch a RELEASE_ON_RESULT job aggregates on, the PS's RESULT
+    for a worker frees the slot holding its fragment as it passes (``ina_result`` -> ``ina_release``)."""
+    topo = scenario.topology
+    for job in scenario.jobs:
+        jp = policy.jobs[job.name]
+        if jp.release_mode != program.RELEASE_ON_RESULT:
+            continue
+        for sw in jp.aggregating_switches():
+            base, count = result.slot_ranges[(job.name, sw)]
+            for worker in job.workers:
+                result.switches[sw].entries.append(TableEntry(
+                    "ina_result", "ina_release", (job.job_id, topo.node(worker).ip),
+                    (("slot_base", base), ("slot_count", count), ("mcast_grp", 0))))
 
 
 def _ports(scenario, result):

@@ -43,8 +43,9 @@ _ROUTING_OPTIONS = {"paths": ("int", 1, 16), "roundings": ("int", 1, 1000), "imp
 _KRGS_OPTIONS = {"objective": ("choice", ("eq4", "eq1")), "roundings": ("int", 1, 1000), **_LP_OPTIONS}
 POLICY_OPTIONS = {
     "ps": {},
-    "atp": {"levels": ("int", 1, 2), "admission": ("choice", ("fragment", "flow"))},
-    "esa": {"levels": ("int", 1, 2), "priority": ("int", 0, 65535)},
+    "atp": {"levels": ("int", 1, 2), "admission": ("choice", ("fragment", "flow")),
+            "release": ("choice", ("result", "emit"))},
+    "esa": {"levels": ("int", 1, 2), "priority": ("int", 0, 65535), "release": ("choice", ("result", "emit"))},
     "switchml": {"pool": ("int", 1, 1 << 20)},
     "geryon": {"paths": ("int", 1, 16)},
     "lbmm": {"paths": ("int", 1, 16)},

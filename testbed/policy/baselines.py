@@ -39,10 +39,13 @@ it). Options (``policy_options.atp``):
   instead, the mirror image).
 
 Slots are hashed per fragment (``seq mod slots``) from the job's window at
-each switch. Slots are released when the aggregate leaves
-(``RELEASE_ON_EMIT``): ATP proper releases on the PS's result, which the
-data plane does not implement yet; GOAT Fig. 2's counts are the same under
-both (the simulator's fragment model implements both).
+each switch. As in ATP, a slot is released when the PS's RESULT for its
+fragment passes back through the switch (``RELEASE_ON_RESULT``; the
+controller installs the ``ina_result`` entries). ``policy_options.atp.release:
+emit`` frees it when the aggregate leaves instead (``RELEASE_ON_EMIT``), the
+rule GOAT's and GRID's examples assume for ATP; GOAT Fig. 2(b)'s asynchronous
+counts are the same under both (the simulator's fragment model implements
+both).
 
 ``esa`` (ESA, Wang et al. 2022): ATP's two-level tree and hash slots; on a
 slot collision a fragment of higher priority evicts the occupant, whose
@@ -252,8 +255,10 @@ def _atp_like(job, scenario, scheme, levels, admission="fragment"):
     else:
         first_hop, next_hop, bypass = _fragment_tree(first, second, owner)
     slots = {s: window_slots(scenario, job) for s in next_hop}
+    release = options(job, scheme).get("release", "result")
     return JobPolicy(job.name, scheme, owner, first_hop, next_hop, bypass_hop=bypass, slots=slots,
-                     release_mode=program.RELEASE_ON_EMIT, notes=notes)
+                     release_mode=program.RELEASE_ON_RESULT if release == "result" else program.RELEASE_ON_EMIT,
+                     notes=notes)
 
 
 def atp_policy(job, scenario) -> JobPolicy:

@@ -55,6 +55,7 @@ def test_quickstart_runs_end_to_end_exactly_and_cleans_up(emulation, tmp_path):
     assert summary["aggregation_exact"] is True
     assert summary["jobs"][0]["iterations_completed"] == 10
     assert summary["switches"]["s1"]["emitted"] > 0
+    assert summary["switches"]["s1"]["result_released"] > 0     # ATP: the PS's RESULT frees the slot
     assert "iteration 10/10" in proc.stderr
     assert "Total send and receive rate" in (run_dir / "iftop" / "ps.txt").read_text()
     assert_clean()

@@ -79,3 +79,14 @@ def test_multi_ps_jobs_split_submodels_among_their_servers():
     assert set(owners.values()) == {"ps", "p2"}
     ps_agents = [a for a in plan.agents if a.role == "ps"]
     assert sorted(len(a.submodels) for a in ps_agents) == [2, 2]
+
+
+def test_atp_releases_slots_on_the_ps_result():
+    scenario, policy, plan = plan_for(RACK)
+    releases = [e for e in plan.switches["s1"].entries if e.table == "ina_result"]
+    workers = {scenario.topology.node(w).ip for w in ("w1", "w2", "w3", "w4")}
+    assert {e.match[1] for e in releases} == workers
+    base, count = plan.slot_ranges[("job0", "s1")]
+    assert all(dict(e.params) == {"slot_base": base, "slot_count": count, "mcast_grp": 0} for e in releases)
+    _, _, emit_plan = plan_for(RACK, "jobs.0.policy_options={atp: {levels: 1, release: emit}}")
+    assert not [e for e in emit_plan.switches["s1"].entries if e.table == "ina_result"]

@@ -29,8 +29,9 @@ def simulate(paper, policy, *overrides):
 
 # --- GOAT Fig. 2: asynchronous arrivals, one fragment of memory per switch --------------------
 
-def test_goat_fig2_atp_with_asynchronous_arrivals_sends_7_fragments_to_the_ps_and_17_from_switches():
-    _, _, r = simulate("goat", "atp")
+@pytest.mark.parametrize("release", ["result", "emit"])
+def test_goat_fig2_atp_with_asynchronous_arrivals_sends_7_fragments_to_the_ps_and_17_from_switches(release):
+    _, _, r = simulate("goat", "atp", f"jobs.0.policy_options={{atp: {{release: {release}}}}}")
     assert r["fragment_model"] == "event"
     assert r["ps_ingress_fragments"] == 7
     assert r["switch_egress_fragments"] == 17
@@ -57,7 +58,9 @@ def test_goat_fig2_goat_sends_3_fragments_to_the_ps_and_13_from_switches():
 
 
 def test_goat_fig2_synchronous_arrivals_let_atp_aggregate_everything():
-    _, _, r = simulate("goat", "atp", "simulation.worker_start={}")
+    # With one fragment of memory and workers that do not wait for results, a slot must be freed
+    # when its aggregate leaves for in-step arrivals to aggregate fully (release on emit).
+    _, _, r = simulate("goat", "atp", "simulation.worker_start={}", "jobs.0.policy_options={atp: {release: emit}}")
     assert r["ps_ingress_fragments"] == 3          # A, B, C fully aggregated in the network
     assert r["switch_egress_fragments"] == 9       # S1, S2, S3 each emit A, B, C once
 

@@ -98,8 +98,9 @@ def test_collisions_bypass_to_the_ps():
     # One slot, four in-step workers: each fragment's contributions arrive together, so nothing collides;
     # with W2, W4 late by two fragments, fragments collide and bypass.
     one_slot = STAR.replace("switch: {slots: 64}", "switch: {slots: 1}").replace("window: 8", "window: 1")
-    assert run(one_slot, "policy=atp")["ps_ingress_fragments"] == 30
-    late = run(one_slot + "simulation: {worker_start: {w2: 2, w4: 2}}\n", "policy=atp")
+    emit = "jobs.0.policy_options={atp: {release: emit}}"
+    assert run(one_slot, "policy=atp", emit)["ps_ingress_fragments"] == 30
+    late = run(one_slot + "simulation: {worker_start: {w2: 2, w4: 2}}\n", "policy=atp", emit)
     assert late["ps_ingress_fragments"] > 30
 
 
