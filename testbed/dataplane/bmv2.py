@@ -36,7 +36,7 @@ from pathlib import Path
 
 from testbed.dataplane import program
 from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_switch_limits,
-                                       validate_entry, queue_rate_pps)
+                                       validate_entry, queue_rate_pps, check_object)
 from testbed.dataplane.runtime import SwitchRuntime
 from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes
 from testbed.errors import DataplaneError, EnvironmentMissingError
@@ -229,12 +229,7 @@ class Bmv2Runtime(SwitchRuntime):
                    program.qualified_name(decl.control, table), False)
 
     def _register(self, name: str, index=None):
-        decl = program.REGISTERS.get(name)
-        if decl is None:
-            raise DataplaneError(f"unknown register {name!r}; the program has {', '.join(sorted(program.REGISTERS))}")
-        size = program.register_size(decl, self.slots, self.lanes)
-        if index is not None and not 0 <= index < size:
-            raise DataplaneError(f"register {name}: index {index} out of range [0, {size})")
+        decl = check_object("register", name, index, self.slots, self.lanes)
         return decl, program.qualified_name(decl.control, name)
 
     def register_read(self, name: str, index: int) -> int:
@@ -254,12 +249,7 @@ class Bmv2Runtime(SwitchRuntime):
         self._call(f"register_reset {name}", self.standard.bm_register_reset, CXT, qname)
 
     def _counter(self, name: str, index=None):
-        decl = program.COUNTERS.get(name)
-        if decl is None:
-            raise DataplaneError(f"unknown counter {name!r}; the program has {', '.join(sorted(program.COUNTERS))}")
-        size = program.register_size(decl, self.slots, self.lanes)
-        if index is not None and not 0 <= index < size:
-            raise DataplaneError(f"counter {name}: index {index} out of range [0, {size})")
+        decl = check_object("counter", name, index, self.slots, self.lanes)
         return program.qualified_name(decl.control, name)
 
     def counter_read(self, name: str, index: int) -> tuple:

@@ -153,6 +153,22 @@ def check_switch_limits(entry: TableEntry, slots: int) -> None:
                              f"but not implemented, see p4/README.md)")
 
 
+def check_object(kind: str, name: str, index=None, slots: int = program.DEFAULT_SLOTS,
+                 lanes: int = DEFAULT_LANES):
+    """The declaration of register/counter ``name``, with ``index`` checked against its size.
+
+    Both runtimes call this, so a wrong name or index gets the same message on either target.
+    """
+    declared = {"register": program.REGISTERS, "counter": program.COUNTERS}[kind]
+    decl = declared.get(name)
+    if decl is None:
+        raise DataplaneError(f"unknown {kind} {name!r}; the program has {', '.join(sorted(declared))}")
+    size = program.register_size(decl, slots, lanes)
+    if index is not None and not 0 <= index < size:
+        raise DataplaneError(f"{kind} {name}: index {index} out of range [0, {size})")
+    return decl
+
+
 def check_multicast_group(group_id: int, ports) -> None:
     """Group 0 means 'no multicast' in v1model; ports must be distinct 9-bit port numbers."""
     if isinstance(group_id, bool) or not isinstance(group_id, int) or not 1 <= group_id < (1 << 16):

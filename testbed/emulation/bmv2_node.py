@@ -24,6 +24,7 @@ from testbed.dataplane import program
 from testbed.dataplane.bmv2 import Bmv2Runtime, simple_switch_argv, wait_for_thrift
 from testbed.dataplane.p4build import compile_program
 from testbed.dataplane.wire import DEFAULT_LANES
+from testbed.emulation.state import stop_process
 
 BMV2_MARKER = "simple_switch"
 THRIFT_BASE_PORT = 9090
@@ -67,11 +68,5 @@ class Bmv2SwitchNode(Switch):
         return Bmv2Runtime(self.thrift_port, switch=self.name, lanes=self.lanes, slots=self.slots)
 
     def stop(self, deleteIntfs=True):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         Switch.stop(self, deleteIntfs)

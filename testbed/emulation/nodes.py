@@ -16,6 +16,7 @@ from mininet.node import Switch
 
 from testbed.dataplane.runtime import PySwitchRuntime
 from testbed.errors import DataplaneError
+from testbed.emulation.state import stop_process
 
 PYSWITCH_MARKER = "testbed.dataplane.pyswitch.process"
 
@@ -63,13 +64,7 @@ class PySwitchNode(Switch):
             raise DataplaneError(f"{exc}; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
 
     def stop(self, deleteIntfs=True):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         if self._log is not None:
             self._log.close()
             self._log = None

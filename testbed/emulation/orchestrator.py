@@ -41,7 +41,8 @@ from testbed.emulation import background
 from testbed.emulation.events import EventLog, InjectionScheduler, htb_rate_argv
 from testbed.emulation.network import build_network, mininet_log_to, run_in, stop_network
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
-from testbed.emulation.state import RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded
+from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded,
+                                     stop_process)
 from testbed.errors import EmulationError, EnvironmentMissingError
 from testbed.metrics import counters, plots, summary as summary_mod
 from testbed.metrics.iftop import format_iftop_table, load_samples
@@ -419,15 +420,11 @@ class Run:
     def _stop_processes(self):
         procs = [p for p, _ in self.meters.values()] + [p for p, _, _ in self.agents.values()] + \
             [p for p, _, _ in self.flowgens.values()]
-        for proc in procs:
+        for proc in procs:        # signal all first, so they stop in parallel
             if proc.poll() is None:
                 proc.terminate()
         for proc in procs:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
 
     # -- results --------------------------------------------------------------------------
     def _finish(self, policy, started, wall_s, error) -> RunResult:

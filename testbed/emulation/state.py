@@ -81,6 +81,18 @@ class RunState:
         self.dir.rmdir()
 
 
+def stop_process(proc, timeout_s: float = 5.0) -> None:
+    """SIGTERM a child we started, then SIGKILL if it has not exited within ``timeout_s``."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")

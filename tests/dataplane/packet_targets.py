@@ -34,6 +34,7 @@ from support import require_emulation
 
 from testbed.dataplane.pyswitch.core import LocalRuntime, PySwitchCore
 from testbed.dataplane.runtime import PySwitchRuntime
+from testbed.emulation.state import stop_process
 
 LANES = 64
 SLOTS = 64
@@ -116,13 +117,7 @@ class RigTarget:
     def close(self):
         if self.runtime is not None:
             self.runtime.close()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.rig.close()
 
 

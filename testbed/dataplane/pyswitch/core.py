@@ -6,7 +6,8 @@ same code. ``control(request)`` is the single dispatcher of runtime verbs.
 """
 
 from testbed.dataplane import program
-from testbed.dataplane.entries import TableEntry, check_multicast_group, check_switch_limits, validate_entry
+from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_object, check_switch_limits,
+                                      validate_entry)
 from testbed.dataplane.pyswitch.egress import Egress, Impairment, PortQueue
 from testbed.dataplane.pyswitch.ingress import Ingress, TokenBucket
 from testbed.dataplane.pyswitch.tables import Table
@@ -65,13 +66,8 @@ class PySwitchCore:
         self.tables[table].clear()
 
     def _register(self, name, index=None):
-        decl = program.REGISTERS.get(name)
-        if decl is None:
-            raise DataplaneError(f"unknown register {name!r}; the program has {', '.join(sorted(program.REGISTERS))}")
-        size = program.register_size(decl, self.ingress.slots, self.ingress.lanes)
-        if index is not None and not 0 <= index < size:
-            raise DataplaneError(f"register {name}: index {index} out of range [0, {size})")
-        return decl, size
+        decl = check_object("register", name, index, self.ingress.slots, self.ingress.lanes)
+        return decl, program.register_size(decl, self.ingress.slots, self.ingress.lanes)
 
     def _op_register_read(self, name, index):
         self._register(name, index)
@@ -111,9 +107,8 @@ class PySwitchCore:
         return arrays[name]
 
     def _op_counter_read(self, name, index):
+        check_object("counter", name, index, self.ingress.slots, self.ingress.lanes)
         values = self._counter_array(name)
-        if not 0 <= index < len(values):
-            raise DataplaneError(f"counter {name}: index {index} out of range [0, {len(values)})")
         return [values[index], 0]   # (packets, bytes): the program's counters count packets
 
     def _op_counter_reset(self, name):
