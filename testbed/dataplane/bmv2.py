@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 
 from testbed.dataplane import program
-from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_switch_limits,
-                                       validate_entry, queue_rate_pps, check_object)
+from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_object, check_switch_limits,
+                                       queue_rate_pps, validate_entry)
 from testbed.dataplane.runtime import SwitchRuntime
 from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes
 from testbed.errors import DataplaneError, EnvironmentMissingError

@@ -43,7 +43,7 @@ from testbed.emulation.network import build_network, mininet_log_to, run_in, sto
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded,
                                      stop_process)
-from testbed.errors import EmulationError, EnvironmentMissingError
+from testbed.errors import EmulationError, EnvironmentMissingError, PolicyError
 from testbed.metrics import counters, plots, summary as summary_mod
 from testbed.metrics.iftop import format_iftop_table, load_samples
 from testbed.policy import compute_policy
@@ -83,6 +83,21 @@ def preflight():
         if shutil.which(binary) is None:
             raise EnvironmentMissingError(f"{binary} not found; install the Debian package {package} "
                                           f"(the README's set-up command does)")
+
+
+def check_emulable(scenario, policy):
+    """Refuse, before any network exists, what the emulation would silently run as something else.
+
+    K-of-N participation (ksgd, goat-async with K < N) needs workers that skip iterations; the
+    emulated PS aggregates every worker's gradient each iteration, so such a run would measure
+    synchronous SGD under another name.
+    """
+    for job in scenario.jobs:
+        jp = policy.jobs[job.name]
+        if jp.participants and set(jp.participants) != set(job.workers):
+            raise PolicyError(f"{jp.scheme}: job {job.name} counts {len(jp.participants)} of {len(job.workers)} "
+                              f"workers per iteration ({', '.join(jp.participants)}); the emulation aggregates "
+                              f"every worker, so evaluate this scheme with `inatb simulate`")
 
 
 def new_run_id() -> str:
@@ -189,6 +204,7 @@ class Run:
     def execute(self) -> RunResult:
         scenario = self.scenario
         policy = compute_policy(scenario)
+        check_emulable(scenario, policy)
         plan = controller.plan(scenario, policy)
         lock = RunLock()
         lock.acquire(f"scenario {scenario.name}, run {self.run_id}")

@@ -90,3 +90,15 @@ def test_atp_releases_slots_on_the_ps_result():
     assert all(dict(e.params) == {"slot_base": base, "slot_count": count, "mcast_grp": 0} for e in releases)
     _, _, emit_plan = plan_for(RACK, "jobs.0.policy_options={atp: {levels: 1, release: emit}}")
     assert not [e for e in emit_plan.switches["s1"].entries if e.table == "ina_result"]
+
+
+def test_emulation_refuses_k_of_n_participation_before_building():
+    import pytest
+
+    from testbed.emulation.orchestrator import check_emulable
+    from testbed.errors import PolicyError
+    scenario, policy, _ = plan_for(RACK, "policy=ksgd", "jobs.0.policy_options={ksgd: {k: 2}}")
+    with pytest.raises(PolicyError, match="counts 2 of 4 workers.*inatb simulate"):
+        check_emulable(scenario, policy)
+    scenario, policy, _ = plan_for(RACK, "policy=ksgd", "jobs.0.policy_options={ksgd: {k: 4}}")
+    check_emulable(scenario, policy)
