@@ -85,6 +85,25 @@ def preflight():
                                           f"(the README's set-up command does)")
 
 
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Hold SIGINT/SIGTERM until the block ends, then deliver them (main thread only)."""
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if received:
+            raise KeyboardInterrupt
+
+
 def check_emulable(scenario, policy):
     """Refuse, before any network exists, what the emulation would silently run as something else.
 
@@ -276,8 +295,7 @@ class Run:
             self.injections.begin(time.monotonic() + (self.start_epoch - time.time()))
         self._monitor()
         self.end_epoch = time.time()
-        for name, runtime in self.runtimes.items():
-            self.switch_stats[name] = runtime.counters()
+        self._collect_switch_stats()
 
     def _popen(self, host_name, argv, log_path, marker):
         host = self.network.host(host_name)
@@ -412,9 +430,23 @@ class Run:
         return any(proc.poll() is None for name, (proc, _, role) in self.flowgens.items()
                    if role == "source" and int(name[2:].split("-")[0]) in timed)
 
+    def _collect_switch_stats(self):
+        """The switches' counters, read once (on a failed run too: they say where packets went)."""
+        for name, runtime in self.runtimes.items():
+            if name not in self.switch_stats:
+                self.switch_stats[name] = runtime.counters()
+
     def _teardown(self):
-        """Stop and remove everything the run created; every step runs even if an earlier one fails."""
+        """Stop and remove everything the run created; every step runs even if an earlier one fails.
+
+        Interrupts are held off meanwhile (a second Ctrl-C must not leave half a network behind).
+        """
+        with interrupts_deferred():
+            self._teardown_steps()
+
+    def _teardown_steps(self):
         steps = [("injections", lambda: self.injections and self.injections.stop()),
+                 ("switch counters", self._collect_switch_stats),
                  ("counter sampler", lambda: self.sampler and self.sampler.stop()),
                  ("agents and meters", self._stop_processes),
                  ("switch runtimes", lambda: [r.close() for r in self.runtimes.values()]),
