@@ -109,10 +109,21 @@ def check_emulable(scenario, policy):
 
     K-of-N participation (ksgd, goat-async with K < N) needs workers that skip iterations; the
     emulated PS aggregates every worker's gradient each iteration, so such a run would measure
-    synchronous SGD under another name.
+    synchronous SGD under another name. ESA's preemption between jobs sharing a switch is not a
+    data-plane feature either.
     """
+    sharing = {}
+    for job in scenario.jobs:
+        for sw in policy.jobs[job.name].aggregating_switches():
+            sharing.setdefault(sw, []).append(job.name)
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
+        shared = [sw for sw in jp.aggregating_switches() if len(sharing[sw]) > 1]
+        if jp.scheme == "esa" and shared:
+            # ESA differs from ATP only when jobs contend for a switch's slots, and the data
+            # plane has no preemption: its collisions bypass to the PS as ATP's do.
+            raise PolicyError(f"esa: job {job.name} shares switch {shared[0]} with another job; slot preemption "
+                              f"between jobs is modelled by `inatb simulate`, not by the emulated data plane")
         if jp.participants and set(jp.participants) != set(job.workers):
             raise PolicyError(f"{jp.scheme}: job {job.name} counts {len(jp.participants)} of {len(job.workers)} "
                               f"workers per iteration ({', '.join(jp.participants)}); the emulation aggregates "

@@ -102,3 +102,23 @@ def test_emulation_refuses_k_of_n_participation_before_building():
         check_emulable(scenario, policy)
     scenario, policy, _ = plan_for(RACK, "policy=ksgd", "jobs.0.policy_options={ksgd: {k: 4}}")
     check_emulable(scenario, policy)
+
+
+def test_emulation_refuses_esa_preemption_between_jobs():
+    import pytest
+
+    from testbed.emulation.orchestrator import check_emulable
+    from testbed.errors import PolicyError
+    two_jobs = textwrap.dedent("""\
+        version: 1
+        scale: 0.0001
+        topology: {kind: explicit, switches: [s1, s2], hosts: [w1, w2, w3, w4, ps, p2],
+                   links: [[w1, s1], [w2, s1], [w3, s1], [w4, s1], [s1, s2], [ps, s2], [p2, s2]]}
+        jobs: [{workers: [w1, w2], ps: ps, policy: esa, window: 16},
+               {workers: [w3, w4], ps: p2, policy: esa, window: 16}]
+        """)
+    scenario, policy, _ = plan_for(two_jobs)
+    with pytest.raises(PolicyError, match="esa: job job0 shares switch"):
+        check_emulable(scenario, policy)
+    one_job = plan_for(RACK, "policy=esa")
+    check_emulable(one_job[0], one_job[1])
