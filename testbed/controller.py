@@ -230,11 +230,15 @@ def _agents(scenario, policy, result):
                       retransmit_timeout_s=job.retransmit_timeout_s,
                       deadline_s=scenario.run_timeout_s)
 
+        counted = set(jp.participants or job.workers)
+
         def plan_of(g, worker=None):
             ps = jp.ps_of_submodel[g]
             sp = SubmodelPlan(g, job.submodel_elements[g], fragments[g], offsets[g], ps, topo.node(ps).ip)
             if worker is not None:
-                agg = topo.node(jp.first_hop[worker][g])
+                # A worker left out of a K-of-N iteration sends straight to its PS, which discards
+                # its gradient: it must not take part in any switch's fan-in.
+                agg = topo.node(jp.first_hop[worker][g] if worker in counted else ps)
                 sp.agg_node, sp.agg_ip, sp.fanin = agg.node_id, agg.ip, jp.fanin(g, agg.name)
                 sp.slot_base, sp.slot_count = result.slot_ranges.get((job.name, agg.name), (0, 0))
             return sp
@@ -250,9 +254,11 @@ def _agents(scenario, policy, result):
             result.agents.append(AgentConfig(
                 role="worker", name=w, ip=topo.node(w).ip, worker_index=index,
                 submodels=[plan_of(g, w) for g in range(len(fragments))], compute_time_s=job.compute_time_s,
-                compute_delay=delay, window=window, **common))
+                compute_delay=delay, window=window, participant=w in counted, **common))
         workers = [(i, topo.node(w).ip) for i, w in enumerate(job.workers)]
         for ps in job.ps:
             owned = [plan_of(g) for g in range(len(fragments)) if jp.ps_of_submodel[g] == ps]
             result.agents.append(AgentConfig(role="ps", name=ps, ip=topo.node(ps).ip, submodels=owned,
-                                             workers=workers, ps_id=topo.node(ps).node_id, **common))
+                                             workers=workers, ps_id=topo.node(ps).node_id,
+                                             participants=[i for i, w in enumerate(job.workers) if w in counted],
+                                             **common))

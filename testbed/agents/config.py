@@ -40,6 +40,8 @@ class AgentConfig:
     total_fragments: int     # fragments per worker per iteration (all sub-models)
     layout: list = field(default_factory=list)    # [(elements, fragments)] of every sub-model of the job
     worker_index: int = 0    # bitmap bit of a worker
+    participant: bool = True # worker: its gradient counts (K-of-N schemes leave some out)
+    participants: list = field(default_factory=list)   # ps: indices of the workers whose gradients count
     workers: list = field(default_factory=list)   # ps: [(index, ip)] of every worker
     ps_id: int = 0           # ps: its agg_node id
     compute_time_s: float = 0.0

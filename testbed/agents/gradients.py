@@ -29,11 +29,12 @@ def worker_fragments(seed: int, job_id: int, worker_index: int, iteration: int, 
     return out
 
 
-def expected_sum(seed: int, job_id: int, workers: int, iteration: int, submodels, lanes: int,
+def expected_sum(seed: int, job_id: int, workers, iteration: int, submodels, lanes: int,
                  gradient_bound: float, scale_bits: int) -> np.ndarray:
-    """Exact int64 sum over all workers, [total fragments, lanes]."""
+    """Exact int64 sum over ``workers`` (worker indices, or a count meaning 0..count-1),
+    [total fragments, lanes]."""
     total = None
-    for w in range(workers):
+    for w in (range(workers) if isinstance(workers, int) else workers):
         frags = worker_fragments(seed, job_id, w, iteration, submodels, lanes, gradient_bound, scale_bits)
         total = frags.astype(np.int64) if total is None else total + frags
     return total

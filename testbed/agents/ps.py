@@ -10,9 +10,11 @@ bypassed fragments) by contributor bitmap:
   RESULT again to the packet's contributors (their RESULT was lost);
 - a partial overlap: drop; the senders' retransmissions will resolve it.
 
-When all workers' bits are present the sum is compared with the exact sum
-recomputed from the workers' seeds (``gradients.expected_sum``) and the
-RESULT, carrying the aggregate, goes to every worker. The iteration record
+When all (participating) workers' bits are present the sum is compared with
+the exact sum recomputed from their seeds (``gradients.expected_sum``) and
+the RESULT, carrying the aggregate, goes to every worker. K-of-N schemes
+(K-SGD, GOAT-Async) name the workers that count; the others' gradients
+reach the PS directly and are counted and discarded (``discarded_pkts``). The iteration record
 says whether every fragment was exact; a mismatch is also printed, never
 silently averaged away. Results of the previous iteration are kept to answer
 late retransmissions.
@@ -36,7 +38,10 @@ class ParameterServer:
         self.cfg = config
         self.sock = sock
         self.records = records
-        self.full_mask = (1 << config.total_workers) - 1
+        # Workers whose gradients count: all, or the K of N a K-of-N scheme chose (ksgd, goat-async).
+        participants = config.participants or range(config.total_workers)
+        self.participants = list(participants)
+        self.full_mask = sum(1 << i for i in participants)
         self.owned = {}
         for p in config.submodels:
             for k in range(p.fragments):
@@ -87,13 +92,14 @@ class ParameterServer:
     def run_iteration(self, iteration, previous_results, t_prev):
         cfg = self.cfg
         # Expected sums use the whole job's layout: seq numbering is job-wide.
-        expected = expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, iteration, cfg.layout, cfg.lanes,
+        expected = expected_sum(cfg.seed, cfg.job_id, self.participants, iteration, cfg.layout, cfg.lanes,
                                 cfg.gradient_bound, cfg.scale_bits)
         acc = {}          # seq -> int64 lanes
         bitmaps = {}      # seq -> contributors held
         results = {}      # seq -> payload bytes
         stats = dict(ingress_pkts=0, ingress_bytes=0, raw_pkts=0, aggregate_pkts=0, bypassed_pkts=0,
-                     duplicate_pkts=0, overlap_drops=0, replaced=0, stale_pkts=0, foreign_pkts=0, max_level=0)
+                     duplicate_pkts=0, overlap_drops=0, replaced=0, stale_pkts=0, foreign_pkts=0,
+                     discarded_pkts=0, max_level=0)
         exact = True
         mismatches = 0
         t_first = None
@@ -127,6 +133,9 @@ class ParameterServer:
                     continue
                 if seq not in owned:
                     stats["foreign_pkts"] += 1
+                    continue
+                if bitmap & ~self.full_mask:
+                    stats["discarded_pkts"] += 1      # a worker left out of this K-of-N iteration
                     continue
                 if t_first is None:
                     t_first = time.monotonic()

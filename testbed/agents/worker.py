@@ -10,6 +10,12 @@ flagged RETX (timeout doubled per attempt, at most 1 s; the base timeout
 adapts to 4 x the smoothed RTT, Karn's rule for samples). Communication time
 is the time from the first send to the last RESULT of the iteration.
 
+K-of-N schemes (K-SGD, GOAT-Async): a worker whose gradient does not count
+(``participant`` false) sends it straight to the PS, which discards it, and
+takes the newest model: RESULTs of later iterations are remembered, and once
+one arrives it stops waiting for its own iteration's and continues from the
+newest iteration seen.
+
 Stragglers: ``compute_delay`` adds a delay per iteration drawn from a
 distribution (normal clipped to [low, high], uniform, or fixed; GOAT §VII-C
 uses a normal with std 0.2 s clipped to [0, 1] s), from an RNG seeded by
@@ -40,6 +46,10 @@ class Worker:
         self.sock = sock
         self.records = records
         self.srtt_s = None
+        # RESULTs of later iterations, kept for when this worker gets there (a worker that fell
+        # behind finds them in its socket); the newest iteration any RESULT was for.
+        self.early_results = {}
+        self.newest_iteration = -1
         self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
         # Per fragment: (destination address, header fields that do not change).
         self.targets = []
@@ -82,15 +92,23 @@ class Worker:
             return addr, header + rows[seq].tobytes()
 
         acked = bytearray(total)
+        for seq in self.early_results.pop(iteration, ()):
+            acked[seq] = 1
+        done = sum(acked)
         sent_at = [0.0] * total
         attempts = [0] * total
         timers = []          # heap of (deadline, seq, attempt)
-        next_seq = base = done = 0
+        next_seq = base = 0
         sent_pkts = retx_pkts = sent_bytes = 0
         t_comm = time.monotonic()
         sock, sendto, recv = self.sock, self.sock.sendto, self.sock.recv
         deadline = t_comm + cfg.deadline_s
+        superseded = False
         while done < total:
+            if not cfg.participant and self.newest_iteration > iteration:
+                # Left out of this K-of-N iteration and overtaken: the model moved on; take the newest.
+                superseded = True
+                break
             now = time.monotonic()
             while base < total and acked[base]:
                 base += 1
@@ -98,6 +116,9 @@ class Worker:
             # only while seq < lowest unacknowledged + window, so fragments in flight never
             # share a slot (slot = seq mod slots, window <= slots): SwitchML's self-clocking.
             while next_seq < base + cfg.window and next_seq < total:
+                if acked[next_seq]:          # its result is already here (a worker that fell behind)
+                    next_seq += 1
+                    continue
                 addr, data = packet(next_seq, FLAG_DATA)
                 sendto(data, addr)
                 sent_pkts += 1
@@ -116,7 +137,11 @@ class Worker:
                     if len(data) < INA_HEADER_BYTES:
                         continue
                     job, flags, _, _, _, _, _, _, it, seq, _, _, _ = INA_HEADER.unpack_from(data)
-                    if job != cfg.job_id or not flags & FLAG_RESULT or it != iteration or seq >= total:
+                    if job != cfg.job_id or not flags & FLAG_RESULT or seq >= total or it < iteration:
+                        continue
+                    if it > iteration:
+                        self.early_results.setdefault(it, set()).add(seq)
+                        self.newest_iteration = max(self.newest_iteration, it)
                         continue
                     if not acked[seq]:
                         acked[seq] = 1
@@ -142,7 +167,8 @@ class Worker:
                                    f"fragments after {cfg.deadline_s:.0f}s (first missing seq "
                                    f"{acked.index(0)}); is the PS running and every switch on the path up?")
         t_end = time.monotonic()
-        return {"iteration": iteration, "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
+        return {"iteration": iteration, "participant": cfg.participant, "superseded": superseded,
+                "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
                 "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm,
                 "iteration_s": t_end - t0, "t_end": time.time(), "sent_pkts": sent_pkts, "retx_pkts": retx_pkts,
                 "sent_bytes": sent_bytes, "fragments": total,
@@ -154,7 +180,10 @@ def run(config) -> int:
         worker = Worker(config, sock, records)
         print(f"worker {config.name}: job {config.job} index {config.worker_index}, {len(worker.targets)} "
               f"fragments/iteration, window {config.window}", flush=True)
-        for iteration in range(config.iterations):
+        iteration = 0
+        while iteration < config.iterations:
             records.write(worker.run_iteration(iteration))
+            # A worker left out of K-of-N iterations continues from the newest model it has seen.
+            iteration = iteration + 1 if config.participant else max(iteration + 1, worker.newest_iteration)
         print(f"worker {config.name}: {config.iterations} iterations done", flush=True)
     return 0

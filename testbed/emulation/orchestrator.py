@@ -105,13 +105,8 @@ def interrupts_deferred():
 
 
 def check_emulable(scenario, policy):
-    """Refuse, before any network exists, what the emulation would silently run as something else.
-
-    K-of-N participation (ksgd, goat-async with K < N) needs workers that skip iterations; the
-    emulated PS aggregates every worker's gradient each iteration, so such a run would measure
-    synchronous SGD under another name. ESA's preemption between jobs sharing a switch is not a
-    data-plane feature either.
-    """
+    """Refuse, before any network exists, what the emulation would silently run as something else:
+    ESA's slot preemption between jobs sharing a switch is not a data-plane feature."""
     sharing = {}
     for job in scenario.jobs:
         for sw in policy.jobs[job.name].aggregating_switches():
@@ -124,10 +119,6 @@ def check_emulable(scenario, policy):
             # plane has no preemption: its collisions bypass to the PS as ATP's do.
             raise PolicyError(f"esa: job {job.name} shares switch {shared[0]} with another job; slot preemption "
                               f"between jobs is modelled by `inatb simulate`, not by the emulated data plane")
-        if jp.participants and set(jp.participants) != set(job.workers):
-            raise PolicyError(f"{jp.scheme}: job {job.name} counts {len(jp.participants)} of {len(job.workers)} "
-                              f"workers per iteration ({', '.join(jp.participants)}); the emulation aggregates "
-                              f"every worker, so evaluate this scheme with `inatb simulate`")
 
 
 def new_run_id() -> str:
@@ -222,6 +213,7 @@ class Run:
         self.state = None
         self.switch_stats = {}
         self.flowgens = {}   # name -> (Popen, log path, role "sink"|"source")
+        self.left_out = set()  # workers whose gradients a K-of-N scheme does not count
         self.events = None
         self.injections = None
         self.start_epoch = None
@@ -291,6 +283,7 @@ class Run:
         for name, config in plan.switches.items():
             install(config, self.runtimes[name])
         self._start_meters()
+        self.left_out = {a.name for a in plan.agents if a.role == "worker" and not a.participant}
         for agent in sorted(plan.agents, key=lambda a: a.role != "ps"):
             self._start_agent(agent.name, agent.role)
         self._wait_ready()
@@ -421,10 +414,11 @@ class Run:
         try:
             while True:
                 self._check_agents()
-                # Workers finish on their own; PSs keep answering late retransmissions until
-                # stopped; background with its own duration runs to its end.
-                if all(proc.poll() == 0 for proc, _, role in self.agents.values() if role == "worker") and \
-                        not self._background_still_due():
+                # Workers finish on their own (those left out of K-of-N iterations need not);
+                # PSs keep answering late retransmissions until stopped; background with its
+                # own duration runs to its end.
+                if all(proc.poll() == 0 for name, (proc, _, role) in self.agents.items()
+                       if role == "worker" and name not in self.left_out) and not self._background_still_due():
                     break
                 if time.monotonic() > deadline:
                     raise EmulationError(f"run exceeded run_timeout ({scenario.run_timeout_s:.0f}s); "
@@ -490,7 +484,7 @@ class Run:
         scenario = self.scenario
         run_dir = self.run_dir
         records = summary_mod.load_records(run_dir)
-        jobs = [summary_mod.job_metrics(job, records) for job in scenario.jobs]
+        jobs = [summary_mod.job_metrics(job, records, policy.jobs[job.name].participants) for job in scenario.jobs]
         samples = counters.load_counter_samples(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() \
             else []
         deltas = counters.interface_deltas(samples)

@@ -35,9 +35,11 @@ def load_records(run_dir: Path) -> dict:
     return records
 
 
-def job_metrics(job, records: dict) -> dict:
+def job_metrics(job, records: dict, participants=()) -> dict:
+    """Metrics of one job; with K-of-N participation, the workers that count define the timing."""
     ps_rows = [r for ps in job.ps for r in records.get(ps, [])]
-    worker_rows = {w: records.get(w, []) for w in job.workers}
+    counted = list(participants) or list(job.workers)
+    worker_rows = {w: records.get(w, []) for w in counted}
     completed = min((len(records.get(ps, [])) for ps in job.ps), default=0)
     per_ps_iteration = [mean(r["iteration_s"] for r in records.get(ps, [])) for ps in job.ps if records.get(ps)]
     comm = [r["comm_s"] for rows in worker_rows.values() for r in rows]
@@ -50,6 +52,8 @@ def job_metrics(job, records: dict) -> dict:
     iteration_s = max(per_ps_iteration) if per_ps_iteration else None
     return {
         "job": job.name, "policy": job.policy, "workers": len(job.workers), "ps": list(job.ps),
+        "participants": counted,
+        "discarded_packets": sum(r.get("discarded_pkts", 0) for r in ps_rows),
         "iterations": job.iterations, "iterations_completed": completed,
         "aggregation_exact": bool(ps_rows) and completed == job.iterations and all(r["exact"] for r in ps_rows),
         "mismatched_fragments": sum(r["mismatched_fragments"] for r in ps_rows),

@@ -73,3 +73,20 @@ def test_pause_and_rate_change_are_applied_logged_and_undone(emulation, tmp_path
     records = [json.loads(line) for line in (result.run_dir / "records" / "ps.jsonl").read_text().splitlines()]
     slowest = max(r["iteration_s"] for r in records)
     assert slowest >= 0.7, "the pause did not hold the iteration back"
+
+
+def test_k_of_n_straggler_left_out_does_not_hold_the_job_back(emulation, tmp_path, quiet):
+    """K-SGD with K = 3 of 4: w4, one second slower per iteration, is left out; iterations keep the
+    pace of the other three, and the PS checks the sum of exactly those three."""
+    ksgd = ["policy=ksgd", "jobs.0.iterations=20",
+            "jobs.0.policy_options={ksgd: {k: 3, intervals: {w1: 0.1s, w2: 0.1s, w3: 0.1s, w4: 1.1s}}}",
+            "stragglers={compute_delay: [{workers: [w4], distribution: fixed, value: 1s}]}"]
+    result = run_scenario(load_scenario(QUICKSTART, ksgd), out_root=tmp_path, stream=quiet)
+    job = result.summary["jobs"][0]
+    assert job["participants"] == ["w1", "w2", "w3"]
+    assert job["aggregation_exact"] and job["iterations_completed"] == 20
+    assert job["iteration_time_s"] < 0.5, job["iteration_time_s"]
+    # w4 computed and sent its gradients; the PS's exact check is against the sum of w1-w3 only,
+    # so had any of w4's gradient been summed in, aggregation_exact would be false.
+    w4 = [json.loads(line) for line in (result.run_dir / "records" / "w4.jsonl").read_text().splitlines()]
+    assert w4 and all(not r["participant"] for r in w4) and sum(r["sent_pkts"] for r in w4) > 0

@@ -92,16 +92,14 @@ def test_atp_releases_slots_on_the_ps_result():
     assert not [e for e in emit_plan.switches["s1"].entries if e.table == "ina_result"]
 
 
-def test_emulation_refuses_k_of_n_participation_before_building():
-    import pytest
-
-    from testbed.emulation.orchestrator import check_emulable
-    from testbed.errors import PolicyError
-    scenario, policy, _ = plan_for(RACK, "policy=ksgd", "jobs.0.policy_options={ksgd: {k: 2}}")
-    with pytest.raises(PolicyError, match="counts 2 of 4 workers.*inatb simulate"):
-        check_emulable(scenario, policy)
-    scenario, policy, _ = plan_for(RACK, "policy=ksgd", "jobs.0.policy_options={ksgd: {k: 4}}")
-    check_emulable(scenario, policy)
+def test_k_of_n_workers_left_out_send_to_the_ps_which_counts_only_participants():
+    scenario, policy, plan = plan_for(RACK, "policy=ksgd",
+                                      "jobs.0.policy_options={ksgd: {k: 3, intervals: {w1: 1s, w2: 1s, w3: 1s, "
+                                      "w4: 3s}}}")
+    agents = {a.name: a for a in plan.agents}
+    assert [agents[w].participant for w in ("w1", "w2", "w3", "w4")] == [True, True, True, False]
+    assert agents["w4"].submodels[0].agg_ip == scenario.topology.node("ps").ip
+    assert agents["ps"].participants == [0, 1, 2]
 
 
 def test_emulation_refuses_esa_preemption_between_jobs():
