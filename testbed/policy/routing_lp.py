@@ -289,34 +289,29 @@ def _better(new, old):
     return new[0] > old[0] * (1 + 1e-12) or (new[0] >= old[0] * (1 - 1e-12) and new[1] < old[1])
 
 
-def _best_flow_change(state: _Loads, flow, counter):
-    start = state.a.choice[flow]
+def _best_change(state: _Loads, start: int, choices: int, move, counter) -> int:
+    """The choice among ``choices`` whose single move (``move(i)``) gives the best rate; ``start`` if none."""
     best, best_i = state.rate(), start
-    for i in range(len(state.p.options[flow])):
+    for i in range(choices):
         if i == start:
             continue
-        state.move(flow, i)
+        move(i)
         trial = state.rate()
         counter[0] += 1
         if _better(trial, best):
             best, best_i = trial, i
-        state.move(flow, start)
+        move(start)
     return best_i
 
 
+def _best_flow_change(state: _Loads, flow, counter):
+    return _best_change(state, state.a.choice[flow], len(state.p.options[flow]),
+                        lambda i: state.move(flow, i), counter)
+
+
 def _best_agg_change(state: _Loads, key, counter):
-    start = state.a.agg_choice[key]
-    best, best_j = state.rate(), start
-    for j in range(len(state.p.agg_streams[key])):
-        if j == start:
-            continue
-        state.move_agg(key, j)
-        trial = state.rate()
-        counter[0] += 1
-        if _better(trial, best):
-            best, best_j = trial, j
-        state.move_agg(key, start)
-    return best_j
+    return _best_change(state, state.a.agg_choice[key], len(state.p.agg_streams[key]),
+                        lambda j: state.move_agg(key, j), counter)
 
 
 def _descend(state: _Loads, problem: RoutingProblem, counter: list, max_moves: int = 10000) -> int:
