@@ -30,14 +30,13 @@ Choices:
 
 from dataclasses import asdict, dataclass, field
 
-import networkx as nx
-
 from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.dataplane import program
 from testbed.dataplane.entries import (PortImpairment, PortShaping, SwitchConfig, TableEntry, check_switch_limits,
                                       validate_entry)
 from testbed.errors import PolicyError
 from testbed.models import fragments_per_submodel
+from testbed.topology import DefaultRoutes
 
 CAPACITY_BURST_OPS = 16
 
@@ -51,13 +50,13 @@ class ControlPlan:
 
 def plan(scenario, policy) -> ControlPlan:
     topo = scenario.topology
-    graph = topo.graph()
+    routes = DefaultRoutes(topo)
     result = ControlPlan()
     for sw in topo.switches():
         result.switches[sw.name] = SwitchConfig(sw.name, sw.node_id, lanes=scenario.switch.lanes)
-    _default_routes(topo, graph, result)
+    _default_routes(topo, routes, result)
     _policy_routes(topo, policy, result)
-    _parallel_link_routes(topo, graph, result)
+    _parallel_link_routes(topo, routes, result)
     _allocate_slots(scenario, policy, result)
     _ina_filters(scenario, policy, result)
     _result_releases(scenario, policy, result)
@@ -86,14 +85,12 @@ def _port_toward(topo, switch, neighbor, flow_key: int = 0):
     return topo.port(switch, links[flow_key % len(links)])
 
 
-def _default_routes(topo, graph, result):
-    destinations = topo.hosts() + topo.switches()
-    for dst in destinations:
-        paths = nx.single_source_shortest_path(graph, dst.name)
+def _default_routes(topo, routes, result):
+    for dst in topo.hosts() + topo.switches():
         for sw in topo.switches():
-            if sw.name == dst.name or sw.name not in paths:
+            next_node = routes.next_hop(sw.name, dst.name)
+            if next_node is None:
                 continue
-            next_node = paths[sw.name][-2]
             result.switches[sw.name].entries.append(_forward_entry(
                 "ipv4_lpm", "ipv4_forward", (f"{dst.ip}/32",), dst.mac,
                 _port_toward(topo, sw.name, next_node, dst.node_id)))
@@ -114,7 +111,7 @@ def _policy_routes(topo, policy, result):
                     _port_toward(topo, here, nxt, src.node_id + dst.node_id)))
 
 
-def _parallel_link_routes(topo, graph, result):
+def _parallel_link_routes(topo, routes, result):
     """Spread flows over parallel links by (source, destination), as ECMP hashing would.
 
     Default routes choose a parallel link by destination only, which would put
@@ -134,7 +131,7 @@ def _parallel_link_routes(topo, graph, result):
         for dst in endpoints:
             if dst.name == sw.name:
                 continue
-            next_node = nx.shortest_path(graph, sw.name, dst.name)[1]
+            next_node = routes.next_hop(sw.name, dst.name)
             if counts.get(next_node, 0) < 2:
                 continue
             for src in endpoints:

@@ -17,10 +17,11 @@ sub-model bucket, as gradient buckets do in PyTorch DDP, so tiny tensors
 """
 
 import json
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from testbed.dataplane.wire import fragments_of
 
 _DATA = Path(__file__).resolve().parent / "data" / "model_tensors.json"
 
@@ -101,4 +102,4 @@ def load_profile(name: str) -> GradientProfile:
 
 
 def fragments_per_submodel(sizes, lanes: int) -> list:
-    return [max(1, math.ceil(s / lanes)) for s in sizes]
+    return [fragments_of(s, lanes) for s in sizes]

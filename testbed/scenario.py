@@ -18,7 +18,7 @@ functions, so there is one home for every field.
 
 import copy
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -209,13 +209,6 @@ class Scenario:
     background: list = field(default_factory=list)       # BackgroundSpec
     stragglers: StragglerSpec = field(default_factory=StragglerSpec)
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
-
-    def job(self, name: str) -> JobSpec:
-        return next(j for j in self.jobs if j.name == name)
-
-    def summary_dict(self) -> dict:
-        return {"name": self.name, "seed": self.seed, "scale": self.scale, "target": self.target,
-                "jobs": [asdict(j) for j in self.jobs]}
 
 
 # --- YAML with line numbers ------------------------------------------------------
@@ -727,7 +720,6 @@ def _resolve_background(c, spec, topo, jobs):
 def _resolve_stragglers(c, spec, topo, jobs, scale):
     c.keys(spec, "stragglers", STRAGGLER_KEYS)
     workers = {w for j in jobs for w in j.workers}
-    hosts = {h.name for h in topo.hosts()}
     out = StragglerSpec()
     for i, item in enumerate(spec.get("compute_delay") or []):
         p = f"stragglers.compute_delay.{i}"

@@ -90,11 +90,41 @@ class Topology:
             raise TopologyError(f"host {host} has {len(links)} links; hosts have exactly one")
         return links[0]
 
-    def by_id(self, node_id: int) -> NodeSpec:
-        for n in self.nodes.values():
-            if n.node_id == node_id:
-                return n
-        raise KeyError(node_id)
+    def capacity_bps(self) -> dict:
+        """Rate of each direction of each link, {(a, b): bps}; of parallel links, the first's."""
+        rates = {}
+        for link in sorted(self.links, key=lambda l: l.index, reverse=True):
+            rates[(link.a, link.b)] = rates[(link.b, link.a)] = link.rate_bps
+        return rates
+
+
+class DefaultRoutes:
+    """Where default routes lead: the BFS tree toward each destination (ties by node order).
+
+    The controller installs exactly these next hops as ``ipv4_lpm`` entries;
+    the simulator and the policies read the same trees, so every stage agrees
+    on the path a packet without a policy route takes.
+    """
+
+    def __init__(self, topology: Topology):
+        self.graph = topology.graph()
+        self._trees = {}
+
+    def tree(self, dst: str) -> dict:
+        """{node: [node, ..., dst]} for every node that reaches ``dst``."""
+        tree = self._trees.get(dst)
+        if tree is None:
+            tree = self._trees[dst] = {n: list(reversed(p)) for n, p in
+                                       nx.single_source_shortest_path(self.graph, dst).items()}
+        return tree
+
+    def path(self, src: str, dst: str):
+        """Nodes from ``src`` to ``dst`` on default routes; None if unreachable."""
+        return self.tree(dst).get(src)
+
+    def next_hop(self, node: str, dst: str):
+        path = self.path(node, dst)
+        return path[1] if path is not None and len(path) > 1 else None
 
 
 class TopologyBuilder:

@@ -72,10 +72,3 @@ def format_rate(bps: float) -> str:
         if abs(bps) >= factor:
             return f"{bps / factor:.3g}{unit}"
     return f"{bps:.3g}bps"
-
-
-def format_size(nbytes: float) -> str:
-    for unit, factor in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(nbytes) >= factor:
-            return f"{nbytes / factor:.3g}{unit}"
-    return f"{nbytes:.0f}B"

@@ -10,6 +10,8 @@ zero-padded to whole fragments of ``lanes`` elements.
 
 import numpy as np
 
+from testbed.dataplane.wire import fragment
+
 
 def worker_fragments(seed: int, job_id: int, worker_index: int, iteration: int, submodels, lanes: int,
                      gradient_bound: float, scale_bits: int) -> np.ndarray:
@@ -19,14 +21,9 @@ def worker_fragments(seed: int, job_id: int, worker_index: int, iteration: int, 
     """
     rng = np.random.default_rng([seed, job_id, worker_index, iteration])
     limit = int(round(gradient_bound * (1 << scale_bits)))
-    total = sum(f for _, f in submodels)
-    out = np.zeros((total, lanes), dtype=np.int32)
-    row = 0
-    for elements, fragments in submodels:
-        flat = out[row:row + fragments].reshape(-1)
-        flat[:elements] = rng.integers(-limit, limit + 1, size=elements, dtype=np.int64).astype(np.int32)
-        row += fragments
-    return out
+    rows = [fragment(rng.integers(-limit, limit + 1, size=elements, dtype=np.int64).astype(np.int32), lanes)
+            for elements, _ in submodels]
+    return np.concatenate(rows)
 
 
 def expected_sum(seed: int, job_id: int, workers, iteration: int, submodels, lanes: int,

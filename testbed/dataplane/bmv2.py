@@ -36,7 +36,7 @@ from pathlib import Path
 
 from testbed.dataplane import program
 from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_object, check_switch_limits,
-                                       queue_rate_pps, validate_entry)
+                                       encode_value, queue_rate_pps, validate_entry)
 from testbed.dataplane.runtime import SwitchRuntime
 from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes
 from testbed.errors import DataplaneError, EnvironmentMissingError
@@ -49,17 +49,6 @@ ERROR_ENUMS = {"InvalidTableOperation": "TableOperationErrorCode",
                "InvalidRegisterOperation": "RegisterOperationErrorCode",
                "InvalidCounterOperation": "CounterOperationErrorCode",
                "InvalidMeterOperation": "MeterOperationErrorCode"}
-
-
-
-
-def encode_value(kind: str, bits: int, value) -> bytes:
-    """A key or action-data value as the bytes bmv2 expects: ceil(bits / 8) bytes, big-endian."""
-    if kind == "ip":
-        return socket.inet_aton(str(value))
-    if kind == "mac":
-        return bytes(int(part, 16) for part in str(value).split(":"))
-    return int(value).to_bytes((bits + 7) // 8, "big")
 
 
 def port_map(ports) -> str:

@@ -12,6 +12,7 @@ with the same message. :meth:`SwitchConfig.to_cli_lines` renders it as
 """
 
 import ipaddress
+import socket
 from dataclasses import asdict, dataclass, field
 
 from testbed.dataplane import program
@@ -151,6 +152,15 @@ def check_switch_limits(entry: TableEntry, slots: int) -> None:
         raise DataplaneError(f"ina_aggregate: release_mode {values['release_mode']} is not supported "
                              f"(0 = release on emit, 1 = release on RESULT; 2 = SwitchML shadow copy is declared "
                              f"but not implemented, see p4/README.md)")
+
+
+def encode_value(kind: str, bits: int, value) -> bytes:
+    """A declared key or parameter value as packet/bmv2 bytes: ceil(bits / 8) bytes, big-endian."""
+    if kind == "ip":
+        return socket.inet_aton(str(value))
+    if kind == "mac":
+        return bytes(int(part, 16) for part in str(value).split(":"))
+    return int(value).to_bytes((bits + 7) // 8, "big")
 
 
 def check_object(kind: str, name: str, index=None, slots: int = program.DEFAULT_SLOTS,

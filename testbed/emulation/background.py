@@ -29,7 +29,7 @@ def sender_rate_bps(spec, topology) -> float:
 
 
 def flowgen_configs(scenario, duration_s: float, start_epoch_s: float, out_dir) -> list:
-    """[(host, name, config dict)] for every background entry: sinks first, then sources."""
+    """[(entry index, host, name, config dict)] for every background entry: sinks first, then sources."""
     topo = scenario.topology
     sinks, sources = [], []
     for index, spec in enumerate(scenario.background):
@@ -38,13 +38,13 @@ def flowgen_configs(scenario, duration_s: float, start_epoch_s: float, out_dir) 
                            spec.receivers, seed=scenario.seed * 1000 + index)
         stop = start_epoch_s + window_s
         for host in sorted(set(spec.receivers)):
-            sinks.append((host, f"bg{index}-sink-{host}", {
+            sinks.append((index, host, f"bg{index}-sink-{host}", {
                 "role": "sink", "port": spec.port, "stop_epoch_s": stop + 30.0,
                 "output": str(out_dir / f"bg{index}-sink-{host}.jsonl")}))
         for host in spec.senders:
             mine = [{"dst": topo.node(f.receiver).ip, "port": spec.port, "start_s": f.start_s,
                      "size_bytes": f.size_bytes} for f in flows if f.sender == host]
-            sources.append((host, f"bg{index}-source-{host}", {
+            sources.append((index, host, f"bg{index}-source-{host}", {
                 "role": "source", "src": host, "start_epoch_s": start_epoch_s, "stop_epoch_s": stop,
                 "output": str(out_dir / f"bg{index}-source-{host}.jsonl"), "flows": mine}))
     return sinks + sources

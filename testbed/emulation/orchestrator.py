@@ -212,7 +212,7 @@ class Run:
         self.network = None
         self.state = None
         self.switch_stats = {}
-        self.flowgens = {}   # name -> (Popen, log path, role "sink"|"source")
+        self.flowgens = {}   # name -> (Popen, log path, role "sink"|"source", background entry index)
         self.left_out = set()  # workers whose gradients a K-of-N scheme does not count
         self.events = None
         self.injections = None
@@ -339,13 +339,13 @@ class Run:
         out_dir = self.run_dir / "background"
         out_dir.mkdir(exist_ok=True)
         configs = background.flowgen_configs(self.scenario, self.scenario.run_timeout_s, self.start_epoch, out_dir)
-        for host, name, config in configs:
+        for index, host, name, config in configs:
             path = out_dir / f"{name}.json"
             path.write_text(json.dumps(config))
             argv = [sys.executable, "-m", FLOWGEN_MARKER, str(path)]
             log = self.run_dir / "logs" / f"{name}.log"
-            self.flowgens[name] = (self._popen(host, argv, log, FLOWGEN_MARKER), log, config["role"])
-        flows = sum(len(c.get("flows", [])) for _, _, c in configs)
+            self.flowgens[name] = (self._popen(host, argv, log, FLOWGEN_MARKER), log, config["role"], index)
+        flows = sum(len(c.get("flows", [])) for _, _, _, c in configs)
         self.say(f"background: {len(configs)} flow generators, {flows} flows planned")
 
     # -- straggler injections (called from the scheduler thread) ---------------------
@@ -432,8 +432,8 @@ class Run:
 
     def _background_still_due(self):
         timed = [i for i, spec in enumerate(self.scenario.background) if spec.duration_s]
-        return any(proc.poll() is None for name, (proc, _, role) in self.flowgens.items()
-                   if role == "source" and int(name[2:].split("-")[0]) in timed)
+        return any(proc.poll() is None for proc, _, role, index in self.flowgens.values()
+                   if role == "source" and index in timed)
 
     def _collect_switch_stats(self):
         """The switches' counters, read once (on a failed run too: they say where packets went)."""
@@ -472,7 +472,7 @@ class Run:
 
     def _stop_processes(self):
         procs = [p for p, _ in self.meters.values()] + [p for p, _, _ in self.agents.values()] + \
-            [p for p, _, _ in self.flowgens.values()]
+            [p for p, _, _, _ in self.flowgens.values()]
         for proc in procs:        # signal all first, so they stop in parallel
             if proc.poll() is None:
                 proc.terminate()

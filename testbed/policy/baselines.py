@@ -99,7 +99,6 @@ are the K fastest workers by their iteration interval
 
 import math
 
-import networkx as nx
 import numpy as np
 
 from testbed.dataplane import program
@@ -110,15 +109,7 @@ from testbed.policy.common import (RATE_TOLERANCE, LoadModel, NetworkView, Strea
                                    rng_for, split_submodels, tree_loads, window_slots)
 
 __all__ = ["ps_policy", "atp_policy", "esa_policy", "switchml_policy", "geryon_policy", "lbmm_policy",
-           "ksgd_policy", "split_submodels", "shortest_path", "estimated_intervals_s"]
-
-
-def shortest_path(graph, src, dst):
-    """Kept for callers of the first skeleton: a shortest path, PolicyError when none."""
-    try:
-        return nx.shortest_path(graph, src, dst)
-    except (nx.NetworkXNoPath, nx.NodeNotFound):
-        raise PolicyError(f"no path from {src} to {dst}")
+           "ksgd_policy", "split_submodels", "estimated_intervals_s"]
 
 
 # --- ps ------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import networkx as nx
 import numpy as np
 
 from testbed.errors import PolicyError
+from testbed.topology import DefaultRoutes
 
 #: Relative tolerance for "fits" and "saturated" comparisons of rates.
 RATE_TOLERANCE = 1e-9
@@ -37,27 +38,18 @@ class NetworkView:
         self.topology = topo
         self.graph = topo.graph()
         self.simple = nx.Graph(self.graph)
-        self.capacity_bps = {}
-        for link in sorted(topo.links, key=lambda l: l.index, reverse=True):
-            self.capacity_bps[(link.a, link.b)] = link.rate_bps
-            self.capacity_bps[(link.b, link.a)] = link.rate_bps
+        self.capacity_bps = topo.capacity_bps()
         self.switch_capacity_bps = scenario.switch.aggregation_capacity_bps
-        self._trees = {}
+        self.default = DefaultRoutes(topo)
         self._k_paths = {}
 
     def is_switch(self, name: str) -> bool:
         return self.topology.nodes[name].kind == "switch"
 
-    def _tree(self, dst):
-        tree = self._trees.get(dst)
-        if tree is None:
-            tree = self._trees[dst] = nx.single_source_shortest_path(self.graph, dst)
-        return tree
-
     def default_path(self, src: str, dst: str):
         """The node list a packet from ``src`` to ``dst`` follows on default routes; None if unreachable."""
-        path = self._tree(dst).get(src)
-        return list(reversed(path)) if path is not None else None
+        path = self.default.path(src, dst)
+        return list(path) if path is not None else None
 
     def hops(self, src: str, dst: str):
         path = self.default_path(src, dst)

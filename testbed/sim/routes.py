@@ -2,15 +2,14 @@
 
 A packet at switch ``n`` with IPv4 (source, destination) takes the ``route``
 entry a policy installed for that pair at ``n`` (``JobPolicy.paths``), else
-the ``ipv4_lpm`` default: the next node on the BFS tree toward the
-destination (``controller._default_routes``; ties by node order). Sources
+the ``ipv4_lpm`` default: ``topology.DefaultRoutes``, the trees the
+controller installs. Sources
 are the original sender: a worker for raw and bypassed fragments, a switch
 for its aggregates.
 """
 
-import networkx as nx
-
 from testbed.errors import PolicyError
+from testbed.topology import DefaultRoutes
 
 
 class Routes:
@@ -24,21 +23,15 @@ class Routes:
                 for here, nxt in zip(nodes, nodes[1:]):
                     if topology.nodes[here].kind == "switch":
                         self.entries[(here, src, dst)] = nxt
-        self._trees = {}
+        self.default = DefaultRoutes(topology)
         self._walks = {}
-        self.capacity_bps = {}
-        for link in sorted(topology.links, key=lambda l: l.index, reverse=True):
-            self.capacity_bps[(link.a, link.b)] = link.rate_bps
-            self.capacity_bps[(link.b, link.a)] = link.rate_bps
+        self.capacity_bps = topology.capacity_bps()
 
     def _next_default(self, node, dst):
-        tree = self._trees.get(dst)
-        if tree is None:
-            tree = self._trees[dst] = nx.single_source_shortest_path(self.graph, dst)
-        path = tree.get(node)
-        if path is None or len(path) < 2:
+        nxt = self.default.next_hop(node, dst)
+        if nxt is None:
             raise PolicyError(f"simulate: no route from {node} to {dst}")
-        return path[-2]
+        return nxt
 
     def walk(self, src: str, dst: str, start: str = None) -> list:
         """Nodes a packet (src, dst) visits from ``start`` (default ``src``) to ``dst``, both included."""

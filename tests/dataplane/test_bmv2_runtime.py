@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.dataplane.entries import queue_rate_pps
+from testbed.dataplane.entries import encode_value, queue_rate_pps
 from testbed.dataplane.wire import ina_frame_bytes
 from bm_runtime.standard import ttypes
 
@@ -105,12 +105,12 @@ def test_missing_p4c_says_how_to_get_it(tmp_path):
 # -- value encoding -------------------------------------------------------------------------
 
 def test_encode_value_widths():
-    assert bmv2.encode_value("ip", 32, "10.0.1.2") == bytes([10, 0, 1, 2])
-    assert bmv2.encode_value("mac", 48, "02:00:00:00:00:0a") == bytes([2, 0, 0, 0, 0, 10])
-    assert bmv2.encode_value("int", 9, 3) == b"\x00\x03"
-    assert bmv2.encode_value("int", 8, 1) == b"\x01"
-    assert bmv2.encode_value("int", 16, 0xBEEF) == b"\xbe\xef"
-    assert bmv2.encode_value("int", 32, 1024) == b"\x00\x00\x04\x00"
+    assert encode_value("ip", 32, "10.0.1.2") == bytes([10, 0, 1, 2])
+    assert encode_value("mac", 48, "02:00:00:00:00:0a") == bytes([2, 0, 0, 0, 0, 10])
+    assert encode_value("int", 9, 3) == b"\x00\x03"
+    assert encode_value("int", 8, 1) == b"\x01"
+    assert encode_value("int", 16, 0xBEEF) == b"\xbe\xef"
+    assert encode_value("int", 32, 1024) == b"\x00\x00\x04\x00"
 
 
 def test_register_values_round_trip_through_i64():

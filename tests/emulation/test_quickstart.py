@@ -1,15 +1,12 @@
 """Whole runs on Mininet with the pyswitch target (root; these run in CI)."""
 
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-import pytest
 
 from testbed.emulation.orchestrator import run_scenario
 from testbed.emulation.state import RunLock

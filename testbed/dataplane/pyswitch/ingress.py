@@ -54,9 +54,10 @@ import time
 import numpy as np
 
 from testbed.dataplane import program
+from testbed.dataplane.entries import encode_value
 from testbed.dataplane.pyswitch.tables import Table
 from testbed.dataplane.wire import (FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_RESULT, FLAG_RETX,
-                                    INA_HEADER, INA_OFFSET, PAYLOAD_OFFSET)
+                                    INA_HEADER, INA_OFFSET, PAYLOAD_OFFSET, slot_index)
 
 S = program.STAT_INDICES
 ST_INA_RX, ST_AGG, ST_EMIT, ST_DUP = S["ina_rx"], S["aggregated"], S["emitted"], S["duplicate_dropped"]
@@ -117,12 +118,7 @@ class Ingress:
         """Turn declared (name, value) pairs into the tuple the fast path uses (addresses as bytes)."""
         values = []
         for decl, (_, value) in zip(program.ACTIONS[action].params, params):
-            if decl.kind == "ip":
-                values.append(bytes(int(x) for x in str(value).split(".")))
-            elif decl.kind == "mac":
-                values.append(bytes(int(x, 16) for x in str(value).split(":")))
-            else:
-                values.append(int(value))
+            values.append(encode_value(decl.kind, decl.bits, value) if decl.kind in ("ip", "mac") else int(value))
         return tuple(values)
 
     def release(self, slot: int):
@@ -228,7 +224,7 @@ class Ingress:
               next_slot_base, next_slot_count, seq):
         """Rewrite ``buf`` into the aggregate of ``slot`` toward the next level."""
         self.stats[ST_EMIT] += 1
-        next_slot = next_slot_base + (seq % next_slot_count if next_slot_count else 0)
+        next_slot = slot_index(seq, next_slot_base, next_slot_count)
         _U16.pack_into(buf, INA_OFFSET + 2, (flags & _CLEAR_RETX) | FLAG_DATA)
         if level != 255:
             buf[INA_OFFSET + 5] = level + 1
@@ -257,7 +253,7 @@ class Ingress:
         action, p = self._ina_result.lookup(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[30:34]))
         if action == "ina_release":
             slot_base, slot_count, group = p
-            slot = slot_base + seq % slot_count
+            slot = slot_index(seq, slot_base, slot_count)
             if self.agg_count[slot] and self.agg_job[slot] == job and self.agg_iteration[slot] == iteration \
                     and self.agg_seq[slot] == seq:
                 self.release(slot)

@@ -9,15 +9,8 @@ import socket
 import struct
 
 from testbed.dataplane import program
+from testbed.dataplane.entries import encode_value
 from testbed.errors import DataplaneError
-
-
-def encode_key(kind: str, bits: int, value) -> bytes:
-    if kind == "ip":
-        return socket.inet_aton(str(value))
-    if kind == "mac":
-        return bytes(int(p, 16) for p in str(value).split(":"))
-    return int(value).to_bytes((bits + 7) // 8, "big")
 
 
 class Table:
@@ -45,7 +38,7 @@ class Table:
             if plen == 32:
                 self.exact[socket.inet_aton(addr)] = entry  # /32 fast path
         else:
-            key = b"".join(encode_key(k.kind, k.bits, v) for k, v in zip(self.decl.keys, match))
+            key = b"".join(encode_value(k.kind, k.bits, v) for k, v in zip(self.decl.keys, match))
             if key in self.exact:
                 raise DataplaneError(f"table {self.decl.name}: duplicate entry for {list(match)}")
             self.exact[key] = entry
