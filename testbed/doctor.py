@@ -6,9 +6,16 @@ to get it. Names in :data:`OPTIONAL_CHECKS` are optional: the testbed runs
 without them (pyswitch replaces bmv2), so ``inatb doctor`` still exits 0.
 When p4c is present, the last check compiles p4/ina.p4 (cached by p4build),
 so a fresh VM proves its toolchain and the program together.
+
+bmv2 and p4c are reported with the version their ``--version`` prints and the
+version the project is tested with (:data:`TESTED_BMV2_VERSION`,
+:data:`TESTED_P4C_VERSION`: CI's toolchain; vagrant/provision.sh installs
+p4lang's current packages, unpinned). Another version is reported, not
+refused: it may well work.
 """
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -19,6 +26,10 @@ P4_PROGRAM = "p4/ina.p4 compiles"
 IFTOP = "iftop"
 #: Absent, these cost a feature, not the testbed.
 OPTIONAL_CHECKS = frozenset({BMV2, P4C, THRIFT, P4_PROGRAM, IFTOP})
+#: Versions the project is tested with (``simple_switch --version``, ``p4c --version``).
+TESTED_BMV2_VERSION = "1.15.5"
+TESTED_P4C_VERSION = "1.2.5.16"
+VERSION_NUMBER = re.compile(r"\d+(?:\.\d+)+")
 
 
 def _tc_qdiscs():
@@ -43,11 +54,31 @@ def _version(argv):
     return lines[0] if lines else ""
 
 
-def _binary(name, label, cost, version_flag=None):
+def version_number(version_line: str) -> str:
+    """The dotted number of a ``--version`` line: ``1.15.5-693e69e6`` -> ``1.15.5``,
+    ``p4c 1.2.5.16 (SHA: ...)`` -> ``1.2.5.16``; "" when there is none."""
+    found = VERSION_NUMBER.search(version_line or "")
+    return found.group(0) if found else ""
+
+
+def version_note(version_line: str, tested: str) -> str:
+    """The found version next to the tested one, e.g. ``version 1.15.5, tested with 1.15.5``."""
+    number = version_number(version_line)
+    if not number:
+        return f"version unknown, tested with {tested}"
+    if number == tested:
+        return f"version {number}, tested with {tested}"
+    return f"version {number}, tested with {tested}: another version may compile or behave differently"
+
+
+def _binary(name, label, cost, version_flag=None, tested=None):
+    """(label, present, detail): the path, and with ``version_flag`` the version (against ``tested``)."""
     path = shutil.which(name)
     if path is None:
-        return label, False, cost
+        return label, False, cost + (f"; tested with {tested}" if tested else "")
     version = _version([path, version_flag]) if version_flag else ""
+    if tested:
+        return label, True, f"{path} ({version_note(version, tested)})"
     return label, True, f"{path}" + (f" ({version})" if version else "")
 
 
@@ -70,9 +101,9 @@ def checks():
     yield _binary("ethtool", "ethtool", "user-space switches see bad checksums: install ethtool")
     yield _binary("iftop", IFTOP, "no cross-check of the iftop-style table: install iftop")
     yield _binary("simple_switch", BMV2, "no bmv2 target; runs use pyswitch (install p4lang-bmv2: vagrant/README.md)",
-                  "--version")
+                  "--version", TESTED_BMV2_VERSION)
     yield _binary("p4c", P4C, "ina.p4 cannot be compiled; runs use pyswitch (install p4lang-p4c: vagrant/README.md)",
-                  "--version")
+                  "--version", TESTED_P4C_VERSION)
     try:
         import bm_runtime.simple_pre_lag  # noqa: F401
         import bm_runtime.standard  # noqa: F401

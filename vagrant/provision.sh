@@ -42,6 +42,9 @@ if [ ! -s "$p4lang_key" ] || [ ! -f "$p4lang_list" ]; then
 fi
 
 echo "provision: installing p4c, bmv2 and mininet"
+# Not pinned: p4lang's repository carries only its current build, so "=VERSION" would break when it
+# moves on. The project is tested with bmv2 1.15.5 and p4c 1.2.5.16 (testbed/doctor.py's
+# TESTED_BMV2_VERSION, TESTED_P4C_VERSION); inatb doctor, below, prints the installed versions next to them.
 packages=(p4lang-p4c p4lang-bmv2 mininet python3-venv python3-pip git)
 if ! apt-get install -y -q --no-install-recommends "${packages[@]}"; then
     missing=()

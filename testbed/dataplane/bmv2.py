@@ -17,8 +17,16 @@ Design:
   sent, so both targets refuse the same mistakes with the same message; what
   bmv2 itself refuses (a duplicate entry, a full table) comes back as a
   DataplaneError naming the bmv2 error code.
-- Registers: bmv2 reports values as signed 64-bit; they are returned as the
-  unsigned value of the declared width, like pyswitch.
+- Registers cross Thrift as ``i64``. Writes send the two's-complement i64
+  of the unsigned value (``to_i64``); bmv2 masks it to the register's width,
+  so every bit<64> value, bit 63 included, reaches the pipeline. Reads do
+  not mirror that: bmv2's ``bm_register_read`` returns ``Data::get<int64_t>``,
+  which saturates, so every value >= 2^63 - 1 arrives as 2^63 - 1
+  (``I64_MAX``; no other Thrift call reads registers, and
+  ``bm_serialize_state`` leaves them out). A read is returned as the
+  unsigned value of the declared width, like pyswitch, when it is exact;
+  ``I64_MAX`` from a register wider than 63 bits is ambiguous and raises
+  DataplaneError rather than returning a wrong value (``from_i64``).
 - ``meter_set_rates``: v1model meters are two-rate three-colour; both rates
   get the same (rate, burst), so a packet is either green (aggregate) or not
   (bypass). A rate <= 0 means "no cap": a rate no packet stream reaches.
@@ -42,8 +50,10 @@ from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes
 from testbed.errors import DataplaneError, EnvironmentMissingError
 
 CXT = 0                          # bmv2 context id (one pipeline)
+I64_MAX = (1 << 63) - 1          # where bmv2 saturates a register read (Data::get<int64_t>)
 UNCAPPED_RATE_PER_S = 1e9        # "no cap" for a meter
 UNCAPPED_BURST = 1_000_000
+BMV2_LOG_SUFFIX = ".txt"         # simple_switch's logger appends it to the --log-file name
 LOG_LEVEL = "warn"               # per-packet trace logging would dominate bmv2's cost
 ERROR_ENUMS = {"InvalidTableOperation": "TableOperationErrorCode",
                "InvalidRegisterOperation": "RegisterOperationErrorCode",
@@ -63,23 +73,53 @@ def port_map(ports) -> str:
 
 
 def to_i64(value: int) -> int:
-    """An unsigned register value as Thrift's signed i64."""
+    """An unsigned register value as Thrift's signed i64 (two's complement; bmv2 masks it to the width)."""
     value = int(value)
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def from_i64(value: int, bits: int) -> int:
-    return int(value) & ((1 << bits) - 1)
+def from_i64(value: int, bits: int, what: str = "register") -> int:
+    """The unsigned value of a ``bit<bits>`` register from what ``bm_register_read`` returned.
+
+    bmv2 saturates reads at I64_MAX instead of wrapping, so I64_MAX read from a
+    register wider than 63 bits stands for any value in [2^63 - 1, 2^64): that
+    raises DataplaneError, naming the limit, rather than returning a wrong value.
+    """
+    value = int(value)
+    if value == I64_MAX and bits > 63:
+        raise DataplaneError(f"{what}: bmv2 cannot report this value exactly: its Thrift register read "
+                             f"saturates at 2^63-1, and the bit<{bits}> register holds a value in "
+                             f"[2^63-1, 2^64) (bit 63 set, or all of bits 0..62); writes of any value are exact")
+    return value & ((1 << bits) - 1)
 
 
 def simple_switch_argv(json_path, ports: dict, thrift_port: int, device_id: int, log_path,
                        binary: str = "simple_switch") -> list:
-    """``simple_switch`` for one switch: ``-i PORT@IFNAME`` per port, Thrift port, device id, log file."""
+    """``simple_switch`` for one switch: ``-i PORT@IFNAME`` per port, Thrift port, device id, log file
+    (``log_path``; bmv2 writes ``<log_path>.txt``, which ``settle_log`` moves to ``log_path``)."""
     argv = [binary, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
             "--log-file", str(log_path), "--log-level", LOG_LEVEL, "--log-flush"]
     for port, ifname in sorted(ports.items()):
         argv += ["-i", f"{int(port)}@{ifname}"]
     return argv + [str(json_path)]
+
+
+def log_written_at(log_path) -> Path:
+    """Where ``simple_switch --log-file LOG_PATH`` writes: its logger appends ``.txt`` to the name given."""
+    return Path(str(log_path) + BMV2_LOG_SUFFIX)
+
+
+def settle_log(log_path) -> None:
+    """Once simple_switch has stopped, move its log from ``<log_path>.txt`` to ``log_path``.
+
+    The project reads a switch's log at ``logs/<switch>.log`` whatever the
+    target. No ``--log-file`` argument gives that name (a stem ``s1`` becomes
+    ``s1.txt``), so the node passes ``logs/<switch>.log`` and renames on stop;
+    a run killed before its teardown leaves ``<switch>.log.txt``. Idempotent.
+    """
+    written = log_written_at(log_path)
+    if written.is_file():
+        written.replace(log_path)
 
 
 def thrift_port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -94,10 +134,10 @@ def thrift_port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def log_tails(paths, lines: int = 15) -> str:
-    """The last lines of whichever of ``paths`` exist (bmv2 may add ``.txt`` to its log file name)."""
+    """The last lines of whichever of ``paths`` exist, bmv2's ``.txt``-suffixed log file included."""
     out = []
     for path in paths:
-        for candidate in (Path(path), Path(str(path) + ".txt")):
+        for candidate in (Path(path), log_written_at(path)):
             if candidate.is_file():
                 text = candidate.read_text(errors="replace").splitlines()[-lines:]
                 out.append(f"--- {candidate}:\n" + "\n".join(text))
@@ -223,8 +263,9 @@ class Bmv2Runtime(SwitchRuntime):
 
     def register_read(self, name: str, index: int) -> int:
         decl, qname = self._register(name, index)
+        what = f"switch {self.switch}: register_read {name}[{index}]"
         return from_i64(self._call(f"register_read {name}[{index}]", self.standard.bm_register_read, CXT, qname,
-                                   index), decl.bits)
+                                   index), decl.bits, what)
 
     def register_write(self, name: str, index: int, value: int) -> None:
         decl, qname = self._register(name, index)

@@ -4,10 +4,13 @@ Like every switch node it lives in the root namespace and serves the
 switch's Mininet interfaces. ``start`` compiles the program for the run's
 lanes and slots (p4build: cached, so only the first switch of a run may
 pay for p4c) and launches ``simple_switch -i PORT@IFNAME ... --thrift-port
---device-id --log-file``. ``runtime`` waits for the Thrift port by polling;
-if the process dies first, the DataplaneError names the Thrift port it could
-not serve (and whether another process holds it) with the tail of its logs,
-the "P4 switch did not start correctly" dead end with the reason.
+--device-id --log-file logs/<switch>.log``; bmv2 writes that log as
+``<switch>.log.txt``, and ``stop`` moves it to ``logs/<switch>.log``, where
+every target's switch log is read (bmv2.settle_log). ``runtime`` waits for
+the Thrift port by polling; if the process dies first, the DataplaneError
+names the Thrift port it could not serve (and whether another process holds
+it) with the tail of its logs, the "P4 switch did not start correctly" dead
+end with the reason.
 
 Thrift ports and device ids derive from the node's dpid (the topology's
 node id): ``thrift_base + node id``, so switches of one run never share a
@@ -21,7 +24,7 @@ from pathlib import Path
 from mininet.node import Switch
 
 from testbed.dataplane import program
-from testbed.dataplane.bmv2 import Bmv2Runtime, simple_switch_argv, wait_for_thrift
+from testbed.dataplane.bmv2 import Bmv2Runtime, settle_log, simple_switch_argv, wait_for_thrift
 from testbed.dataplane.p4build import compile_program
 from testbed.dataplane.wire import DEFAULT_LANES
 from testbed.emulation.state import stop_process
@@ -39,7 +42,7 @@ class Bmv2SwitchNode(Switch):
                  run_state=None, thrift_base=THRIFT_BASE_PORT, **params):
         Switch.__init__(self, name, **params)
         self.log_dir = Path(log_dir)
-        self.log_path = self.log_dir / f"{name}.log"         # bmv2's own log (warnings and errors)
+        self.log_path = self.log_dir / f"{name}.log"         # bmv2's own log (warnings and errors), after stop
         self.out_path = self.log_dir / f"{name}.out"         # its stdout/stderr (start-up messages)
         self.lanes = lanes
         self.slots = slots
@@ -69,4 +72,5 @@ class Bmv2SwitchNode(Switch):
 
     def stop(self, deleteIntfs=True):
         stop_process(self.proc)
+        settle_log(self.log_path)
         Switch.stop(self, deleteIntfs)

@@ -1,6 +1,7 @@
 """The bmv2 target without bmv2: p4c command and cache keys, value encoding, the Thrift mapping
 (against a fake client that records calls), the simple_switch command line and start-up errors."""
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -113,10 +114,13 @@ def test_encode_value_widths():
     assert encode_value("int", 32, 1024) == b"\x00\x00\x04\x00"
 
 
-def test_register_values_round_trip_through_i64():
-    for bits, value in ((64, (1 << 64) - 1), (64, 1 << 63), (32, 0xFFFFFFFE), (16, 7)):
-        assert bmv2.from_i64(bmv2.to_i64(value), bits) == value
-    assert bmv2.to_i64((1 << 64) - 1) == -1
+def test_register_writes_are_twos_complement_reads_refuse_bmv2_saturation():
+    assert bmv2.to_i64((1 << 64) - 1) == -1 and bmv2.to_i64(1 << 63) == -(1 << 63)
+    assert bmv2.to_i64((1 << 63) - 2) == (1 << 63) - 2
+    for bits, value in ((64, (1 << 63) - 2), (32, 0xFFFFFFFE), (16, 7), (64, 0)):
+        assert bmv2.from_i64(value, bits) == value
+    with pytest.raises(DataplaneError, match=r"agg_bitmap\[3\]: .*saturates at 2\^63-1.*bit<64>"):
+        bmv2.from_i64(bmv2.I64_MAX, 64, "agg_bitmap[3]")       # what bmv2 answers for any value >= 2^63-1
 
 
 def test_port_map_and_rates():
@@ -151,7 +155,7 @@ class FakeClient:
 
 @pytest.fixture
 def fake():
-    standard = FakeClient({"bm_mt_add_entry": 7, "bm_register_read": -1,
+    standard = FakeClient({"bm_mt_add_entry": 7, "bm_register_read": 0xFFFF,
                            "bm_counter_read": ttypes.BmCounterValue(bytes=0, packets=5)})
     pre = FakeClient({"bm_mc_mgrp_create": 11, "bm_mc_node_create": 3})
     sswitch = FakeClient()
@@ -203,9 +207,13 @@ def test_bmv2_errors_become_dataplane_errors(fake):
 
 def test_registers_counters_meters_multicast_queues(fake):
     runtime, standard, pre, sswitch = fake
-    assert runtime.register_read("agg_bitmap", 3) == (1 << 64) - 1
+    assert runtime.register_read("agg_bitmap", 3) == 0xFFFF
     assert standard.calls[-1] == ("bm_register_read", (0, "Ingress.agg_bitmap", 3))
     assert runtime.register_read("agg_count", 3) == 0xFFFF
+    standard.answers["bm_register_read"] = bmv2.I64_MAX            # bmv2's saturated answer
+    with pytest.raises(DataplaneError, match=r"switch s1: register_read agg_bitmap\[3\]: .*saturates"):
+        runtime.register_read("agg_bitmap", 3)
+    assert runtime.register_read("agg_value", 3) == 0xFFFFFFFF    # narrower registers are never ambiguous
     runtime.register_write("agg_bitmap", 1, (1 << 64) - 1)
     assert standard.calls[-1] == ("bm_register_write", (0, "Ingress.agg_bitmap", 1, -1))
     runtime.register_write("ecn_threshold", 0, 20)
@@ -261,6 +269,32 @@ def test_cli_lines_name_objects_as_bmv2_does():
     assert lines[-1] == "mc_node_associate 3 1" and "mc_node_associate 7 0" in lines
 
 
+def _compiled_names():
+    """Names of tables (with their actions), registers, counters and meters in the JSON p4c writes for bmv2."""
+    import json
+    if shutil.which("p4c") is None:
+        from packet_targets import skip_bmv2_case
+        skip_bmv2_case("p4c not found")
+    config = json.loads(p4build.compile_program(64, 64).read_text())
+    tables = {t["name"]: set(t["actions"]) for pipe in config["pipelines"] for t in pipe["tables"]}
+    arrays = {kind: {a["name"] for a in config[kind]} for kind in ("register_arrays", "counter_arrays", "meter_arrays")}
+    return tables, arrays
+
+
+def test_runtime_names_are_the_names_in_the_compiled_program():
+    """Settles the naming rule of ``program.qualified_name`` against p4c's output: objects are
+    ``<Control>.<name>``; core.p4's NoAction stays ``NoAction`` (one action, shared by every table)."""
+    tables, arrays = _compiled_names()
+    for name, table in program.TABLES.items():
+        qualified = program.qualified_name(table.control, name)
+        assert qualified in tables, qualified
+        assert {program.qualified_name(table.control, a) for a in table.actions} == tables[qualified], qualified
+    assert any("NoAction" in actions for actions in tables.values())
+    for kind, declared in (("register_arrays", program.REGISTERS), ("counter_arrays", program.COUNTERS),
+                           ("meter_arrays", program.METERS)):
+        assert {program.qualified_name(d.control, n) for n, d in declared.items()} == arrays[kind], kind
+
+
 # -- simple_switch ---------------------------------------------------------------------------
 
 def test_simple_switch_argv(tmp_path):
@@ -271,6 +305,36 @@ def test_simple_switch_argv(tmp_path):
     assert argv[argv.index("--log-level") + 1] == "warn"
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "-i"] == ["1@s1-eth1", "2@s1-eth2"]
     assert argv[-1] == str(tmp_path / "ina.json")
+
+
+def test_bmv2_log_lands_at_logs_switch_log(tmp_path):
+    """simple_switch writes ``--log-file logs/s1.log`` as ``logs/s1.log.txt``; the node's stop moves it to
+    ``logs/s1.log``, where every target's switch log is read (tests/emulation/test_quickstart.py)."""
+    from collections import namedtuple
+    from types import SimpleNamespace
+    from testbed.emulation.bmv2_node import Bmv2SwitchNode
+    intf = namedtuple("Intf", "name")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    node = SimpleNamespace(ports={intf("lo"): 0, intf("s1-eth1"): 1},
+                           json_path=tmp_path / "ina.json", thrift_port=9091, device_id=1, log_path=logs / "s1.log")
+    argv = Bmv2SwitchNode.switch_argv(node)
+    assert argv[argv.index("--log-file") + 1] == str(logs / "s1.log")
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "-i"] == ["1@s1-eth1"]
+    assert bmv2.log_written_at(logs / "s1.log") == logs / "s1.log.txt"
+    (logs / "s1.log.txt").write_text("[warn] something\n")
+    stopped = object.__new__(Bmv2SwitchNode)      # no Mininet shell: only what stop touches
+    stopped.proc, stopped.log_path = None, logs / "s1.log"
+    stopped.stop(deleteIntfs=False)
+    assert sorted(p.name for p in logs.iterdir()) == ["s1.log"]
+    assert (logs / "s1.log").read_text() == "[warn] something\n"
+    stopped.stop(deleteIntfs=False)               # stopping again changes nothing
+    assert (logs / "s1.log").read_text() == "[warn] something\n"
+
+
+def test_start_up_failure_tail_reads_the_txt_log(tmp_path):
+    bmv2.log_written_at(tmp_path / "s1.log").write_text("[error] cannot open port\n")
+    assert "cannot open port" in bmv2.log_tails([tmp_path / "s1.out", tmp_path / "s1.log"])
 
 
 def test_start_up_death_names_the_port_and_log_tail(tmp_path):

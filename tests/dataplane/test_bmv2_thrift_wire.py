@@ -44,7 +44,8 @@ class Recorder:
         self.registers[(name, index)] = value
 
     def bm_register_read(self, cxt_id, name, index):
-        return self.registers.get((name, index), 0)
+        """As bmv2 answers: the stored value masked to 64 bits, saturated to the i64 range (Data::get<int64_t>)."""
+        return min(self.registers.get((name, index), 0) & ((1 << 64) - 1), (1 << 63) - 1)
 
     def bm_mc_mgrp_create(self, cxt_id, mgrp):
         self.calls.append(("mgrp", mgrp))
@@ -116,7 +117,10 @@ def test_entries_registers_multicast_and_queues_cross_the_wire(server):
                                      (("dstAddr", "02:00:00:00:00:01"), ("port", 2))))
     runtime.register_write("agg_bitmap", 5, (1 << 64) - 2)
     assert handler.registers[("Ingress.agg_bitmap", 5)] == -2
-    assert runtime.register_read("agg_bitmap", 5) == (1 << 64) - 2
+    with pytest.raises(DataplaneError, match="saturates"):
+        runtime.register_read("agg_bitmap", 5)
+    runtime.register_write("agg_bitmap", 5, (1 << 63) - 2)
+    assert runtime.register_read("agg_bitmap", 5) == (1 << 63) - 2
     runtime.mc_group_create(5, [1, 2, 3])
     assert handler.calls[-3:] == [("mgrp", 5), ("node", 5, "1110", ""), ("assoc", 5, 0)]
     runtime.set_port_shaping(3, 1e6, 32)
