@@ -18,8 +18,11 @@ def _load(args):
 
 
 def cmd_validate(args) -> int:
+    """Valid for ``inatb run``: resolves, and nothing in ``emulation_limits`` stops a run (else one line, exit 2)."""
     from testbed.budget import budget_warnings, peak_pps_per_switch
+    from testbed.scenario import require_emulable
     scenario = _load(args)
+    require_emulable(scenario)
     topo = scenario.topology
     print(f"{args.scenario}: valid ({topo.name}: {len(topo.switches())} switches "
           f"({len(topo.programmable_switches())} programmable), {len(topo.hosts())} hosts; "
@@ -53,7 +56,10 @@ def format_summary(s: dict) -> str:
                      f"{num(j['iteration_time_s'], '.3f')} s/iteration, comm {num(j['comm_time_s'], '.3f')} s, "
                      f"PS ingress {j['ps_ingress_bytes'] / 1e6:.2f} MB, "
                      f"sending rate {num(j['gradient_sending_rate_bps'] and j['gradient_sending_rate_bps'] / 1e6, '.1f')} Mb/s, "
-                     f"retransmissions {j['retransmitted_packets']}")
+                     f"retransmissions {j['retransmitted_packets']} "
+                     f"({num(j.get('retransmission_ratio') and 100 * j['retransmission_ratio'], '.1f')}%)")
+    if s.get("distorted"):
+        lines.append("  DISTORTED (an emulator artifact, not a result): " + "; ".join(s["distortion_reasons"]))
     for b in s.get("background") or []:
         lines.append(f"  background {b['distribution']}: requested load {b['requested_load']:g} "
                      f"(of {b['load_relative_to']}), offered {num(b.get('offered_load'), '.3f')}, "
@@ -147,6 +153,22 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt
 
 
+#: Commands that only read a scenario: an unexpected exception there is still reported as one line
+#: (a bug of ours, named by type and place), never a traceback; ``run`` keeps its traceback.
+READ_ONLY_COMMANDS = ("validate", "simulate")
+EXIT_INTERNAL_ERROR = 70   # EX_SOFTWARE
+
+
+def _internal_error_line(command: str, exc: BaseException) -> str:
+    from testbed.errors import one_line
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb is not None else ""
+    return one_line(f"inatb {command}: internal error{where}: {type(exc).__name__}: {exc} "
+                    f"(please report it with the scenario)")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
@@ -159,6 +181,11 @@ def main(argv=None) -> int:
         print(f"inatb {args.command}: interrupted; the network and agents were stopped and removed",
               file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - see READ_ONLY_COMMANDS (RecursionError, MemoryError included)
+        if args.command not in READ_ONLY_COMMANDS:
+            raise
+        print(_internal_error_line(args.command, exc), file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":

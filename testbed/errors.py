@@ -5,6 +5,22 @@ exit codes. Each error's ``str()`` is that one line.
 """
 
 
+#: Longest message a ScenarioError prints; values quoted from a file are cut to fit one readable line.
+MAX_MESSAGE_CHARS = 400
+
+
+def one_line(text, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` with every run of whitespace (newlines included) made one space, cut to ``limit`` chars."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
+def brief_repr(value, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for quoting user input inside a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class TestbedError(Exception):
     """Base of every error the CLI reports as a one-line message."""
 
@@ -12,15 +28,20 @@ class TestbedError(Exception):
 
 
 class ScenarioError(TestbedError):
-    """A scenario file is invalid: names the file, the field path and what was expected."""
+    """A scenario file is invalid: names the file, the field path and what was expected.
+
+    Always one line: the field and message are flattened and cut (they may quote
+    whatever the file held), so a hostile value cannot flood the terminal.
+    """
 
     exit_code = 2
 
     def __init__(self, field: str, message: str, source: str = "<scenario>", line: int = 0):
-        self.field = field
-        self.message = message
-        self.source = source
+        self.field = one_line(field, 120)
+        self.message = one_line(message)
+        self.source = one_line(source, 200)
         self.line = line
+        field, message, source = self.field, self.message, self.source
         where = f"{source}:{line}" if line else source
         super().__init__(f"{where}: {field}: {message}")
 
@@ -55,6 +76,10 @@ class EmulationError(TestbedError):
     """The emulated network or an agent failed during a run."""
 
     exit_code = 5
+
+
+class RunStalled(EmulationError):
+    """No job made progress for the stall bound; the run stopped early (see diagnosis.json)."""
 
 
 class RunLockError(TestbedError):

@@ -17,6 +17,7 @@ functions, so there is one home for every field.
 """
 
 import copy
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +25,8 @@ from pathlib import Path
 import yaml
 
 from testbed import models, topology
-from testbed.dataplane.wire import DEFAULT_LANES, MAX_WORKERS_PER_JOB, choose_scale_bits
-from testbed.errors import ScenarioError, TopologyError, UnitError
+from testbed.dataplane.wire import DEFAULT_LANES, MAX_WORKERS_PER_JOB, choose_scale_bits, fragments_of
+from testbed.errors import ScenarioError, TopologyError, UnitError, brief_repr as _brief
 from testbed.units import parse_duration_s, parse_rate_bps, parse_size_bytes
 
 SCENARIO_VERSION = 1
@@ -59,6 +60,27 @@ POLICY_OPTIONS = {
     "inart-equal": dict(_ROUTING_OPTIONS),
 }
 
+#: Names that become file and directory names under the results root (scenario and job names):
+#: no '/', NUL or '..', no hidden files, short enough for any file system.
+MAX_FILE_NAME_CHARS = 64
+FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,%d}" % (MAX_FILE_NAME_CHARS - 1))
+#: Host and switch names become Linux interface names ``<node>-eth<N>`` (IFNAMSIZ = 16): ASCII only.
+NODE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,%d}" % (topology.MAX_NAME_CHARS - 1))
+#: Sanity ceilings on quantities as written (before ``scale``); far above any paper's figure
+#: (400 Gb/s links, a 1.6 GB LSTM gradient, minutes-long runs), far below float overflow.
+MAX_RATE_BPS = 1e15
+MAX_SIZE_BYTES = 1e15
+MAX_DURATION_S = 24 * 3600.0
+MAX_SEED = 2**32 - 1
+#: Fragments one worker sends per iteration (all sub-models, after ``scale``): beyond this a
+#: gradient size is a typo, not an experiment (the LSTM of InArt at scale 1 is 6.4 million).
+MAX_FRAGMENTS_PER_ITERATION = 10_000_000
+#: Mininet shapes host interfaces with htb through TCIntf, which accepts at most 1000 Mb/s on these
+#: machines; a scaled link rate above it is valid for ``inatb simulate`` only.
+HTB_MAX_RATE_BPS = 1000e6
+#: ... and writes the rate in Mbit/s with six decimals: far below this it shapes nothing like the figure.
+HTB_MIN_RATE_BPS = 1e3
+
 # Allowed keys per section (a key not listed is an error naming the allowed ones).
 TOP_KEYS = {"version", "name", "description", "seed", "scale", "target", "run_timeout", "topology", "switch",
             "jobs", "impairments", "metrics", "background", "stragglers", "simulation"}
@@ -70,6 +92,9 @@ TOPOLOGY_KEYS = {
     "goat-testbed": {"kind", "link_rate", "programmable"},
 }
 SWITCH_KEYS = {"slots", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold"}
+#: A job's ``retransmit_timeout``: the workers' minimum RTO (Linux's TCP_RTO_MIN). Their RTO follows the
+#: measured RTT above it; a smaller floor fires while fragments still wait in a growing window's queue.
+DEFAULT_MIN_RTO = "200ms"
 JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterations", "compute_time",
             "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches",
             "submodel_elements", "policy_options", "ps_memory"}
@@ -209,50 +234,175 @@ class Scenario:
     background: list = field(default_factory=list)       # BackgroundSpec
     stragglers: StragglerSpec = field(default_factory=StragglerSpec)
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
+    lines: dict = field(default_factory=dict)              # field path -> line in ``source`` (for messages)
 
 
 # --- YAML with line numbers ------------------------------------------------------
 
+#: Limits on the YAML itself, so that no file (however built) takes long or ends in a traceback:
+#: the composer recurses once per nesting level and aliases let a small file describe an
+#: exponentially large document ("billion laughs"). Real scenarios are a few kB, < 10 levels deep and
+#: a few hundred values; 20,000 values take the pure-Python composer about a second.
+MAX_SCENARIO_BYTES = 1 << 20
+MAX_YAML_DEPTH = 64
+MAX_YAML_ALIASES = 100
+MAX_YAML_NODES = 20_000
+#: Tags a scenario may carry (explicit or resolved): plain data only, never ``!!python/...``.
+_PLAIN_TAGS = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "timestamp")}
+_SEQ_TAG, _MAP_TAG = "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
+
+
+class _YamlLimitError(yaml.YAMLError):
+    """A YAML document beyond MAX_YAML_DEPTH / MAX_YAML_ALIASES / MAX_YAML_NODES (carries its line)."""
+
+    def __init__(self, problem, mark):
+        super().__init__(problem)
+        self.problem, self.problem_mark = problem, mark
+
+
 class _LineLoader(yaml.SafeLoader):
-    pass
+    """SafeLoader whose composer counts depth, aliases and nodes (per instance) and stops at the limits."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = self._aliases = self._nodes = 0
+
+    def compose_node(self, parent, index):
+        mark = self.peek_event().start_mark
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_YAML_ALIASES:
+                raise _YamlLimitError(f"more than {MAX_YAML_ALIASES} aliases (*name)", mark)
+        self._nodes += 1
+        if self._nodes > MAX_YAML_NODES:
+            raise _YamlLimitError(f"more than {MAX_YAML_NODES:,} values", mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _YamlLimitError(f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
-def _compose_with_lines(text: str, source: str):
-    """Load YAML keeping the line of every mapping key and sequence item, by field path."""
+def _yaml_error(exc, text: str, source: str, field: str = "(file)"):
+    """A PyYAML error as one ScenarioError line: its problem and line (a ReaderError has a position)."""
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + 1 if mark else 0
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1
+        problem = f"character #x{exc.character:04x} is not allowed in YAML ({exc.reason})" \
+            if isinstance(exc.character, int) else exc.reason
+    else:
+        problem = getattr(exc, "problem", None) or str(exc)
+    return ScenarioError(field, f"not valid YAML: {problem}", source, line)
+
+
+def decode_scenario_bytes(data: bytes, source: str) -> str:
+    """The text of a scenario file: at most MAX_SCENARIO_BYTES of UTF-8 (a binary file is refused here)."""
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise ScenarioError("(file)", f"larger than {MAX_SCENARIO_BYTES // 1024} KiB; a scenario is a few kB of "
+                                      f"YAML", source)
     try:
-        node = yaml.compose(text, Loader=_LineLoader)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ScenarioError("(file)", f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                                      f"a scenario is a YAML text file", source, line)
+
+
+def _compose_with_lines(text: str, source: str, field: str = "(file)"):
+    """Load YAML keeping the line of every mapping key and sequence item, by field path.
+
+    Returns ``(document, lines)``; the document is None when the text holds no
+    value. Plain data only: other tags, non-scalar keys and anything past the
+    MAX_YAML_* limits are a ScenarioError (never a traceback or a long wait).
+    """
+    loader = None
+    try:
+        loader = _LineLoader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        return _NodeConverter(loader, source, field).convert(node, "", 0)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ScenarioError("(file)", f"not valid YAML: {getattr(exc, 'problem', exc)}", source,
-                            mark.line + 1 if mark else 0)
-    lines = {}
+        raise _yaml_error(exc, text, source, field) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
-    def convert(n, path):
-        lines.setdefault(path, n.start_mark.line + 1)
+
+class _NodeConverter:
+    """Composed YAML nodes -> plain dicts/lists/scalars, recording the line of every field path.
+
+    Aliases are expanded here, so the expanded size is counted (MAX_YAML_NODES)
+    and the depth too (an anchor may contain its own alias: ``&a [*a]``).
+    """
+
+    def __init__(self, loader, source, field):
+        self.loader, self.source, self.field = loader, source, field
+        self.lines = {}
+        self.count = 0
+
+    def fail(self, node, message, path=None):
+        """Raise at ``node``'s line; ``path`` is relative to the document (a --set value's field prefixes it)."""
+        if path and self.field != "(file)":
+            path = f"{self.field}.{path}"
+        raise ScenarioError(path or self.field, message, self.source, node.start_mark.line + 1)
+
+    def convert(self, node, path, depth):
+        return self.value(node, path, depth), self.lines
+
+    def value(self, n, path, depth):
+        self.count += 1
+        if self.count > MAX_YAML_NODES:
+            self.fail(n, f"not valid YAML: more than {MAX_YAML_NODES:,} values once aliases are expanded")
+        if depth > MAX_YAML_DEPTH:
+            self.fail(n, f"not valid YAML: nested deeper than {MAX_YAML_DEPTH} levels (an alias inside itself?)")
+        self.lines.setdefault(path, n.start_mark.line + 1)
         if isinstance(n, yaml.MappingNode):
-            out = {}
-            for key_node, value_node in n.value:
-                key = key_node.value
-                sub = f"{path}.{key}" if path else str(key)
-                lines[sub] = key_node.start_mark.line + 1
-                if key in out:
-                    raise ScenarioError(sub, "key given twice", source, key_node.start_mark.line + 1)
-                out[key] = convert(value_node, sub)
-            return out
+            return self.mapping(n, path, depth)
         if isinstance(n, yaml.SequenceNode):
-            return [convert(item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(n.value)]
-        return yaml.safe_load(yaml.serialize(n)) if n.tag != "tag:yaml.org,2002:null" else None
+            if n.tag != _SEQ_TAG:
+                self.fail(n, f"tag {n.tag} is not allowed; a scenario holds plain YAML values only", path or None)
+            return [self.value(item, f"{path}.{i}" if path else str(i), depth + 1) for i, item in enumerate(n.value)]
+        if n.tag not in _PLAIN_TAGS:
+            self.fail(n, f"tag {n.tag} is not allowed; a scenario holds plain YAML values only", path or None)
+        return self.scalar(n, path)
 
-    if node is None:
-        raise ScenarioError("(file)", "the file is empty; a scenario needs at least version, topology and jobs",
-                            source)
-    return convert(node, ""), lines
+    def scalar(self, n, path):
+        try:
+            return self.loader.construct_object(n)
+        except (ValueError, OverflowError):   # an int past Python's 4300 digits, a date like 2020-13-45
+            kind = n.tag.rsplit(":", 1)[-1]
+            self.fail(n, f"not valid YAML: cannot read {_brief(n.value)} as {kind}", path or None)
+
+    def mapping(self, n, path, depth):
+        if n.tag != _MAP_TAG:
+            self.fail(n, f"tag {n.tag} is not allowed; a scenario holds plain YAML values only", path or None)
+        out = {}
+        for key_node, value_node in n.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.fail(key_node, "a key must be a plain name, not a list or mapping", path or None)
+            key = key_node.value
+            sub = f"{path}.{key}" if path else str(key)
+            self.lines[sub] = key_node.start_mark.line + 1
+            if key in out:
+                self.fail(key_node, "key given twice", sub)
+            out[key] = self.value(value_node, sub, depth + 1)
+        return out
 
 
 # --- overrides -----------------------------------------------------------------------
 
 def apply_overrides(doc: dict, overrides) -> dict:
-    """Apply ``key=value`` strings with dotted paths; values are parsed as YAML scalars."""
+    """Apply ``key=value`` strings with dotted paths; values are YAML read as scenario files are.
+
+    A value is composed by the same safe loader as a file (plain data only, the
+    same limits), so ``!!python/...`` or an undefined alias is a one-line error.
+    A path may create missing mapping keys but never index past a list or
+    descend into a scalar.
+    """
     doc = copy.deepcopy(doc)
     for item in overrides or ():
         if "=" not in item:
@@ -260,50 +410,87 @@ def apply_overrides(doc: dict, overrides) -> dict:
                                 "<command line>")
         key, _, raw = item.partition("=")
         key = key.strip()
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        parts = key.split(".")
+        if not all(parts):
+            raise ScenarioError(f"--set {key}", "expected a dotted path such as jobs.0.policy or scale",
+                                "<command line>")
+        value = _override_value(key, raw)
         if key == "policy":
             for job in doc.get("jobs") or []:
                 if isinstance(job, dict):
                     job["policy"] = value
             continue
-        parts = key.split(".")
-        target = doc
-        for depth, part in enumerate(parts[:-1]):
-            nxt = target[int(part)] if isinstance(target, list) and part.isdigit() and int(part) < len(target) \
-                else (target.get(part) if isinstance(target, dict) else None)
-            if nxt is None:
-                if isinstance(target, dict):
-                    nxt = target[part] = {}
-                else:
-                    raise ScenarioError(f"--set {key}", f"{'.'.join(parts[:depth + 1])} does not exist",
-                                        "<command line>")
-            target = nxt
-        last = parts[-1]
-        if isinstance(target, list):
-            if not last.isdigit() or int(last) >= len(target):
-                raise ScenarioError(f"--set {key}", f"index {last} out of range", "<command line>")
-            target[int(last)] = value
-        else:
-            target[last] = value
+        _set_path(doc, key, parts, value)
     return doc
+
+
+def _override_value(key: str, raw: str):
+    if not raw.strip():
+        return ""
+    try:
+        value, _ = _compose_with_lines(raw, "<command line>", f"--set {key}")
+    except ScenarioError as exc:   # a line inside a one-line value says nothing
+        raise ScenarioError(exc.field, exc.message, "<command line>") from None
+    return value
+
+
+def _index(part: str):
+    """``part`` as a list index, or None (only ASCII digits: ``'²'.isdigit()`` is true)."""
+    return int(part) if re.fullmatch(r"[0-9]{1,9}", part) else None
+
+
+def _set_path(doc: dict, key: str, parts: list, value) -> None:
+    target = doc
+    for depth, part in enumerate(parts):
+        here = ".".join(parts[:depth + 1])
+        last = depth == len(parts) - 1
+        if isinstance(target, list):
+            index = _index(part)
+            if index is None or index >= len(target):
+                raise ScenarioError(f"--set {key}", f"{here}: index {part} out of range (the list has "
+                                                    f"{len(target)} items)", "<command line>")
+            if last:
+                target[index] = value
+            else:
+                target = target[index]
+        elif isinstance(target, dict):
+            if last:
+                target[part] = value
+            else:
+                if target.get(part) is None:
+                    target[part] = {}
+                target = target[part]
+        else:
+            parent = ".".join(parts[:depth]) or "(top level)"
+            raise ScenarioError(f"--set {key}", f"{parent} is a value ({_brief(target)}), not a mapping or list",
+                                "<command line>")
 
 
 # --- validation ------------------------------------------------------------------------
 
+def line_of(lines: dict, path: str) -> int:
+    """Line of ``path`` in its file, or of its nearest parent that has one (0 = unknown)."""
+    line = lines.get(path)
+    while line is None and "." in path:
+        path = path.rsplit(".", 1)[0]
+        line = lines.get(path)
+    return line or 0
+
+
 class _Checker:
-    """Field access with errors that name the file, line and field path."""
+    """Field access with errors that name the file, line and field path.
+
+    Numbers and quantities are finite and inside the field's range (NaN passes
+    every comparison, so it is refused first); names are checked against what
+    they become (file names, interface names).
+    """
 
     def __init__(self, source, lines):
         self.source = source
         self.lines = lines
 
     def fail(self, path, message):
-        line = self.lines.get(path)
-        probe = path
-        while line is None and "." in probe:
-            probe = probe.rsplit(".", 1)[0]
-            line = self.lines.get(probe)
-        raise ScenarioError(path, message, self.source, line or 0)
+        raise ScenarioError(path, message, self.source, line_of(self.lines, path))
 
     def keys(self, mapping, path, allowed):
         if not isinstance(mapping, dict):
@@ -315,19 +502,29 @@ class _Checker:
 
     def integer(self, value, path, low=None, high=None):
         if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(path, f"expected an integer, got {value!r}")
+            self.fail(path, f"expected an integer, got {_brief(value)}")
         if (low is not None and value < low) or (high is not None and value > high):
-            self.fail(path, f"expected an integer in [{low}, {high if high is not None else 'inf'}], got {value}")
+            shown = value if abs(value) < 10**18 else "a number of more than 18 digits"
+            self.fail(path, f"expected an integer in [{low}, {high if high is not None else 'inf'}], got {shown}")
         return value
 
     def number(self, value, path, low=None, high=None, low_open=False):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(path, f"expected a number, got {value!r}")
-        if low is not None and (value < low or (low_open and value == low)):
-            self.fail(path, f"expected a number {'>' if low_open else '>='} {low}, got {value}")
-        if high is not None and value > high:
-            self.fail(path, f"expected a number <= {high}, got {value}")
-        return float(value)
+            hint = ""
+            if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9]+[eE][-+]?[0-9]+", value.strip()):
+                hint = f" (YAML reads {value.strip()} as text; write it with a dot and a sign, e.g. 1.0e-3)"
+            self.fail(path, f"expected a number, got {_brief(value)}{hint}")
+        try:
+            number = float(value)
+        except OverflowError:
+            number = float("inf")
+        if not math.isfinite(number):
+            self.fail(path, f"expected a finite number, got {_brief(value) if isinstance(value, float) else 'inf'}")
+        if low is not None and (number < low or (low_open and number == low)):
+            self.fail(path, f"expected a number {'>' if low_open else '>='} {low}, got {number:g}")
+        if high is not None and number > high:
+            self.fail(path, f"expected a number <= {high}, got {number:g}")
+        return number
 
     def unit(self, parser, value, path):
         try:
@@ -335,9 +532,32 @@ class _Checker:
         except UnitError as exc:
             self.fail(path, str(exc))
 
+    def rate_bps(self, value, path):
+        """A rate as written (before ``scale``): > 0 and at most MAX_RATE_BPS."""
+        bps = self.unit(parse_rate_bps, value, path)
+        if not 0 < bps <= MAX_RATE_BPS:
+            self.fail(path, f"expected a rate > 0 and at most {MAX_RATE_BPS / 1e12:g}Tbps, got {_brief(value)}")
+        return bps
+
+    def size_bytes(self, value, path, allow_zero=False):
+        """A size as written (before ``scale``): > 0 (or >= 0) and at most MAX_SIZE_BYTES."""
+        nbytes = self.unit(parse_size_bytes, value, path)
+        if not (0 <= nbytes if allow_zero else 0 < nbytes) or nbytes > MAX_SIZE_BYTES:
+            self.fail(path, f"expected a size {'>=' if allow_zero else '>'} 0 and at most "
+                            f"{MAX_SIZE_BYTES / 1e12:g}TB, got {_brief(value)}")
+        return nbytes
+
+    def duration_s(self, value, path, allow_zero=True):
+        """A duration: >= 0 (or > 0) and at most MAX_DURATION_S."""
+        seconds = self.unit(parse_duration_s, value, path)
+        if not (0 <= seconds if allow_zero else 0 < seconds) or seconds > MAX_DURATION_S:
+            self.fail(path, f"expected a duration {'>=' if allow_zero else '>'} 0 and at most "
+                            f"{MAX_DURATION_S / 3600:g}h, got {_brief(value)}")
+        return seconds
+
     def choice(self, value, path, allowed):
-        if value not in allowed:
-            self.fail(path, f"expected one of {', '.join(allowed)}, got {value!r}")
+        if not isinstance(value, str) or value not in allowed:
+            self.fail(path, f"expected one of {', '.join(allowed)}, got {_brief(value)}")
         return value
 
     def names(self, value, path):
@@ -347,19 +567,59 @@ class _Checker:
             self.fail(path, "expected a host name or a non-empty list of names")
         return list(value)
 
+    def items(self, value, path, what):
+        """A list (absent or null = empty); anything else names ``what`` was expected."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail(path, f"expected a list of {what}, got {_brief(value)}")
+        return value
+
+    def link_ends(self, value, path, topo, what="[a, b] naming a link of the topology"):
+        """``[a, b]`` naming a link of ``topo`` -> (a, b)."""
+        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value)
+                and any({l.a, l.b} == set(value) for l in topo.links)):
+            self.fail(path, f"expected {what}, got {_brief(value)}")
+        return tuple(value)
+
+    def file_name(self, value, path):
+        """A name that becomes a file or directory name under the results root (see FILE_NAME)."""
+        if not isinstance(value, str) or not FILE_NAME.fullmatch(value):
+            self.fail(path, f"expected 1-{MAX_FILE_NAME_CHARS} letters, digits, '-', '_' or '.', not starting "
+                            f"with '.', got {_brief(value)}")
+        return value
+
+    def node_name(self, value, path):
+        """A host or switch name: part of Linux interface names (``<node>-eth<N>``), see NODE_NAME."""
+        if not isinstance(value, str) or not NODE_NAME.fullmatch(value):
+            self.fail(path, f"expected 1-{topology.MAX_NAME_CHARS} ASCII letters, digits or '_' starting with "
+                            f"a letter (it becomes an interface name), got {_brief(value)}")
+        return value
+
 
 def load_scenario(path, overrides=()) -> Scenario:
     path = Path(path)
     source = str(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            data = f.read(MAX_SCENARIO_BYTES + 1)
     except OSError as exc:
-        raise ScenarioError("(file)", f"cannot read: {exc.strerror}", source)
-    return parse_scenario(text, source, overrides, default_name=path.stem)
+        raise ScenarioError("(file)", f"cannot read: {exc.strerror or exc}", source)
+    text = decode_scenario_bytes(data, source)
+    return parse_scenario(text, source, overrides, default_name=_default_name(path.stem))
+
+
+def _default_name(stem: str) -> str:
+    """The file's stem made a valid scenario name (a file name need not be one)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).lstrip(".")[:MAX_FILE_NAME_CHARS]
+    return name or "scenario"
 
 
 def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_name="scenario") -> Scenario:
     doc, lines = _compose_with_lines(text, source)
+    if doc is None:
+        raise ScenarioError("(file)", "the file is empty; a scenario needs at least version, topology and jobs",
+                            source)
     if not isinstance(doc, dict):
         raise ScenarioError("(file)", "expected a mapping at the top level", source, 1)
     doc = apply_overrides(doc, overrides)
@@ -367,31 +627,43 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
     c.keys(doc, "", TOP_KEYS)
     if "version" not in doc:
         c.fail("version", f"missing; write version: {SCENARIO_VERSION}")
-    if doc["version"] != SCENARIO_VERSION:
-        c.fail("version", f"expected {SCENARIO_VERSION}, got {doc['version']!r}")
+    if doc["version"] != SCENARIO_VERSION or isinstance(doc["version"], bool):
+        c.fail("version", f"expected {SCENARIO_VERSION}, got {_brief(doc['version'])}")
     for required in ("topology", "jobs"):
         if required not in doc:
             c.fail(required, "missing (required)")
-    name = doc.get("name", default_name)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        c.fail("name", f"expected letters, digits, '-', '_' or '.', got {name!r}")
-    seed = c.integer(doc.get("seed", 1), "seed", 0)
+    name = c.file_name(doc.get("name", default_name), "name")
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        c.fail("description", f"expected text, got {_brief(description)}")
+    seed = c.integer(doc.get("seed", 1), "seed", 0, MAX_SEED)
     scale = c.number(doc.get("scale", 1.0), "scale", 0, 1, low_open=True)
     target = c.choice(doc.get("target", "auto"), "target", TARGETS)
-    run_timeout_s = c.unit(parse_duration_s, doc.get("run_timeout", "600s"), "run_timeout")
+    run_timeout_s = c.duration_s(doc.get("run_timeout", "600s"), "run_timeout", allow_zero=False)
 
     topo = _resolve_topology(c, doc["topology"], scale, seed)
-    switch = _resolve_switch(c, doc.get("switch") or {}, scale)
+    switch = _resolve_switch(c, _section(c, doc, "switch"), scale)
     jobs = _resolve_jobs(c, doc["jobs"], topo, scale, switch)
-    impairments = _resolve_impairments(c, doc.get("impairments") or [], topo)
-    metrics = _resolve_metrics(c, doc.get("metrics") or {}, topo)
-    background = _resolve_background(c, doc.get("background") or [], topo, jobs)
-    stragglers = _resolve_stragglers(c, doc.get("stragglers") or {}, topo, jobs, scale)
+    impairments = _resolve_impairments(c, c.items(doc.get("impairments"), "impairments", "impairments"), topo)
+    metrics = _resolve_metrics(c, _section(c, doc, "metrics"), topo)
+    background = _resolve_background(c, c.items(doc.get("background"), "background", "background entries"),
+                                     topo, jobs)
+    stragglers = _resolve_stragglers(c, _section(c, doc, "stragglers"), topo, jobs, scale)
     if stragglers.heterogeneous_range_bps:
         topo = topology.with_host_link_rates(topo, stragglers.heterogeneous_range_bps, seed)
-    simulation = _resolve_simulation(c, doc.get("simulation") or {}, jobs)
+    simulation = _resolve_simulation(c, _section(c, doc, "simulation"), jobs)
     return Scenario(name, source, seed, scale, target, run_timeout_s, topo, switch, jobs, impairments, metrics,
-                    doc, doc.get("description", ""), background, stragglers, simulation)
+                    doc, description, background, stragglers, simulation, lines=lines)
+
+
+def _section(c, doc, key):
+    """A top-level mapping section; absent or null is empty."""
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        c.fail(key, f"expected a mapping, got {_brief(value)}")
+    return value
 
 
 def _resolve_topology(c, spec, scale, seed):
@@ -399,10 +671,10 @@ def _resolve_topology(c, spec, scale, seed):
     if not isinstance(spec, dict):
         c.fail(path, "expected a mapping with a kind")
     kind = spec.get("kind")
-    if kind not in TOPOLOGY_KINDS:
-        c.fail(f"{path}.kind", f"unknown topology kind {kind!r}; expected one of {', '.join(TOPOLOGY_KINDS)}")
+    if not isinstance(kind, str) or kind not in TOPOLOGY_KINDS:
+        c.fail(f"{path}.kind", f"unknown topology kind {_brief(kind)}; expected one of {', '.join(TOPOLOGY_KINDS)}")
     c.keys(spec, path, TOPOLOGY_KEYS[kind])
-    rate = c.unit(parse_rate_bps, spec.get("link_rate", "100Gbps"), f"{path}.link_rate") * scale
+    rate = c.rate_bps(spec.get("link_rate", "100Gbps"), f"{path}.link_rate") * scale
     try:
         if kind == "explicit":
             topo = _explicit(c, spec, rate, scale)
@@ -412,7 +684,7 @@ def _resolve_topology(c, spec, scale, seed):
                 "dumbbell", rate, c.integer(spec.get("hosts_left", 2), f"{path}.hosts_left", 1, 64),
                 c.integer(spec.get("hosts_right", 2), f"{path}.hosts_right", 1, 64),
                 c.integer(spec.get("paths", 1), f"{path}.paths", 1, 16),
-                c.unit(parse_rate_bps, core, f"{path}.core_rate") * scale if core is not None else None)
+                c.rate_bps(core, f"{path}.core_rate") * scale if core is not None else None)
         elif kind == "leaf-spine":
             topo = topology.leaf_spine(
                 "leaf-spine", rate, c.integer(spec.get("spines", 2), f"{path}.spines", 1, 64),
@@ -432,8 +704,8 @@ def _resolve_topology(c, spec, scale, seed):
     switch_names = {s.name for s in topo.switches()}
     if isinstance(rule, list):
         for i, sw in enumerate(rule):
-            if sw not in switch_names:
-                c.fail(f"{path}.programmable.{i}", f"{sw!r} is not a switch of this topology")
+            if not isinstance(sw, str) or sw not in switch_names:
+                c.fail(f"{path}.programmable.{i}", f"{_brief(sw)} is not a switch of this topology")
     elif isinstance(rule, dict):
         c.keys(rule, f"{path}.programmable", {"fraction"})
         c.number(rule.get("fraction"), f"{path}.programmable.fraction", 0, 1, low_open=True)
@@ -445,38 +717,44 @@ def _resolve_topology(c, spec, scale, seed):
 def _explicit(c, spec, rate, scale):
     path = "topology"
     switches = []
-    for i, item in enumerate(spec.get("switches") or []):
+    for i, item in enumerate(c.items(spec.get("switches"), f"{path}.switches", "switch names")):
+        sp = f"{path}.switches.{i}"
         if isinstance(item, str):
-            switches.append((item, True))
+            switches.append((c.node_name(item, sp), True))
         elif isinstance(item, dict):
-            c.keys(item, f"{path}.switches.{i}", {"name", "programmable"})
-            switches.append((item.get("name"), bool(item.get("programmable", True))))
+            c.keys(item, sp, {"name", "programmable"})
+            programmable = item.get("programmable", True)
+            if not isinstance(programmable, bool):
+                c.fail(f"{sp}.programmable", f"expected true or false, got {_brief(programmable)}")
+            switches.append((c.node_name(item.get("name"), f"{sp}.name"), programmable))
         else:
-            c.fail(f"{path}.switches.{i}", "expected a name or {name, programmable}")
+            c.fail(sp, "expected a name or {name, programmable}")
     if not switches:
         c.fail(f"{path}.switches", "an explicit topology needs at least one switch")
     hosts = spec.get("hosts") or []
     if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts) or not hosts:
         c.fail(f"{path}.hosts", "expected a non-empty list of host names")
+    for i, h in enumerate(hosts):
+        c.node_name(h, f"{path}.hosts.{i}")
     defined = {s for s, _ in switches} | set(hosts)
     links = []
-    for i, item in enumerate(spec.get("links") or []):
+    for i, item in enumerate(c.items(spec.get("links"), f"{path}.links", "links [a, b] or [a, b, rate]")):
         lp = f"{path}.links.{i}"
         link_rate = None
         if isinstance(item, list) and len(item) in (2, 3):
             a, b = item[0], item[1]
             if len(item) == 3:
-                link_rate = c.unit(parse_rate_bps, item[2], lp) * scale
+                link_rate = c.rate_bps(item[2], lp) * scale
         elif isinstance(item, dict):
             c.keys(item, lp, {"a", "b", "rate"})
             a, b = item.get("a"), item.get("b")
             if "rate" in item:
-                link_rate = c.unit(parse_rate_bps, item["rate"], f"{lp}.rate") * scale
+                link_rate = c.rate_bps(item["rate"], f"{lp}.rate") * scale
         else:
             c.fail(lp, "expected [a, b], [a, b, rate] or {a, b, rate}")
         for end in (a, b):
-            if end not in defined:
-                c.fail(lp, f"node {end!r} is not defined in topology.switches or topology.hosts")
+            if not isinstance(end, str) or end not in defined:
+                c.fail(lp, f"node {_brief(end)} is not defined in topology.switches or topology.hosts")
         links.append((a, b, link_rate))
     return topology.explicit("explicit", rate, switches, hosts, links)
 
@@ -487,10 +765,12 @@ def _resolve_switch(c, spec, scale):
     s.slots = c.integer(spec.get("slots", s.slots), "switch.slots", 1, 1 << 20)
     s.lanes = c.integer(spec.get("lanes", s.lanes), "switch.lanes", 1, 255)
     if "aggregation_capacity" in spec:
-        s.aggregation_capacity_bps = c.unit(parse_rate_bps, spec["aggregation_capacity"],
-                                            "switch.aggregation_capacity") * scale
+        s.aggregation_capacity_bps = c.rate_bps(spec["aggregation_capacity"], "switch.aggregation_capacity") * scale
     s.queue_depth_pkts = c.integer(spec.get("queue_depth", s.queue_depth_pkts), "switch.queue_depth", 1, 100000)
-    s.ecn_threshold_pkts = c.integer(spec.get("ecn_threshold", 0), "switch.ecn_threshold", 0, 100000)
+    # Default: a quarter of the queue, so congestion-controlled senders (transport atp) slow down
+    # well before the queue tail-drops (DCTCP's rule of thumb); 0 turns marking off.
+    s.ecn_threshold_pkts = c.integer(spec.get("ecn_threshold", max(1, s.queue_depth_pkts // 4)),
+                                     "switch.ecn_threshold", 0, 100000)
     return s
 
 
@@ -506,13 +786,13 @@ def _resolve_jobs(c, spec, topo, scale, switch):
         for required in ("workers", "ps"):
             if required not in job:
                 c.fail(f"{p}.{required}", "missing (required)")
-        name = job.get("name", f"job{i}")
+        name = c.file_name(job.get("name", f"job{i}"), f"{p}.name")
         workers = c.names(job["workers"], f"{p}.workers")
         ps = c.names(job["ps"], f"{p}.ps")
         for role, names in (("workers", workers), ("ps", ps)):
             for k, h in enumerate(names):
                 if h not in hosts:
-                    c.fail(f"{p}.{role}.{k}", f"host {h!r} is not defined in the topology "
+                    c.fail(f"{p}.{role}.{k}", f"host {_brief(h)} is not defined in the topology "
                                               f"(hosts: {', '.join(sorted(hosts)[:12])}{' ...' if len(hosts) > 12 else ''})")
                 if h in used:
                     c.fail(f"{p}.{role}.{k}", f"host {h!r} already serves {used[h]}")
@@ -520,21 +800,22 @@ def _resolve_jobs(c, spec, topo, scale, switch):
         if len(workers) > MAX_WORKERS_PER_JOB:
             c.fail(f"{p}.workers", f"{len(workers)} workers; the INA bitmap holds at most {MAX_WORKERS_PER_JOB}")
         policy = job.get("policy", "ps")
-        if policy not in POLICIES:
-            c.fail(f"{p}.policy", f"unknown policy {policy!r}; expected one of {', '.join(POLICIES)}")
+        if not isinstance(policy, str) or policy not in POLICIES:
+            c.fail(f"{p}.policy", f"unknown policy {_brief(policy)}; expected one of {', '.join(POLICIES)}")
         if "submodel_elements" in job:
             model_name, elements = _explicit_submodels(c, job, p, scale)
             submodels = len(elements)
         else:
-            model = str(job.get("model", "resnet18"))
+            model = job.get("model", "resnet18")
             try:
-                profile = models.load_profile(model)
+                profile = models.load_profile(model) if isinstance(model, str) else None
             except KeyError:
+                profile = None
+            if profile is None:
                 c.fail(f"{p}.model",
-                       f"unknown model {model!r}; expected one of {', '.join(models.available_models())}")
+                       f"unknown model {_brief(model)}; expected one of {', '.join(models.available_models())}")
             if "gradient_size" in job:
-                profile = profile.with_gradient_bytes(c.unit(parse_size_bytes, job["gradient_size"],
-                                                             f"{p}.gradient_size"))
+                profile = profile.with_gradient_bytes(c.size_bytes(job["gradient_size"], f"{p}.gradient_size"))
             profile = profile.scaled(scale)
             submodels = c.integer(job.get("submodels", 4), f"{p}.submodels", 1, 65535)
             model_name, elements = profile.name, profile.partition(submodels)
@@ -542,16 +823,17 @@ def _resolve_jobs(c, spec, topo, scale, switch):
             c.fail(f"{p}.submodels", "too many sub-models")
         if len(ps) > submodels:
             c.fail(f"{p}.ps", f"{len(ps)} parameter servers but only {submodels} sub-models to share among them")
+        _check_fragments(c, job, p, elements, switch.lanes)
         bound = c.number(job.get("gradient_bound", 1.0), f"{p}.gradient_bound", 0, low_open=True)
         try:
             scale_bits = choose_scale_bits(len(workers), bound)
         except ValueError as exc:
             c.fail(f"{p}.gradient_bound", str(exc))
-        agg_switches = job.get("aggregation_switches") or []
+        agg_switches = c.items(job.get("aggregation_switches"), f"{p}.aggregation_switches", "switch names")
         for k, sw in enumerate(agg_switches):
-            node = topo.nodes.get(sw)
+            node = topo.nodes.get(sw) if isinstance(sw, str) else None
             if node is None or node.kind != "switch":
-                c.fail(f"{p}.aggregation_switches.{k}", f"{sw!r} is not a switch of this topology")
+                c.fail(f"{p}.aggregation_switches.{k}", f"{_brief(sw)} is not a switch of this topology")
             if not node.programmable:
                 c.fail(f"{p}.aggregation_switches.{k}",
                        f"switch {sw!r} is not programmable; aggregation needs a programmable switch "
@@ -563,14 +845,14 @@ def _resolve_jobs(c, spec, topo, scale, switch):
             name=name, job_id=i + 1, model=model_name, gradient_bytes=4 * sum(elements),
             submodel_elements=elements, workers=workers, ps=ps, policy=policy,
             iterations=c.integer(job.get("iterations", 10), f"{p}.iterations", 1, 10**6),
-            compute_time_s=c.unit(parse_duration_s, job.get("compute_time", "0s"), f"{p}.compute_time"),
+            compute_time_s=c.duration_s(job.get("compute_time", "0s"), f"{p}.compute_time"),
             window=window, gradient_bound=bound, scale_bits=scale_bits,
-            retransmit_timeout_s=c.unit(parse_duration_s, job.get("retransmit_timeout", "50ms"),
-                                        f"{p}.retransmit_timeout"),
+            retransmit_timeout_s=c.duration_s(job.get("retransmit_timeout", DEFAULT_MIN_RTO), f"{p}.retransmit_timeout",
+                                              allow_zero=False),
             aggregation_switches=list(agg_switches),
             policy_options=_resolve_policy_options(c, job.get("policy_options") or {}, f"{p}.policy_options",
                                                    workers),
-            ps_memory_bytes=c.unit(parse_size_bytes, job["ps_memory"], f"{p}.ps_memory") * scale
+            ps_memory_bytes=c.size_bytes(job["ps_memory"], f"{p}.ps_memory", allow_zero=True) * scale
             if "ps_memory" in job else 0.0))
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
@@ -590,8 +872,21 @@ def _explicit_submodels(c, job, p, scale):
     spec = job["submodel_elements"]
     if not isinstance(spec, list) or not spec:
         c.fail(f"{p}.submodel_elements", "expected a non-empty list of element counts, e.g. [64, 64, 64]")
-    elements = [max(1, round(c.integer(n, f"{p}.submodel_elements.{k}", 1) * scale)) for k, n in enumerate(spec)]
-    return str(job.get("model", "custom")), elements
+    elements = [max(1, round(c.integer(n, f"{p}.submodel_elements.{k}", 1, int(MAX_SIZE_BYTES) // 4) * scale))
+                for k, n in enumerate(spec)]
+    model = job.get("model", "custom")
+    if not isinstance(model, str):
+        c.fail(f"{p}.model", f"expected a label (text), got {_brief(model)}")
+    return model, elements
+
+
+def _check_fragments(c, job, p, elements, lanes):
+    """Refuse a gradient whose fragments per worker per iteration exceed MAX_FRAGMENTS_PER_ITERATION."""
+    fragments = sum(fragments_of(n, lanes) for n in elements)
+    if fragments > MAX_FRAGMENTS_PER_ITERATION:
+        field = next((k for k in ("gradient_size", "submodel_elements", "model") if k in job), "model")
+        c.fail(f"{p}.{field}", f"{fragments:,} fragments of {lanes} lanes per worker per iteration after scale; "
+                               f"at most {MAX_FRAGMENTS_PER_ITERATION:,} (lower the size or scale)")
 
 
 def _resolve_policy_options(c, spec, path, workers):
@@ -618,10 +913,10 @@ def _resolve_policy_options(c, spec, path, workers):
             elif kind[0] == "choice":
                 out[key] = c.choice(value, kp, kind[1])
             elif kind[0] == "duration":
-                out[f"{key}_s"] = c.unit(parse_duration_s, value, kp)
+                out[f"{key}_s"] = c.duration_s(value, kp, allow_zero=False)
             else:  # worker_durations
                 c.keys(value, kp, set(workers))
-                out[f"{key}_s"] = {w: c.unit(parse_duration_s, d, f"{kp}.{w}") for w, d in value.items()}
+                out[f"{key}_s"] = {w: c.duration_s(d, f"{kp}.{w}", allow_zero=False) for w, d in value.items()}
         resolved[scheme] = out
     return resolved
 
@@ -632,7 +927,7 @@ def _resolve_simulation(c, spec, jobs):
     workers = {w for j in jobs for w in j.workers}
     starts = spec.get("worker_start") or {}
     c.keys(starts, "simulation.worker_start", workers)
-    s.worker_start_fragments = {w: c.integer(v, f"simulation.worker_start.{w}", 0, 1 << 30)
+    s.worker_start_fragments = {w: c.integer(v, f"simulation.worker_start.{w}", 0, MAX_FRAGMENTS_PER_ITERATION)
                                 for w, v in starts.items()}
     s.max_fragment_events = c.integer(spec.get("max_fragment_events", s.max_fragment_events),
                                       "simulation.max_fragment_events", 0, 1 << 40)
@@ -640,8 +935,6 @@ def _resolve_simulation(c, spec, jobs):
 
 
 def _resolve_impairments(c, spec, topo):
-    if not isinstance(spec, list):
-        c.fail("impairments", "expected a list of {link: [a, b] or all, drop, duplicate, reorder}")
     out = []
     for i, item in enumerate(spec):
         p = f"impairments.{i}"
@@ -650,7 +943,7 @@ def _resolve_impairments(c, spec, topo):
         if link == "all":
             ends = ("*", "*")
         else:
-            if not (isinstance(link, list) and len(link) == 2):
+            if not (isinstance(link, list) and len(link) == 2 and all(isinstance(n, str) for n in link)):
                 c.fail(f"{p}.link", "expected [a, b] naming a link, or all")
             if not any({l.a, l.b} == set(link) for l in topo.links):
                 c.fail(f"{p}.link", f"no link between {link[0]!r} and {link[1]!r} in the topology")
@@ -665,19 +958,18 @@ def _resolve_impairments(c, spec, topo):
 def _resolve_metrics(c, spec, topo):
     c.keys(spec, "metrics", METRICS_KEYS)
     m = MetricsSettings()
-    m.sample_interval_s = c.unit(parse_duration_s, spec.get("sample_interval", "0.5s"), "metrics.sample_interval")
+    m.sample_interval_s = c.duration_s(spec.get("sample_interval", "0.5s"), "metrics.sample_interval",
+                                       allow_zero=False)
     hosts = {h.name for h in topo.hosts()}
-    for i, h in enumerate(spec.get("iftop_interfaces") or []):
-        if h not in hosts:
-            c.fail(f"metrics.iftop_interfaces.{i}", f"host {h!r} is not defined in the topology")
+    for i, h in enumerate(c.items(spec.get("iftop_interfaces"), "metrics.iftop_interfaces", "host names")):
+        if not isinstance(h, str) or h not in hosts:
+            c.fail(f"metrics.iftop_interfaces.{i}", f"host {_brief(h)} is not defined in the topology")
         m.iftop_interfaces.append(h)
     return m
 
 
 def _resolve_background(c, spec, topo, jobs):
     from testbed.traffic.distributions import FlowSizeCDF, UnknownDistributionError
-    if not isinstance(spec, list):
-        c.fail("background", "expected a list of {distribution, load, senders, receivers, ...}")
     hosts = {h.name for h in topo.hosts()}
     busy = {h for j in jobs for h in j.workers + j.ps}
     idle = sorted(hosts - busy)
@@ -686,10 +978,14 @@ def _resolve_background(c, spec, topo, jobs):
         p = f"background.{i}"
         c.keys(item, p, BACKGROUND_KEYS)
         name = item.get("distribution", "hadoop")
+        if not isinstance(name, str) or not name:
+            c.fail(f"{p}.distribution", f"expected a distribution name or file path, got {_brief(name)}")
         try:
             FlowSizeCDF.load(name)
         except UnknownDistributionError as exc:
             c.fail(f"{p}.distribution", str(exc))
+        except (OSError, ValueError) as exc:   # a path given: unreadable, not text, or not a CDF
+            c.fail(f"{p}.distribution", f"cannot use {_brief(name)} as a flow-size CDF: {exc}")
         if "load" not in item:
             c.fail(f"{p}.load", "missing; a fraction in (0, 1] of the sender's link rate")
         load = c.number(item["load"], f"{p}.load", 0, 1, low_open=True)
@@ -703,16 +999,11 @@ def _resolve_background(c, spec, topo, jobs):
         if len(set(groups["senders"]) | set(groups["receivers"])) < 2:
             c.fail(p, "background traffic needs at least two hosts (senders and receivers); "
                       "by default it uses the hosts no job uses")
-        bottleneck = ()
-        if "bottleneck" in item:
-            link = item["bottleneck"]
-            if not (isinstance(link, list) and len(link) == 2 and any({l.a, l.b} == set(link) for l in topo.links)):
-                c.fail(f"{p}.bottleneck", f"expected [a, b] naming a link of the topology, got {link!r}")
-            bottleneck = tuple(link)
+        bottleneck = c.link_ends(item["bottleneck"], f"{p}.bottleneck", topo) if "bottleneck" in item else ()
         out.append(BackgroundSpec(
             name, load, groups["senders"], groups["receivers"], bottleneck,
-            c.unit(parse_size_bytes, item["max_flow_size"], f"{p}.max_flow_size") if "max_flow_size" in item else 0.0,
-            c.unit(parse_duration_s, item["duration"], f"{p}.duration") if "duration" in item else 0.0,
+            c.size_bytes(item["max_flow_size"], f"{p}.max_flow_size") if "max_flow_size" in item else 0.0,
+            c.duration_s(item["duration"], f"{p}.duration") if "duration" in item else 0.0,
             c.integer(item.get("port", 5001 + i), f"{p}.port", 1024, 39999)))
     return out
 
@@ -721,7 +1012,7 @@ def _resolve_stragglers(c, spec, topo, jobs, scale):
     c.keys(spec, "stragglers", STRAGGLER_KEYS)
     workers = {w for j in jobs for w in j.workers}
     out = StragglerSpec()
-    for i, item in enumerate(spec.get("compute_delay") or []):
+    for i, item in enumerate(c.items(spec.get("compute_delay"), "stragglers.compute_delay", "compute delays")):
         p = f"stragglers.compute_delay.{i}"
         c.keys(item, p, {"workers", "distribution", "mean", "std", "clip", "low", "high", "value"})
         names = sorted(workers) if item.get("workers", "all") == "all" else c.names(item["workers"], f"{p}.workers")
@@ -730,14 +1021,14 @@ def _resolve_stragglers(c, spec, topo, jobs, scale):
                 c.fail(f"{p}.workers.{k}", f"{w!r} is not a worker of any job")
         kind = c.choice(item.get("distribution", "normal"), f"{p}.distribution", DELAY_KINDS)
         d = ComputeDelaySpec(names, kind)
-        dur = lambda key, default: c.unit(parse_duration_s, item.get(key, default), f"{p}.{key}")  # noqa: E731
+        dur = lambda key, default: c.duration_s(item.get(key, default), f"{p}.{key}")  # noqa: E731
         if kind == "normal":
             d.mean_s, d.std_s = dur("mean", GOAT_DELAY_DEFAULTS["mean"]), dur("std", GOAT_DELAY_DEFAULTS["std"])
             clip = item.get("clip", GOAT_DELAY_DEFAULTS["clip"])
             if not (isinstance(clip, list) and len(clip) == 2):
                 c.fail(f"{p}.clip", "expected [low, high], e.g. [0s, 1s]")
-            d.low_s = c.unit(parse_duration_s, clip[0], f"{p}.clip.0")
-            d.high_s = c.unit(parse_duration_s, clip[1], f"{p}.clip.1")
+            d.low_s = c.duration_s(clip[0], f"{p}.clip.0")
+            d.high_s = c.duration_s(clip[1], f"{p}.clip.1")
         elif kind == "uniform":
             d.low_s, d.high_s = dur("low", "0s"), dur("high", "1s")
         else:
@@ -748,32 +1039,29 @@ def _resolve_stragglers(c, spec, topo, jobs, scale):
     windows = {}
     for section, kind in (("rate_changes", "rate_change"), ("pauses", "pause"),
                           ("link_degradations", "link_degradation")):
-        for i, item in enumerate(spec.get(section) or []):
+        for i, item in enumerate(c.items(spec.get(section), f"stragglers.{section}", section.replace("_", " "))):
             p = f"stragglers.{section}.{i}"
             allowed = {"at", "duration"} | ({"link", "rate"} if kind == "link_degradation" else
                                             {"host", "rate"} if kind == "rate_change" else {"worker"})
             c.keys(item, p, allowed)
             if kind == "link_degradation":
-                link = item.get("link")
-                if not (isinstance(link, list) and len(link) == 2 and any({l.a, l.b} == set(link)
-                                                                          for l in topo.links)):
-                    c.fail(f"{p}.link", f"expected [a, b] naming a link of the topology, got {link!r}")
-                target = tuple(link)
+                target = c.link_ends(item.get("link"), f"{p}.link", topo)
             else:
                 key = "host" if kind == "rate_change" else "worker"
                 name = item.get(key)
-                if name not in workers:
-                    c.fail(f"{p}.{key}", f"{name!r} is not a worker of any job (workers: {', '.join(sorted(workers))})")
+                if not isinstance(name, str) or name not in workers:
+                    c.fail(f"{p}.{key}",
+                           f"{_brief(name)} is not a worker of any job (workers: {', '.join(sorted(workers))})")
                 target = (name,)
-            at_s = c.unit(parse_duration_s, item.get("at", "0s"), f"{p}.at")
+            at_s = c.duration_s(item.get("at", "0s"), f"{p}.at")
             if "duration" not in item:
                 c.fail(f"{p}.duration", "missing; how long the change lasts, e.g. 2s")
-            duration_s = c.unit(parse_duration_s, item["duration"], f"{p}.duration")
+            duration_s = c.duration_s(item["duration"], f"{p}.duration", allow_zero=False)
             rate = 0.0
             if kind != "pause":
                 if "rate" not in item:
                     c.fail(f"{p}.rate", "missing; the rate during the change, e.g. 10Gbps (scaled like link rates)")
-                rate = c.unit(parse_rate_bps, item["rate"], f"{p}.rate") * scale
+                rate = c.rate_bps(item["rate"], f"{p}.rate") * scale
             if kind != "pause":
                 # One rate change at a time per interface: overlapping windows would undo each other.
                 iface = frozenset(target) if kind == "link_degradation" else \
@@ -791,8 +1079,105 @@ def _resolve_stragglers(c, spec, topo, jobs, scale):
         bounds = item.get("range")
         if not (isinstance(bounds, list) and len(bounds) == 2):
             c.fail(f"{p}.range", "expected [low, high], e.g. [10Mbps, 30Mbps] (InArt §5; scaled)")
-        low, high = (c.unit(parse_rate_bps, b, f"{p}.range.{k}") * scale for k, b in enumerate(bounds))
+        low, high = (c.rate_bps(b, f"{p}.range.{k}") * scale for k, b in enumerate(bounds))
         if low > high:
             c.fail(f"{p}.range", "low exceeds high")
         out.heterogeneous_range_bps = (low, high)
     return out
+
+
+# --- what only the simulator can take ------------------------------------------------------
+
+#: Aggregator cells (slots x lanes) an emulated switch allocates: pyswitch keeps them in memory
+#: and bmv2 compiles them into registers; 64x the default (1024 x 64) is the most a small VM holds.
+MAX_EMULATED_AGGREGATOR_CELLS = 1 << 22
+SIMULATE_ONLY = "valid for `inatb simulate` only"
+
+
+def emulation_limits(scenario) -> list:
+    """Why ``inatb run`` cannot emulate ``scenario`` faithfully, as ``FILE:LINE: field: reason`` lines.
+
+    A resolved scenario is valid input for the flow-level simulator; these are
+    the checks that would otherwise fail only once the network is built (htb's
+    rate ceiling, switch memory) or that the emulation would silently ignore
+    (the simulator's ``simulation:`` inputs). Empty: nothing stops a run.
+    Pure: reads the scenario, touches nothing. ``require_emulable`` raises on
+    the first.
+    """
+    return [str(ScenarioError(path, reason, scenario.source, line_of(scenario.lines, path)))
+            for path, reason in _emulation_limit_fields(scenario)]
+
+
+def require_emulable(scenario) -> None:
+    """Raise ScenarioError ``FILE:LINE: field: valid for `inatb simulate` only: reason`` (the first limit;
+    the others are named by field) unless ``emulation_limits(scenario)`` is empty."""
+    found = _emulation_limit_fields(scenario)
+    if not found:
+        return
+    (path, reason), others = found[0], [p for p, _ in found[1:]]
+    more = f" (also: {', '.join(others)})" if others else ""
+    raise ScenarioError(path, f"{SIMULATE_ONLY}: {reason}{more}", scenario.source, line_of(scenario.lines, path))
+
+
+def _emulation_limit_fields(scenario) -> list:
+    """[(field path, reason)], one per offending field, in file order of the checks."""
+    found = _htb_limits(scenario)
+    switch = scenario.switch
+    cells = switch.slots * switch.lanes
+    if cells > MAX_EMULATED_AGGREGATOR_CELLS:
+        found.append(("switch.slots", f"{switch.slots} slots x {switch.lanes} lanes = {cells:,} aggregator cells "
+                                      f"per switch; an emulated switch holds at most "
+                                      f"{MAX_EMULATED_AGGREGATOR_CELLS:,} (lower switch.slots)"))
+    if scenario.simulation.worker_start_fragments:
+        found.append(("simulation.worker_start", "the emulation starts every worker together; staggered starts "
+                                                 "are a model input of the simulator"))
+    return found
+
+
+def _htb_limits(scenario) -> list:
+    """Scaled rates outside [HTB_MIN_RATE_BPS, HTB_MAX_RATE_BPS]: links (the worst per field that set
+    them) and timed rate changes (pauses carry no rate)."""
+    def shapeable(bps):
+        return HTB_MIN_RATE_BPS <= bps <= HTB_MAX_RATE_BPS
+
+    def how_far(bps):
+        return max(bps / HTB_MAX_RATE_BPS, HTB_MIN_RATE_BPS / bps)
+
+    def reason(bps, what):
+        if bps < HTB_MIN_RATE_BPS:
+            return (f"{bps:.3g} b/s{what} is below what htb shapes ({HTB_MIN_RATE_BPS / 1e3:g} kb/s); "
+                    f"raise scale (now {scenario.scale:g})")
+        return (f"{bps / 1e6:,.0f} Mb/s{what} exceeds what htb shapes ({HTB_MAX_RATE_BPS / 1e6:.0f} Mb/s); "
+                f"lower scale (now {scenario.scale:g})")
+
+    worst = {}   # field path -> (rate_bps, " on link a-b")
+    for link in scenario.topology.links:
+        if not shapeable(link.rate_bps):
+            path = _link_rate_field(scenario, link)
+            if path not in worst or how_far(link.rate_bps) > how_far(worst[path][0]):
+                worst[path] = (link.rate_bps, f" on link {link.a}-{link.b}")
+    found = [(path, reason(bps, what)) for path, (bps, what) in worst.items()]
+    counts = {}
+    for inj in scenario.stragglers.injections:
+        section = {"rate_change": "rate_changes", "pause": "pauses", "link_degradation": "link_degradations"}[inj.kind]
+        index = counts[section] = counts.get(section, -1) + 1
+        if inj.kind != "pause" and not shapeable(inj.rate_bps):
+            found.append((f"stragglers.{section}.{index}.rate", reason(inj.rate_bps, "")))
+    return found
+
+
+def _link_rate_field(scenario, link) -> str:
+    """The field that set ``link``'s rate: its own entry, the heterogeneous range, core_rate or link_rate."""
+    spec = scenario.resolved.get("topology") or {}
+    kinds = {scenario.topology.nodes[link.a].kind, scenario.topology.nodes[link.b].kind}
+    if scenario.stragglers.heterogeneous_range_bps and "host" in kinds:
+        return "stragglers.heterogeneous_links.range"
+    if spec.get("kind") == "explicit":
+        for i, item in enumerate(spec.get("links") or []):
+            if isinstance(item, list) and len(item) == 3 and set(item[:2]) == {link.a, link.b}:
+                return f"topology.links.{i}"
+            if isinstance(item, dict) and "rate" in item and {item.get("a"), item.get("b")} == {link.a, link.b}:
+                return f"topology.links.{i}.rate"
+    if spec.get("kind") == "dumbbell" and spec.get("core_rate") is not None and kinds == {"switch"}:
+        return "topology.core_rate"
+    return "topology.link_rate"

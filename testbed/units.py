@@ -5,11 +5,16 @@ Rates are bits per second (``100Gbps``, ``9Mbps``, ``1.5Gb/s``), sizes are bytes
 ``1.5s``, ``10us``). Decimal prefixes are powers of 1000, binary ones (KiB,
 MiB, GiB) powers of 1024. A bare number is accepted only where the caller says
 so (``allow_bare``), because a silent unit is how experiments go wrong.
+
+Every parsed quantity is finite: ``1e400Gbps`` (which overflows to infinity)
+and YAML's ``.nan``/``.inf`` are refused here, so no caller has to compare
+against NaN. Ranges (> 0, at most ...) are the caller's, which knows the field.
 """
 
+import math
 import re
 
-from testbed.errors import UnitError
+from testbed.errors import UnitError, brief_repr as _brief
 
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z/]*)\s*$")
@@ -26,6 +31,15 @@ SIZE_UNITS_BYTES = {
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
 }
 DURATION_UNITS_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+#: Longest text parsed as a quantity: the pattern backtracks quadratically on long digit runs,
+#: and no honest quantity is longer.
+MAX_QUANTITY_CHARS = 64
+
+
+def _finite(number: float, text, kind: str) -> float:
+    if not math.isfinite(number):
+        raise UnitError(f"{_brief(text)} is not a finite {kind}")
+    return number
 
 
 def _parse(text, table, kind, example, allow_bare, case_sensitive_bytes=False):
@@ -33,12 +47,15 @@ def _parse(text, table, kind, example, allow_bare, case_sensitive_bytes=False):
         raise UnitError(f"expected a {kind} such as {example!r}, got {text!r}")
     if isinstance(text, (int, float)):
         if allow_bare:
-            return float(text)
-        raise UnitError(f"expected a {kind} with a unit such as {example!r}, got bare number {text!r}")
-    match = _QUANTITY.match(str(text))
+            try:
+                return _finite(float(text), text, kind)
+            except OverflowError:
+                raise UnitError(f"{_brief(text)} is not a finite {kind}") from None
+        raise UnitError(f"expected a {kind} with a unit such as {example!r}, got bare number {_brief(text)}")
+    match = _QUANTITY.match(text) if isinstance(text, str) and len(text) <= MAX_QUANTITY_CHARS else None
     if not match:
-        raise UnitError(f"expected a {kind} such as {example!r}, got {text!r}")
-    number, unit = float(match.group(1)), match.group(2)
+        raise UnitError(f"expected a {kind} such as {example!r}, got {_brief(text)}")
+    number, unit = _finite(float(match.group(1)), text, kind), match.group(2)
     if not unit:
         if allow_bare:
             return number
@@ -49,7 +66,7 @@ def _parse(text, table, kind, example, allow_bare, case_sensitive_bytes=False):
         raise UnitError(f"{text!r}: sizes are in bytes; write {unit[:-1]}B (bits are for rates)")
     if key not in table:
         raise UnitError(f"unknown unit {unit!r} in {text!r}; expected one of {', '.join(sorted(set(table)))}")
-    return number * table[key]
+    return _finite(number * table[key], text, kind)
 
 
 def parse_rate_bps(text, allow_bare=False) -> float:

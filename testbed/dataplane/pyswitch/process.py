@@ -6,14 +6,19 @@
 One thread, one epoll loop: raw AF_PACKET sockets (outgoing copies ignored
 with PACKET_IGNORE_OUTGOING) feed :class:`PySwitchCore`; the Unix control
 socket takes one JSON request per line (the SwitchRuntime verbs) and answers
-one JSON line. The loop's timeout is the next departure of a shaped egress
-queue, so shaping costs nothing when idle. SIGTERM/SIGINT end the loop; the
+one JSON line. Every line gets a reply and none can end the process: a
+malformed request (not JSON, not an object, nested too deep, NaN, an unknown
+verb, wrong arguments, a line over MAX_REQUEST_BYTES) is an error reply, and
+so is any exception a verb raises (:func:`handle_request`). The loop's
+timeout is the next departure of a shaped egress queue, so shaping costs
+nothing when idle. SIGTERM/SIGINT end the loop; the
 final counters are printed as one JSON line on stdout for the run's log.
 """
 
 import argparse
 import errno
 import json
+import math
 import os
 import select
 import signal
@@ -28,6 +33,106 @@ ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23
 RECV_BATCH = 128
+#: Longest control request line; the runtime's largest (a table entry) is well under 4 kB.
+MAX_REQUEST_BYTES = 1 << 20
+#: Longest error text in a reply (an exception may quote the whole request).
+MAX_ERROR_CHARS = 500
+#: A client that does not read its replies for this long is dropped rather than blocking the switch.
+REPLY_TIMEOUT_S = 2.0
+
+
+#: The control socket's verbs and the JSON type of each argument (the SwitchRuntime signatures):
+#: "int" (not bool), "number" (a finite int or float), "str", "list". Checked before a verb runs,
+#: so a wrong type is an error reply rather than a value that fails later on the packet path.
+VERB_ARGUMENTS = {
+    "ping": {},
+    "stats": {},
+    "table_add": {"table": "str", "action": "str", "match": "list", "params": "list"},
+    "table_clear": {"table": "str"},
+    "register_read": {"name": "str", "index": "int"},
+    "register_write": {"name": "str", "index": "int", "value": "int"},
+    "register_reset": {"name": "str"},
+    "counter_read": {"name": "str", "index": "int"},
+    "counter_reset": {"name": "str"},
+    "mc_group_create": {"group_id": "int", "ports": "list"},
+    "meter_set_rates": {"name": "str", "index": "int", "rate_per_s": "number", "burst": "number"},
+    "set_port_shaping": {"port": "int", "rate_bps": "number", "depth_pkts": "int"},
+    "set_port_impairment": {"port": "int", "drop": "number", "duplicate": "number", "reorder": "number",
+                            "seed": "int"},
+}
+
+
+def _is_kind(value, kind: str) -> bool:
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, {"str": str, "list": list}[kind])
+
+
+def argument_problem(request: dict):
+    """What is wrong with a known verb's arguments (missing, unexpected, wrong type), or None."""
+    op = request["op"]
+    expected = VERB_ARGUMENTS.get(op)
+    if expected is None:
+        return None   # unknown verbs are the core's to refuse (it lists what it has)
+    given = {k: v for k, v in request.items() if k != "op"}
+    missing = sorted(set(expected) - set(given))
+    extra = sorted(set(given) - set(expected))
+    if missing or extra:
+        return (f"{op}: expected arguments {', '.join(sorted(expected)) or '(none)'}"
+                f"{'; missing ' + ', '.join(missing) if missing else ''}"
+                f"{'; unexpected ' + ', '.join(extra) if extra else ''}")
+    wrong = [f"{k} must be {'a finite number' if kind == 'number' else 'an integer' if kind == 'int' else 'a ' + kind}"
+             for k, kind in expected.items() if not _is_kind(given[k], kind)]
+    return f"{op}: {'; '.join(wrong)}" if wrong else None
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not a number the switch accepts")
+
+
+def _error(text: str) -> dict:
+    text = " ".join(str(text).split())
+    return {"ok": False, "error": text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."}
+
+
+def handle_request(core, line: bytes) -> dict:
+    """One control request line -> its reply ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``.
+
+    Never raises (a control request must not end the switch): parse errors,
+    a request that is not a JSON object with a string ``op``, DataplaneError
+    and any other exception of a verb all become error replies.
+    """
+    if len(line) > MAX_REQUEST_BYTES:
+        return _error(f"bad request: longer than {MAX_REQUEST_BYTES} bytes")
+    try:
+        request = json.loads(line, parse_constant=_reject_constant)
+    except RecursionError:
+        return _error("bad request: nested too deeply")
+    except ValueError as exc:   # JSONDecodeError, UnicodeDecodeError, NaN/Infinity
+        return _error(f"bad request: not JSON ({exc})")
+    if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+        return _error('bad request: expected a JSON object {"op": VERB, ...}')
+    problem = argument_problem(request)
+    if problem:
+        return _error(f"bad request: {problem}")
+    try:
+        return {"ok": True, "result": core.control(request)}
+    except DataplaneError as exc:
+        return _error(exc)
+    except (ValueError, KeyError) as exc:
+        return _error(f"bad request: {exc}")
+    except Exception as exc:  # noqa: BLE001 - any verb failure is the client's problem, not the switch's
+        return _error(f"{request['op']}: {type(exc).__name__}: {exc}")
+
+
+def encode_reply(reply: dict) -> bytes:
+    """``reply`` as one JSON line; a result that cannot be encoded becomes an error reply."""
+    try:
+        return json.dumps(reply).encode() + b"\n"
+    except (TypeError, ValueError, RecursionError) as exc:
+        return json.dumps(_error(f"reply not encodable: {exc}")).encode() + b"\n"
 
 
 def open_port_socket(ifname: str) -> socket.socket:
@@ -41,6 +146,16 @@ def open_port_socket(ifname: str) -> socket.socket:
     sock.bind((ifname, 0))
     sock.setblocking(False)
     return sock
+
+
+class _Client:
+    """A control connection: its socket, the bytes of an unfinished line, and whether an over-long
+    line is being skipped (it was answered once, when it passed MAX_REQUEST_BYTES)."""
+
+    def __init__(self, conn: socket.socket):
+        self.conn = conn
+        self.buffer = bytearray()
+        self.skipping = False
 
 
 class SwitchProcess:
@@ -65,7 +180,7 @@ class SwitchProcess:
         self.listener.listen(8)
         self.listener.setblocking(False)
         self.epoll.register(self.listener.fileno(), select.EPOLLIN)
-        self.clients = {}  # fd -> (socket, buffer)
+        self.clients = {}  # fd -> _Client
 
     def send(self, port: int, buf):
         sock = self.port_socks.get(port)
@@ -113,41 +228,62 @@ class SwitchProcess:
         except BlockingIOError:
             return
         conn.setblocking(False)
-        self.clients[conn.fileno()] = (conn, bytearray())
+        self.clients[conn.fileno()] = _Client(conn)
         self.epoll.register(conn.fileno(), select.EPOLLIN)
 
     def _control(self, fd):
-        conn, buffer = self.clients[fd]
+        client = self.clients[fd]
         try:
-            data = conn.recv(65536)
+            data = client.conn.recv(65536)
         except BlockingIOError:
             return
         except OSError:
             data = b""
         if not data:
-            self.epoll.unregister(fd)
-            conn.close()
-            del self.clients[fd]
+            self._drop_client(fd)
             return
+        if client.skipping:   # the rest of an over-long line, already answered
+            if b"\n" not in data:
+                return
+            data = data.partition(b"\n")[2]
+            client.skipping = False
+        buffer = client.buffer
         buffer.extend(data)
         while b"\n" in buffer:
             line, _, rest = bytes(buffer).partition(b"\n")
             buffer[:] = rest
-            try:
-                reply = {"ok": True, "result": self.core.control(json.loads(line))}
-            except DataplaneError as exc:
-                reply = {"ok": False, "error": str(exc)}
-            except (ValueError, KeyError) as exc:
-                reply = {"ok": False, "error": f"bad request: {exc}"}
-            conn.setblocking(True)
-            conn.sendall(json.dumps(reply).encode() + b"\n")
+            if not self._reply(fd, handle_request(self.core, line)):
+                return
+        if len(buffer) > MAX_REQUEST_BYTES:   # no newline in sight: answer now, skip to the next newline
+            buffer.clear()
+            client.skipping = True
+            self._reply(fd, _error(f"bad request: longer than {MAX_REQUEST_BYTES} bytes"))
+
+    def _reply(self, fd, reply: dict) -> bool:
+        """Send one reply line; a client that will not take it within REPLY_TIMEOUT_S is dropped (False)."""
+        conn = self.clients[fd].conn
+        try:
+            conn.settimeout(REPLY_TIMEOUT_S)
+            conn.sendall(encode_reply(reply))
             conn.setblocking(False)
+            return True
+        except OSError:
+            self._drop_client(fd)
+            return False
+
+    def _drop_client(self, fd):
+        conn = self.clients.pop(fd).conn
+        try:
+            self.epoll.unregister(fd)
+        except OSError:
+            pass
+        conn.close()
 
     def close(self):
         for sock in self.port_socks.values():
             sock.close()
-        for conn, _ in self.clients.values():
-            conn.close()
+        for client in self.clients.values():
+            client.conn.close()
         self.listener.close()
         try:
             os.unlink(self.control_path)
