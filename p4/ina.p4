@@ -169,6 +169,8 @@ struct metadata_t {
     bit<1>  claim;            /* this packet claims the slot */
     bit<1>  counted;          /* contribution summed (ST_AGGREGATED) */
     bit<1>  emit;             /* the packet leaves as the slot's aggregate */
+    bit<1>  flush;            /* ... because a RETX duplicate asked for what the slot holds */
+    bit<1>  flush_to_ps;      /* ... and the slot is incomplete: the partial goes to the PS */
     bit<32> keep_mask;        /* lane = (slot lane & keep_mask) + (packet lane & add_mask) */
     bit<32> add_mask;
     bit<32> lane_value;
@@ -487,13 +489,21 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                                 if ((hdr.ina.flags & FLAG_RETX) == 0) {
                                     return;
                                 }
-                                /* a RETX duplicate: send on what the slot holds */
+                                /* a RETX duplicate: send on what the slot holds. Complete (kept until
+                                   the RESULT): the aggregate again, toward the next level, still RETX,
+                                   so a switch above that holds it re-emits too. Incomplete: the partial
+                                   goes to the PS and the slot is freed (ATP's loss recovery), so no
+                                   partial ever reaches a level above that a fuller one could overlap. */
                                 ina_stats.count(ST_PARTIAL_FLUSHED);
                                 meta.keep_mask = 0xFFFFFFFF;
                                 meta.add_mask = 0;
                                 meta.new_bitmap = meta.held_bitmap;
                                 meta.new_count = meta.held_count;
                                 meta.emit = 1;
+                                meta.flush = 1;
+                                if (meta.held_count < hdr.ina.fanin) {
+                                    meta.flush_to_ps = 1;
+                                }
                             } else {
                                 meta.keep_mask = 0xFFFFFFFF;
                                 meta.add_mask = 0xFFFFFFFF;
@@ -511,7 +521,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 
 #include "ina_lanes.p4"
 
-                        if (meta.emit == 1 && meta.release_mode == RELEASE_ON_EMIT) {
+                        if (meta.emit == 1 && (meta.release_mode == RELEASE_ON_EMIT || meta.flush_to_ps == 1)) {
                             agg_count.write(meta.slot, 0);
                             agg_bitmap.write(meta.slot, 0);
                         } else {
@@ -521,26 +531,37 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         if (meta.emit == 0) {
                             return;     /* absorbed into the slot */
                         }
-                        /* the packet leaves as the aggregate, toward the next level */
+                        /* the packet leaves as the aggregate, toward the next level (a flushed
+                           partial: toward the PS) */
                         ina_stats.count(ST_EMITTED);
-                        hdr.ina.flags = (hdr.ina.flags & ~FLAG_RETX) | FLAG_DATA;
+                        if (meta.flush == 0) {
+                            hdr.ina.flags = (hdr.ina.flags & ~FLAG_RETX) | FLAG_DATA;
+                        } else {
+                            hdr.ina.flags = hdr.ina.flags | FLAG_DATA;
+                        }
                         if (hdr.ina.level != 255) {
                             hdr.ina.level = hdr.ina.level + 1;
                         }
-                        hdr.ina.agg_node = meta.next_agg_node;
-                        hdr.ina.fanin = meta.next_fanin;
                         hdr.ina.count = meta.new_count;
                         hdr.ina.bitmap = meta.new_bitmap;
-                        if (meta.next_slot_count == 0) {
-                            hdr.ina.slot = meta.next_slot_base;
-                        } else {
-                            /* wire.slot_index: next_slot_base + seq mod next_slot_count */
-                            hash(hdr.ina.slot, HashAlgorithm.identity, meta.next_slot_base, { hdr.ina.seq },
-                                 meta.next_slot_count);
-                        }
                         hdr.ipv4.srcAddr = meta.switch_addr;
-                        hdr.ipv4.dstAddr = meta.next_dst;
                         hdr.udp.checksum = 0;
+                        if (meta.flush_to_ps == 1) {
+                            /* agg_node, fanin and slot stay this switch's: no switch on the way
+                               aggregates it again (as a bypass) */
+                            hdr.ipv4.dstAddr = meta.bypass_dst;
+                        } else {
+                            hdr.ina.agg_node = meta.next_agg_node;
+                            hdr.ina.fanin = meta.next_fanin;
+                            if (meta.next_slot_count == 0) {
+                                hdr.ina.slot = meta.next_slot_base;
+                            } else {
+                                /* wire.slot_index: next_slot_base + seq mod next_slot_count */
+                                hash(hdr.ina.slot, HashAlgorithm.identity, meta.next_slot_base, { hdr.ina.seq },
+                                     meta.next_slot_count);
+                            }
+                            hdr.ipv4.dstAddr = meta.next_dst;
+                        }
                     }
                 }
             }
@@ -608,7 +629,8 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
                 }
             }
         }
-        if (hdr.ina.isValid() && standard_metadata.egress_port < INA_PORTS) {
+        /* gradient packets (raw, aggregate, bypassed) leaving each port; RESULTs are not counted */
+        if (hdr.ina.isValid() && (hdr.ina.flags & FLAG_RESULT) == 0 && standard_metadata.egress_port < INA_PORTS) {
             port_ina_tx.count((bit<32>)standard_metadata.egress_port);
         }
     }

@@ -24,6 +24,10 @@ Choices:
   in job order; more than the switch has is a PolicyError naming the switch.
 - A switch egress is shaped by the switch itself at the link's rate (hosts
   shape their own egress with htb): no link direction is shaped twice.
+- Workers get the transport each paper pairs with their scheme
+  (``testbed.agents.transport.default_transport``), their host link rate for
+  pacing, and a first-RESULT allowance covering the job's compute-delay
+  spread (:func:`straggler_allowance_s`).
 - Aggregation capacity (GRID's switch processing capacity) becomes the
   ``agg_capacity`` meter in fragments/s: capacity_bps / (lanes x 32 bits).
 """
@@ -31,6 +35,7 @@ Choices:
 from dataclasses import asdict, dataclass, field
 
 from testbed.agents.config import AgentConfig, SubmodelPlan
+from testbed.agents.transport import default_transport
 from testbed.dataplane import program
 from testbed.dataplane.entries import (PortImpairment, PortShaping, SwitchConfig, TableEntry, check_switch_limits,
                                       validate_entry)
@@ -39,6 +44,7 @@ from testbed.models import fragments_per_submodel
 from testbed.topology import DefaultRoutes
 
 CAPACITY_BURST_OPS = 16
+FIRST_RESULT_MARGIN_S = 0.3
 
 
 @dataclass
@@ -214,6 +220,21 @@ def _ports(scenario, result):
             config.register_writes.append(("ecn_threshold", 0, settings.ecn_threshold_pkts))
 
 
+def straggler_allowance_s(scenario, job) -> float:
+    """How long a worker waits for the first RESULT of an iteration before it counts fragments as lost.
+
+    The first RESULT needs every worker's first fragment, so it comes only after the slowest worker
+    finished computing: the allowance is the widest spread of the job's compute delays (the upper
+    bound of each distribution; a normal's clip bound) plus ``FIRST_RESULT_MARGIN_S`` for start-up
+    jitter and the round trip. Later fragments time out on the measured RTT alone.
+    """
+    spread_s = 0.0
+    for d in scenario.stragglers.compute_delays:
+        if any(w in d.workers for w in job.workers):
+            spread_s = max(spread_s, d.value_s if d.distribution == "fixed" else d.high_s)
+    return spread_s + FIRST_RESULT_MARGIN_S + 4 * job.retransmit_timeout_s
+
+
 def _agents(scenario, policy, result):
     topo, lanes = scenario.topology, scenario.switch.lanes
     for job in scenario.jobs:
@@ -240,6 +261,8 @@ def _agents(scenario, policy, result):
                 sp.slot_base, sp.slot_count = result.slot_ranges.get((job.name, agg.name), (0, 0))
             return sp
 
+        transport = default_transport(job.policy)
+        first_result_timeout_s = straggler_allowance_s(scenario, job)
         for index, w in enumerate(job.workers):
             delay = next((asdict(d) for d in scenario.stragglers.compute_delays if w in d.workers), {})
             delay.pop("workers", None)
@@ -251,7 +274,8 @@ def _agents(scenario, policy, result):
             result.agents.append(AgentConfig(
                 role="worker", name=w, ip=topo.node(w).ip, worker_index=index,
                 submodels=[plan_of(g, w) for g in range(len(fragments))], compute_time_s=job.compute_time_s,
-                compute_delay=delay, window=window, participant=w in counted, **common))
+                compute_delay=delay, window=window, participant=w in counted, transport=transport,
+                link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=first_result_timeout_s, **common))
         workers = [(i, topo.node(w).ip) for i, w in enumerate(job.workers)]
         for ps in job.ps:
             owned = [plan_of(g) for g in range(len(fragments)) if jp.ps_of_submodel[g] == ps]

@@ -2,8 +2,10 @@
 
 Outside CI such a test skips with the reason; under CI (``CI=true``, which
 runs as root on a machine the bootstrap prepared) a missing requirement FAILS
-it, so an emulation or packet test can never be silently skipped there. Only
-bmv2 cases may skip in CI (bmv2 and p4c are not installable on CI machines).
+it, so an emulation or packet test can never be silently skipped there. bmv2
+cases skip with the reason where bmv2 and p4c are absent, and fail instead
+when ``INATB_REQUIRE_BMV2=1`` (``.ci/run`` sets it once it has put the p4
+toolchain on PATH).
 """
 
 import os
@@ -25,3 +27,23 @@ def require_emulation(*binaries):
         if IN_CI:
             pytest.fail(reason + " (CI must run emulation tests)")
         pytest.skip(reason)
+
+
+BMV2_SKIP_REASON = "bmv2 (simple_switch) and p4c not found"
+
+
+def bmv2_available():
+    return shutil.which("simple_switch") is not None and shutil.which("p4c") is not None
+
+
+def skip_bmv2_case(reason=BMV2_SKIP_REASON):
+    """Skip a case that needs bmv2 or p4c, or fail it when ``INATB_REQUIRE_BMV2=1`` (set by .ci/run
+    once it put the toolchain on PATH: there a bmv2 case that cannot run is a failure)."""
+    if os.environ.get("INATB_REQUIRE_BMV2") == "1":
+        pytest.fail(f"{reason} (INATB_REQUIRE_BMV2=1: the bmv2 cases must run)")
+    pytest.skip(reason)
+
+
+def require_bmv2():
+    if not bmv2_available():
+        skip_bmv2_case()

@@ -3,6 +3,7 @@
 import contextlib
 import json
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -11,12 +12,20 @@ from testbed.dataplane.wire import INA_UDP_PORT
 
 SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
+ECN_ECT0 = 0x02      # IPv4 ECN field: ECN-capable transport, so switch queues mark CE instead of dropping
+ECN_CE = 0x03
 
 
 def open_endpoint(ip: str) -> socket.socket:
-    """UDP socket on the INA port, bound to any address so broadcast results arrive too."""
+    """UDP socket on the INA port, bound to any address so broadcast results arrive too.
+
+    Every datagram leaves ECN-capable (ECT(0)); the socket reports each arriving
+    datagram's TOS byte (IP_RECVTOS) so the PS can echo the CE marks of the switch queues.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECN_ECT0)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     for opt, fallback in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
         try:
             sock.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
@@ -76,3 +85,19 @@ def agent_session(config):
     finally:
         records.close()
         sock.close()
+
+
+def install_status_dump(run_dir: str, name: str, describe):
+    """On SIGUSR1 write ``describe()`` to ``agents/<name>.status.json`` (what the agent waits for).
+
+    The orchestrator asks every agent for it when a run stalls; the file appears whole
+    (written aside, then renamed) so a reader never sees half of it.
+    """
+    path = Path(run_dir) / "agents" / f"{name}.status.json"
+
+    def dump(signum, frame):
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(describe(), default=str))
+        os.replace(tmp, path)
+
+    signal.signal(signal.SIGUSR1, dump)

@@ -12,7 +12,9 @@ bypassed fragments) by contributor bitmap:
 
 When all (participating) workers' bits are present the sum is compared with
 the exact sum recomputed from their seeds (``gradients.expected_sum``) and
-the RESULT, carrying the aggregate, goes to every worker. K-of-N schemes
+the RESULT, carrying the aggregate, goes to every worker; a CE mark (ECN,
+set by a switch queue) on anything that arrived since the last RESULT is
+echoed on it (ECN_ECHO), for the workers' congestion control. K-of-N schemes
 (K-SGD, GOAT-Async) name the workers that count; the others' gradients
 reach the PS directly and are counted and discarded (``discarded_pkts``). The iteration record
 says whether every fragment was exact; a mismatch is also printed, never
@@ -21,16 +23,19 @@ late retransmissions.
 """
 
 import select
+import socket
 import time
 
 import numpy as np
 
-from testbed.agents.common import agent_session
+from testbed.agents.common import agent_session, install_status_dump
 from testbed.agents.gradients import expected_sum
-from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_RESULT, INA_HEADER, INA_HEADER_BYTES,
-                                    INA_UDP_PORT)
+from testbed.agents.common import ECN_CE
+from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, INA_HEADER,
+                                    INA_HEADER_BYTES, INA_UDP_PORT)
 
 FRAME_OVERHEAD_BYTES = 42
+TOS_CMSG_BYTES = socket.CMSG_SPACE(1)    # IP_TOS ancillary data: one byte
 
 
 class ParameterServer:
@@ -47,10 +52,18 @@ class ParameterServer:
             for k in range(p.fragments):
                 self.owned[p.seq_offset + k] = p.submodel
         self.worker_addrs = [(ip, INA_UDP_PORT) for _, ip in sorted(config.workers)]
+        self.echo_congestion = False
+        self.iteration = 0
+        self.held = {}        # seq -> contributor bitmap held in the current iteration (diagnosis)
+        self.completed = {}   # seq -> RESULT payload of the current iteration
 
     def send_result(self, iteration, seq, payload_bytes, addrs):
+        """The RESULT of ``seq`` to ``addrs``; ECN_ECHO on it when a CE mark arrived since the last echo
+        (RESULTs go to every worker, so all workers of the job cut their windows together)."""
         cfg = self.cfg
-        header = INA_HEADER.pack(cfg.job_id, FLAG_RESULT, cfg.lanes, 0, cfg.ps_id, 0, cfg.total_workers,
+        flags = FLAG_RESULT | FLAG_ECN_ECHO if self.echo_congestion else FLAG_RESULT
+        self.echo_congestion = False
+        header = INA_HEADER.pack(cfg.job_id, flags, cfg.lanes, 0, cfg.ps_id, 0, cfg.total_workers,
                                  self.owned.get(seq, 0), iteration, seq, 0, self.full_mask, 0)
         data = header + payload_bytes
         for addr in addrs:
@@ -89,6 +102,15 @@ class ParameterServer:
                 if job == self.cfg.job_id and flags & FLAG_DATA and it == iteration and seq in results:
                     self.send_result(it, seq, results[seq], self._addrs(bitmap))
 
+    def describe(self) -> dict:
+        """What this PS waits for (the stall diagnosis): incomplete fragments and the workers missing."""
+        incomplete = sorted(seq for seq in self.owned if seq not in self.completed)
+        return {"role": "ps", "iteration": self.iteration, "fragments": len(self.owned),
+                "incomplete": len(incomplete),
+                "first_incomplete": [{"seq": seq, "workers_missing": [i for i in self.participants
+                                                                      if not self.held.get(seq, 0) >> i & 1]}
+                                     for seq in incomplete[:10]]}
+
     def run_iteration(self, iteration, previous_results, t_prev):
         cfg = self.cfg
         # Expected sums use the whole job's layout: seq numbering is job-wide.
@@ -97,14 +119,15 @@ class ParameterServer:
         acc = {}          # seq -> int64 lanes
         bitmaps = {}      # seq -> contributors held
         results = {}      # seq -> payload bytes
+        self.iteration, self.held, self.completed = iteration, bitmaps, results
         stats = dict(ingress_pkts=0, ingress_bytes=0, raw_pkts=0, aggregate_pkts=0, bypassed_pkts=0,
                      duplicate_pkts=0, overlap_drops=0, replaced=0, stale_pkts=0, foreign_pkts=0,
-                     discarded_pkts=0, max_level=0)
+                     discarded_pkts=0, max_level=0, ce_marked_pkts=0, spurious_retx_pkts=0)
         exact = True
         mismatches = 0
         t_first = None
         deadline = time.monotonic() + cfg.deadline_s
-        sock, recv = self.sock, self.sock.recv
+        sock, recvmsg = self.sock, self.sock.recvmsg
         owned = self.owned
         while len(results) < len(owned):
             ready, _, _ = select.select([sock], [], [], 0.2)
@@ -115,7 +138,7 @@ class ParameterServer:
                 continue
             while True:
                 try:
-                    data = recv(4096)
+                    data, ancillary, _, _ = recvmsg(4096, TOS_CMSG_BYTES)
                 except BlockingIOError:
                     break
                 if len(data) < INA_HEADER_BYTES:
@@ -125,6 +148,11 @@ class ParameterServer:
                     continue
                 stats["ingress_pkts"] += 1
                 stats["ingress_bytes"] += len(data) + FRAME_OVERHEAD_BYTES
+                if ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE:
+                    stats["ce_marked_pkts"] += 1
+                    self.echo_congestion = True
+                if flags & FLAG_RETX and level == 0 and (seq in results or bitmap & bitmaps.get(seq, 0) == bitmap):
+                    stats["spurious_retx_pkts"] += 1     # a worker's retransmission of what the PS holds
                 if it != iteration:
                     stats["stale_pkts"] += 1
                     old = previous_results.get(seq) if it == iteration - 1 else None
@@ -191,6 +219,7 @@ class ParameterServer:
 def run(config) -> int:
     with agent_session(config) as (sock, records):
         ps = ParameterServer(config, sock, records)
+        install_status_dump(config.run_dir, config.name, ps.describe)
         print(f"ps {config.name}: job {config.job}, {len(ps.owned)} fragments/iteration from "
               f"{config.total_workers} workers", flush=True)
         ps.run()

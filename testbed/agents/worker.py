@@ -3,12 +3,13 @@
 Per iteration (synchronous SGD, as every scheme of the papers runs it):
 emulated compute (sleep ``compute_time_s``), then every fragment of every
 sub-model is sent to the aggregation node the policy chose for it (a switch
-INA address or the PS), under a sliding window: fragment ``seq`` leaves only
-while ``seq`` < lowest unacknowledged + ``window``. A fragment is acknowledged by the RESULT carrying its aggregate.
-A fragment without a RESULT after the retransmission timeout is sent again
-flagged RETX (timeout doubled per attempt, at most 1 s; the base timeout
-adapts to 4 x the smoothed RTT, Karn's rule for samples). Communication time
-is the time from the first send to the last RESULT of the iteration.
+INA address or the PS). When a fragment leaves, and when it is sent again
+flagged RETX, is the job's transport's decision (``testbed/agents/transport``:
+ATP's congestion-controlled window by default, SwitchML's self-clocked one
+for ``switchml``); this agent only moves packets in and out of it. A fragment
+is acknowledged by the RESULT carrying its aggregate; the PS's ECN_ECHO on a
+RESULT reaches the transport too. Communication time is the time from the
+first send to the last RESULT of the iteration.
 
 K-of-N schemes (K-SGD, GOAT-Async): a worker whose gradient does not count
 (``participant`` false) sends it straight to the PS, which discards it, and
@@ -26,18 +27,18 @@ The slot of a fragment at its aggregation node is ``slot_base + seq mod
 slot_count`` (wire.slot_index), the range the controller gave the job there.
 """
 
-import heapq
 import random
 import select
 import time
 
-from testbed.agents.common import agent_session
+from testbed.agents.common import agent_session, install_status_dump
 from testbed.agents.gradients import worker_fragments
-from testbed.dataplane.wire import (FLAG_DATA, FLAG_RESULT, FLAG_RETX, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
-                                    slot_index)
+from testbed.agents.transport import make_transport
+from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, INA_HEADER, INA_HEADER_BYTES,
+                                    INA_UDP_PORT, slot_index)
 
-MAX_RTO_S = 1.0
 FRAME_OVERHEAD_BYTES = 42  # Ethernet + IPv4 + UDP around the INA header and payload
+IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks)
 
 
 class Worker:
@@ -45,19 +46,28 @@ class Worker:
         self.cfg = config
         self.sock = sock
         self.records = records
-        self.srtt_s = None
         # RESULTs of later iterations, kept for when this worker gets there (a worker that fell
         # behind finds them in its socket); the newest iteration any RESULT was for.
         self.early_results = {}
         self.newest_iteration = -1
+        self.iteration, self.phase = 0, "starting"
         self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
         # Per fragment: (destination address, header fields that do not change).
         self.targets = []
+        self.path_keys = []
         for p in config.submodels:
             for k in range(p.fragments):
                 seq = p.seq_offset + k
                 slot = slot_index(seq, p.slot_base, p.slot_count) if p.slot_count else 0
                 self.targets.append(((p.agg_ip, INA_UDP_PORT), p.agg_node, p.fanin, p.submodel, slot))
+                # RESULTs of one path (aggregation node and PS) come back in order; of two, not.
+                self.path_keys.append((p.agg_ip, p.ps_ip))
+        frame_bytes = FRAME_OVERHEAD_BYTES + INA_HEADER_BYTES + 4 * config.lanes
+        self.transport = make_transport(config.transport, window_cap=config.window,
+                                        link_rate_bps=config.link_rate_bps, frame_bytes=frame_bytes,
+                                        min_rto_s=config.retransmit_timeout_s,
+                                        first_result_timeout_s=config.first_result_timeout_s,
+                                        options=config.transport_options)
 
     def straggler_delay_s(self) -> float:
         d = self.cfg.compute_delay
@@ -70,12 +80,21 @@ class Worker:
             return self.delay_rng.uniform(d["low_s"], d["high_s"])
         return min(d["high_s"], max(d["low_s"], self.delay_rng.gauss(d["mean_s"], d["std_s"])))
 
-    def rto_s(self) -> float:
-        base = self.cfg.retransmit_timeout_s
-        return base if self.srtt_s is None else max(base, 4 * self.srtt_s)
+    def describe(self) -> dict:
+        """What this worker waits for (the stall diagnosis)."""
+        t = self.transport
+        state = {"role": "worker", "iteration": self.iteration, "phase": self.phase, "window": t.window(),
+                 "srtt_s": t.rtt.srtt_s, "rto_s": t.rtt.rto_s(), **t.stats}
+        if self.phase == "communicating":
+            missing = [seq for seq in range(t.total) if not t.acked[seq]]
+            state.update(fragments=t.total, results_missing=len(missing), first_missing_seqs=missing[:10],
+                         next_seq=t.next_seq, lowest_unacknowledged=t.base,
+                         first_result_seen=t.first_result_s is not None)
+        return state
 
     def run_iteration(self, iteration: int) -> dict:
         cfg = self.cfg
+        self.iteration, self.phase = iteration, "computing"
         t0 = time.monotonic()
         delay_s = self.straggler_delay_s()
         if cfg.compute_time_s + delay_s > 0:
@@ -91,43 +110,36 @@ class Worker:
                                      slot, bit, 0)
             return addr, header + rows[seq].tobytes()
 
-        acked = bytearray(total)
-        for seq in self.early_results.pop(iteration, ()):
-            acked[seq] = 1
-        done = sum(acked)
-        sent_at = [0.0] * total
-        attempts = [0] * total
-        timers = []          # heap of (deadline, seq, attempt)
-        next_seq = base = 0
-        sent_pkts = retx_pkts = sent_bytes = 0
+        transport = self.transport
+        self.phase = "communicating"
+        before = dict(transport.stats)
         t_comm = time.monotonic()
+        transport.start_iteration(total, self.early_results.pop(iteration, ()), t_comm,
+                                  path_keys=self.path_keys)
+        sent_pkts = retx_pkts = sent_bytes = 0
         sock, sendto, recv = self.sock, self.sock.sendto, self.sock.recv
         deadline = t_comm + cfg.deadline_s
         superseded = False
-        while done < total:
+        while not transport.finished():
             if not cfg.participant and self.newest_iteration > iteration:
                 # Left out of this K-of-N iteration and overtaken: the model moved on; take the newest.
                 superseded = True
                 break
             now = time.monotonic()
-            while base < total and acked[base]:
-                base += 1
-            # A sliding window over seq (not a count of unacknowledged fragments): seq is sent
-            # only while seq < lowest unacknowledged + window, so fragments in flight never
-            # share a slot (slot = seq mod slots, window <= slots): SwitchML's self-clocking.
-            while next_seq < base + cfg.window and next_seq < total:
-                if acked[next_seq]:          # its result is already here (a worker that fell behind)
-                    next_seq += 1
-                    continue
-                addr, data = packet(next_seq, FLAG_DATA)
+            while True:
+                due = transport.next_send(now)
+                if due is None:
+                    break
+                seq, retransmission = due
+                addr, data = packet(seq, FLAG_DATA | FLAG_RETX if retransmission else FLAG_DATA)
                 sendto(data, addr)
+                transport.on_sent(seq, retransmission, now)
                 sent_pkts += 1
+                retx_pkts += retransmission
                 sent_bytes += len(data) + FRAME_OVERHEAD_BYTES
-                sent_at[next_seq] = now
-                heapq.heappush(timers, (now + self.rto_s(), next_seq, 0))
-                next_seq += 1
-            wait = max(0.0, timers[0][0] - now) if timers else 0.05
-            ready, _, _ = select.select([sock], [], [], min(wait, 0.05))
+            wake = transport.next_deadline_s(now)
+            wait_s = IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, max(0.0, wake - now))
+            ready, _, _ = select.select([sock], [], [], wait_s)
             if ready:
                 while True:
                     try:
@@ -143,41 +155,28 @@ class Worker:
                         self.early_results.setdefault(it, set()).add(seq)
                         self.newest_iteration = max(self.newest_iteration, it)
                         continue
-                    if not acked[seq]:
-                        acked[seq] = 1
-                        done += 1
-                        if attempts[seq] == 0:
-                            sample = time.monotonic() - sent_at[seq]
-                            self.srtt_s = sample if self.srtt_s is None else 0.875 * self.srtt_s + 0.125 * sample
-            now = time.monotonic()
-            while timers and timers[0][0] <= now:
-                _, seq, attempt = heapq.heappop(timers)
-                if acked[seq] or attempt != attempts[seq]:
-                    continue
-                attempts[seq] += 1
-                addr, data = packet(seq, FLAG_DATA | FLAG_RETX)
-                sendto(data, addr)
-                retx_pkts += 1
-                sent_bytes += len(data) + FRAME_OVERHEAD_BYTES
-                backoff = min(MAX_RTO_S, self.rto_s() * (2 ** attempts[seq]))
-                heapq.heappush(timers, (now + backoff, seq, attempts[seq]))
-            if now > deadline:
-                missing = total - done
-                raise TimeoutError(f"worker {cfg.name}: iteration {iteration}: no RESULT for {missing} of {total} "
-                                   f"fragments after {cfg.deadline_s:.0f}s (first missing seq "
-                                   f"{acked.index(0)}); is the PS running and every switch on the path up?")
+                    transport.on_result(seq, time.monotonic(), bool(flags & FLAG_ECN_ECHO))
+            if time.monotonic() > deadline:
+                missing = [seq for seq in range(total) if not transport.acked[seq]]
+                raise TimeoutError(f"worker {cfg.name}: iteration {iteration}: no RESULT for {len(missing)} of "
+                                   f"{total} fragments after {cfg.deadline_s:.0f}s (first missing seq "
+                                   f"{missing[0]}); is the PS running and every switch on the path up?")
         t_end = time.monotonic()
+        counts = {k: transport.stats[k] - before[k] for k in ("timeouts", "fast_retransmits", "ecn_echoes",
+                                                               "window_cuts")}
         return {"iteration": iteration, "participant": cfg.participant, "superseded": superseded,
                 "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
                 "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm,
                 "iteration_s": t_end - t0, "t_end": time.time(), "sent_pkts": sent_pkts, "retx_pkts": retx_pkts,
-                "sent_bytes": sent_bytes, "fragments": total,
+                "sent_bytes": sent_bytes, "fragments": total, "window": transport.window(),
+                "srtt_s": transport.rtt.srtt_s, **counts,
                 "sending_rate_bps": 8 * sent_bytes / max(1e-9, t_end - t_comm)}
 
 
 def run(config) -> int:
     with agent_session(config) as (sock, records):
         worker = Worker(config, sock, records)
+        install_status_dump(config.run_dir, config.name, worker.describe)
         print(f"worker {config.name}: job {config.job} index {config.worker_index}, {len(worker.targets)} "
               f"fragments/iteration, window {config.window}", flush=True)
         iteration = 0

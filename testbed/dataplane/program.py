@@ -172,7 +172,7 @@ STAT_INDICES = {
 COUNTERS = {
     c.name: c for c in (
         Counter("ina_stats", "Ingress", "STATS", STAT_INDICES),
-        Counter("port_ina_tx", "Egress", "PORTS"),      # INA packets leaving each port
+        Counter("port_ina_tx", "Egress", "PORTS"),      # INA gradient packets (not RESULTs) leaving each port
         Counter("port_ecn_marked", "Egress", "PORTS"),  # packets marked CE on each port (Egress sees enq_qdepth)
     )
 }

@@ -24,7 +24,7 @@ from pathlib import Path
 from mininet.node import Switch
 
 from testbed.dataplane import program
-from testbed.dataplane.bmv2 import Bmv2Runtime, settle_log, simple_switch_argv, wait_for_thrift
+from testbed.dataplane.bmv2 import Bmv2Runtime, log_tails, settle_log, simple_switch_argv, wait_for_thrift
 from testbed.dataplane.p4build import compile_program
 from testbed.dataplane.wire import DEFAULT_LANES
 from testbed.emulation.state import stop_process
@@ -69,6 +69,12 @@ class Bmv2SwitchNode(Switch):
         wait_for_thrift(self.thrift_port, timeout_s, alive=lambda: self.proc is not None and self.proc.poll() is None,
                         switch=self.name, log_paths=[self.out_path, self.log_path])
         return Bmv2Runtime(self.thrift_port, switch=self.name, lanes=self.lanes, slots=self.slots)
+
+    def died(self):
+        """None while simple_switch runs; else its exit code and the last lines of its output and log."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return f"exit {self.proc.returncode}; {log_tails([self.out_path, self.log_path])}"
 
     def stop(self, deleteIntfs=True):
         stop_process(self.proc)

@@ -63,6 +63,12 @@ class PySwitchNode(Switch):
         except DataplaneError as exc:
             raise DataplaneError(f"{exc}; last lines of {self.log_path}:\n{log_tail(self.log_path)}")
 
+    def died(self):
+        """None while the switch process runs; else its exit code and the last lines of its log."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return f"exit {self.proc.returncode}; last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+
     def stop(self, deleteIntfs=True):
         stop_process(self.proc)
         if self._log is not None:

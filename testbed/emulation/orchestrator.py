@@ -43,10 +43,15 @@ from testbed.emulation.network import build_network, mininet_log_to, run_in, sto
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded,
                                      stop_process)
-from testbed.errors import EmulationError, EnvironmentMissingError, PolicyError
+from testbed.emulation.stall import STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, stall_bound_s
+from testbed.errors import EmulationError, EnvironmentMissingError, PolicyError, RunStalled
 from testbed.metrics import counters, plots, summary as summary_mod
+from testbed.metrics.cpu import CpuSampler
+from testbed.metrics.distortion import assess
+from testbed.metrics.losses import host_losses
 from testbed.metrics.iftop import format_iftop_table, load_samples
 from testbed.policy import compute_policy
+from testbed.scenario import require_emulable
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AGENT_MARKER = "testbed.agents.run"
@@ -55,6 +60,16 @@ FLOWGEN_MARKER = "testbed.traffic.flowgen"
 READY_TIMEOUT_S = 30.0
 #: Lead time of the common start epoch, so background sources and sinks are running when it comes.
 START_LEAD_S = 0.5
+CPU_SAMPLE_INTERVAL_S = 1.0
+#: How long a stalled run waits for its agents to say what they wait for.
+STATUS_WAIT_S = 2.0
+
+
+def _line_count(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except OSError:
+        return 0
 
 
 @dataclass
@@ -155,29 +170,27 @@ class Progress:
         self.tty = stream.isatty()
         self.t0 = time.monotonic()
         self.last_line = ""
+        self.last_state = ""
         self.last_print = 0.0
 
     def _count(self, node):
-        path = self.records / f"{node}.jsonl"
-        try:
-            return path.read_bytes().count(b"\n")
-        except OSError:
-            return 0
+        return _line_count(self.records / f"{node}.jsonl")
 
     def update(self, ps_rate_bps: float):
         parts = []
         for job in self.scenario.jobs:
             done = min(self._count(ps) for ps in job.ps)
             parts.append(f"{job.name} ({job.policy}) iteration {done}/{job.iterations}")
-        line = f"[{time.monotonic() - self.t0:6.1f}s] " + ", ".join(parts) + f", PS ingress {ps_rate_bps / 1e6:.1f} Mb/s"
+        state = ", ".join(parts)
+        line = f"[{time.monotonic() - self.t0:6.1f}s] {state}, PS ingress {ps_rate_bps / 1e6:.1f} Mb/s"
         now = time.monotonic()
         if self.tty:
             self.stream.write("\r" + line.ljust(len(self.last_line)))
             self.stream.flush()
-        elif line.split(", PS")[0] != self.last_line.split(", PS")[0] or now - self.last_print > 10:
+        elif state != self.last_state or now - self.last_print > 10:
             self.stream.write(line + "\n")
             self.last_print = now
-        self.last_line = line
+        self.last_line, self.last_state = line, state
 
     def finish(self):
         if self.tty and self.last_line:
@@ -218,6 +231,10 @@ class Run:
         self.injections = None
         self.start_epoch = None
         self.end_epoch = None
+        self.plan = None
+        self.cpu = None           # CpuSampler over switches and agents
+        self.host_losses = {}     # host -> {"udp_rcvbuf": n, "qdisc": n}
+        self.stalled = None       # the one-line reason when the run stalled
 
     def say(self, text):
         self.stream.write(text + "\n")
@@ -228,6 +245,7 @@ class Run:
         policy = compute_policy(scenario)
         check_emulable(scenario, policy)
         plan = controller.plan(scenario, policy)
+        self.plan = plan
         lock = RunLock()
         lock.acquire(f"scenario {scenario.name}, run {self.run_id}")
         started = time.time()
@@ -297,9 +315,13 @@ class Run:
             self.injections = InjectionScheduler(scenario.stragglers.injections, self._apply_injection,
                                                  self._revert_injection, self.events)
             self.injections.begin(time.monotonic() + (self.start_epoch - time.time()))
+        self.cpu = CpuSampler(self._process_ids(), interval_s=CPU_SAMPLE_INTERVAL_S)
+        self.cpu.start()
         self._monitor()
         self.end_epoch = time.time()
+        self.cpu.stop()
         self._collect_switch_stats()
+        self._collect_host_losses()
 
     def _popen(self, host_name, argv, log_path, marker):
         host = self.network.host(host_name)
@@ -376,6 +398,11 @@ class Run:
         self._apply_injection(inj, revert=True)
 
     def _check_agents(self):
+        """An agent or switch process that died ends the run at once, with the last lines of its own log."""
+        for sw in self.scenario.topology.switches():
+            death = self.network.switch(sw.name).died()
+            if death:
+                raise EmulationError(f"switch {sw.name} ({self.target}) died ({death})")
         for name, (proc, log, role) in self.agents.items():
             code = proc.poll()
             if code not in (None, 0):
@@ -402,6 +429,58 @@ class Run:
                 ports.append(f"{switch}-eth{topo.port(switch, link)}")
         return ports
 
+    def _process_ids(self) -> dict:
+        """Every switch and agent process of the run: ``{"switch s1": pid, "worker w1": pid, ...}``."""
+        pids = {}
+        for sw in self.scenario.topology.switches():
+            proc = getattr(self.network.switch(sw.name), "proc", None)
+            if proc is not None:
+                pids[f"switch {sw.name}"] = proc.pid
+        for name, (proc, _, role) in self.agents.items():
+            pids[f"{role} {name}"] = proc.pid
+        return pids
+
+    def _collect_host_losses(self):
+        for job in self.scenario.jobs:
+            for host in list(job.workers) + list(job.ps):
+                self.host_losses[host] = host_losses(self.network.host(host), f"{host}-eth0", run_in)
+
+    def _progress_marker(self):
+        records = self.run_dir / "records"
+        return tuple(_line_count(records / f"{name}.jsonl") for name in sorted(self.agents))
+
+    def _diagnose_stall(self, watch, counters_at_progress):
+        """Write ``diagnosis.json`` (switch counters that moved since the last progress, slots held,
+        what every agent waits for) and return the one-line reason."""
+        switches = {}
+        for name, runtime in self.runtimes.items():
+            now = runtime.counters()
+            held = {}
+            for (job, sw), (base, count) in self.plan.slot_ranges.items():
+                if sw == name and count:
+                    held[job] = sum(1 for slot in range(base, base + count) if runtime.register_read("agg_count", slot))
+            switches[name] = {"moved_since_progress": counters_moved(counters_at_progress.get(name, {}), now),
+                              "slots_held": held}
+        agents_dir = self.run_dir / "agents"
+        for proc, _, _ in self.agents.values():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + STATUS_WAIT_S
+        waiting = {name for name, (proc, _, _) in self.agents.items() if proc.poll() is None}
+        while waiting and time.monotonic() < deadline:
+            waiting = {n for n in waiting if not (agents_dir / f"{n}.status.json").exists()}
+            time.sleep(0.02)
+        agents = {}
+        for name in self.agents:
+            path = agents_dir / f"{name}.status.json"
+            agents[name] = json.loads(path.read_text()) if path.exists() else {"status": "no answer"}
+        reason = (f"stalled: no iteration completed for {watch.idle_s(time.monotonic()):.0f}s (bound "
+                  f"{watch.bound_s:.0f}s = max({STALL_MIN_S:.0f}s, {STALL_FACTOR:.0f} x the expected iteration time); "
+                  f"see diagnosis.json")
+        (self.run_dir / "diagnosis.json").write_text(json.dumps(
+            {"reason": reason, "switches": switches, "agents": agents}, indent=2, default=str))
+        return reason
+
     def _monitor(self):
         scenario = self.scenario
         switch_ifaces = [intf.name for sw in self.network.net.switches for intf in sw.intfList() if intf.name != "lo"]
@@ -411,9 +490,18 @@ class Run:
         progress = Progress(scenario, self.run_dir, self.stream)
         ps_ports = self._ps_ports()
         deadline = time.monotonic() + scenario.run_timeout_s
+        watch = StallWatch(stall_bound_s(scenario), time.monotonic())
+        counters_at_progress, counters_read_s = {}, 0.0
         try:
             while True:
                 self._check_agents()
+                now = time.monotonic()
+                if watch.observe(self._progress_marker(), now):
+                    self.stalled = self._diagnose_stall(watch, counters_at_progress)
+                    raise RunStalled(self.stalled)
+                if watch.last_progress_s == now and now - counters_read_s >= 1.0:
+                    counters_at_progress = {n: r.counters() for n, r in self.runtimes.items()}
+                    counters_read_s = now
                 # Workers finish on their own (those left out of K-of-N iterations need not);
                 # PSs keep answering late retransmissions until stopped; background with its
                 # own duration runs to its end.
@@ -451,6 +539,7 @@ class Run:
 
     def _teardown_steps(self):
         steps = [("injections", lambda: self.injections and self.injections.stop()),
+                 ("cpu sampler", lambda: self.cpu and self.cpu.stop()),
                  ("switch counters", self._collect_switch_stats),
                  ("counter sampler", lambda: self.sampler and self.sampler.stop()),
                  ("agents and meters", self._stop_processes),
@@ -491,10 +580,15 @@ class Run:
         ps_ports = self._ps_ports()
         switch_egress_fragments = sum(sum(int(v) for v in s.get("port_ina_tx", {}).values())
                                       for s in self.switch_stats.values())
+        figures, evidence = summary_mod.honest_figures(jobs, self.switch_stats, self.host_losses,
+                                                       self.cpu.shares() if self.cpu else {})
+        distortion = assess(evidence)
         summary = {
             "scenario": scenario.name,
-            "status": "ok" if error is None else "failed",
+            "status": "ok" if error is None else "stalled" if isinstance(error, RunStalled) else "failed",
             "error": None if error is None else (str(error) or type(error).__name__),
+            "distorted": bool(distortion),
+            "distortion_reasons": distortion,
             "target": self.target,
             "policy": ",".join(sorted({j.policy for j in scenario.jobs})),
             "iterations": sum(j.iterations for j in scenario.jobs),
@@ -507,6 +601,7 @@ class Run:
             "gradient_sending_rate_bps": _mean([j["gradient_sending_rate_bps"] for j in jobs]),
             "switch_egress_fragments": switch_egress_fragments,
             "communication_overhead_bytes": sum(d["tx_bytes"] for d in deltas.values()),
+            **figures,
             "jobs": jobs,
             "background": self._background_summary(),
             "stragglers": self._straggler_summary(records),
@@ -590,7 +685,9 @@ def _mean(values):
 
 
 def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr) -> RunResult:
-    """Validate the environment, then run ``scenario``; returns the run directory and summary."""
+    """Refuse what only the simulator can run, validate the environment, then run ``scenario``;
+    returns the run directory and summary."""
+    require_emulable(scenario)
     chosen = resolve_target(target or scenario.target)
     preflight()
     return Run(scenario, Path(out_root), chosen, stream).execute()

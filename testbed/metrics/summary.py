@@ -10,8 +10,14 @@ Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
   communication (GRID's metric is the minimum: ``min_gradient_sending_rate_bps``);
 - ``ps_ingress_bytes``: INA frames received by the PSs (the PS aggregation
   overhead; Ethernet + IPv4 + UDP + INA + payload);
-- ``ina_amount_bytes``: raw gradient bytes absorbed in switches (sent by
-  workers minus the raw bytes that reached a PS);
+- ``ina_amount_bytes``: GOAT §VII-A's in-network aggregation amount, "the
+  total size of models" minus "the aggregation overhead of the PS": every
+  worker's fragments of every iteration counted once (frame bytes,
+  ``gradient_frame_bytes``) minus ``ps_ingress_bytes``, floored at 0 (a PS
+  that receives everything, ``ps``, aggregates nothing in the network);
+- ``ps_ingress_fragments_per_iteration``: INA frames received by the PSs
+  per completed iteration (GOAT Fig. 2's count);
+- ``retransmission_ratio``: retransmissions / original fragments;
 - ``switch_egress_fragments`` / ``communication_overhead_bytes``: INA
   packets / kernel bytes leaving switch ports (GOAT's communication
   overhead over all links);
@@ -22,6 +28,8 @@ import csv
 import json
 from pathlib import Path
 from statistics import mean
+
+from testbed.metrics.distortion import Evidence
 
 
 def load_records(run_dir: Path) -> dict:
@@ -45,10 +53,12 @@ def job_metrics(job, records: dict, participants=()) -> dict:
     comm = [r["comm_s"] for rows in worker_rows.values() for r in rows]
     worker_rates = {w: mean(r["sending_rate_bps"] for r in rows) for w, rows in worker_rows.items() if rows}
     sent_bytes = sum(r["sent_bytes"] for rows in worker_rows.values() for r in rows)
-    raw_at_ps_bytes = 0
-    for r in ps_rows:
-        if r["ingress_pkts"]:
-            raw_at_ps_bytes += r["ingress_bytes"] * r["raw_pkts"] / r["ingress_pkts"]
+    all_worker_rows = [r for w in job.workers for r in records.get(w, [])]
+    fragments_sent = sum(r["fragments"] for r in all_worker_rows)
+    gradient_frame_bytes = sum(r["fragments"] * r["sent_bytes"] / r["sent_pkts"] for r in all_worker_rows
+                               if r["sent_pkts"])
+    ps_ingress_bytes = sum(r["ingress_bytes"] for r in ps_rows)
+    retransmitted = sum(r["retx_pkts"] for r in all_worker_rows)
     iteration_s = max(per_ps_iteration) if per_ps_iteration else None
     return {
         "job": job.name, "policy": job.policy, "workers": len(job.workers), "ps": list(job.ps),
@@ -62,14 +72,64 @@ def job_metrics(job, records: dict, participants=()) -> dict:
         "training_throughput_iter_per_s": (1 / iteration_s) if iteration_s else None,
         "gradient_sending_rate_bps": mean(worker_rates.values()) if worker_rates else None,
         "min_gradient_sending_rate_bps": min(worker_rates.values()) if worker_rates else None,
-        "ps_ingress_bytes": sum(r["ingress_bytes"] for r in ps_rows),
+        "ps_ingress_bytes": ps_ingress_bytes,
         "ps_ingress_packets": sum(r["ingress_pkts"] for r in ps_rows),
+        "ps_ingress_fragments_per_iteration": (sum(r["ingress_pkts"] for r in ps_rows) / completed
+                                               if completed else None),
         "worker_sent_bytes": sent_bytes,
-        "ina_amount_bytes": max(0.0, sent_bytes - raw_at_ps_bytes),
-        "retransmitted_packets": sum(r["retx_pkts"] for rows in worker_rows.values() for r in rows),
+        "gradient_frame_bytes": gradient_frame_bytes,
+        "ina_amount_bytes": max(0.0, gradient_frame_bytes - ps_ingress_bytes),
+        "fragments_sent": fragments_sent,
+        "retransmitted_packets": retransmitted,
+        "retransmission_ratio": retransmitted / fragments_sent if fragments_sent else None,
+        "spurious_retransmissions_at_ps": sum(r.get("spurious_retx_pkts", 0) for r in ps_rows),
         "bypassed_packets": sum(r["bypassed_pkts"] for r in ps_rows),
         "duplicate_packets_at_ps": sum(r["duplicate_pkts"] for r in ps_rows),
+        "ce_marked_packets_at_ps": sum(r.get("ce_marked_pkts", 0) for r in ps_rows),
+        "transport": {k: sum(r.get(k, 0) for r in all_worker_rows)
+                      for k in ("timeouts", "fast_retransmits", "ecn_echoes", "window_cuts")},
     }
+
+
+def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict):
+    """The run-level fidelity figures of ``summary.json`` and the evidence the distorted mark weighs.
+
+    - ``retransmission_ratio``: worker retransmissions / original fragments, all jobs;
+    - ``spurious_retransmissions``: retransmissions of a contribution its aggregation node already
+      held: RETX duplicates at switches (``partial_flushed``) plus at PSs (counted at every node such
+      a retransmission reaches, so an upper bound);
+    - ``queue_drops`` / ``impairment_drops``: per switch and port (pyswitch; bmv2 does not count them);
+    - ``unmodelled_losses``: per place, packets lost outside modelled queues and impairments;
+    - ``cpu``: per process mean and peak share of a core, and the machine's.
+    """
+    fragments = sum(j["fragments_sent"] for j in jobs)
+    retransmitted = sum(j["retransmitted_packets"] for j in jobs)
+    spurious = sum(j["spurious_retransmissions_at_ps"] for j in jobs) + \
+        sum(int(st.get("partial_flushed", 0)) for st in switch_stats.values())
+    unmodelled = {}
+    for name, st in switch_stats.items():
+        if st.get("socket_dropped"):
+            unmodelled[f"switch {name} port sockets"] = int(st["socket_dropped"])
+    for host, losses in host_losses.items():
+        for where, packets in losses.items():
+            if packets:
+                unmodelled[f"host {host} ({where})"] = packets
+    figures = {
+        "fragments_sent": fragments,
+        "retransmitted_packets": retransmitted,
+        "retransmission_ratio": retransmitted / fragments if fragments else None,
+        "spurious_retransmissions": spurious,
+        "spurious_retransmission_ratio": spurious / fragments if fragments else None,
+        "queue_drops": {n: {p: c for p, c in st.get("queue_dropped", {}).items() if c}
+                        for n, st in switch_stats.items() if "queue_dropped" in st},
+        "impairment_drops": {n: {p: v["dropped"] for p, v in st.get("impairment", {}).items() if v.get("dropped")}
+                             for n, st in switch_stats.items() if st.get("impairment")},
+        "unmodelled_losses": unmodelled,
+        "cpu": cpu,
+    }
+    evidence = Evidence(fragments_sent=fragments, retransmissions=retransmitted, spurious_retransmissions=spurious,
+                        cpu=cpu or {}, unmodelled_losses=unmodelled)
+    return figures, evidence
 
 
 def write_iterations_csv(path: Path, scenario, records: dict):

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import require_emulation
+from support import bmv2_available, require_emulation, skip_bmv2_case
 
 from testbed.dataplane.pyswitch.core import LocalRuntime, PySwitchCore
 from testbed.dataplane.runtime import PySwitchRuntime
@@ -41,7 +41,6 @@ from testbed.emulation.state import stop_process
 LANES = 64
 SLOTS = 64
 PORTS = (1, 2, 3, 4)
-BMV2_SKIP_REASON = "bmv2 (simple_switch) and p4c not found"
 PROCESS_GAP_S = 0.03
 
 
@@ -150,17 +149,6 @@ def _free_tcp_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def bmv2_available():
-    return shutil.which("simple_switch") is not None and shutil.which("p4c") is not None
-
-
-def skip_bmv2_case(reason=BMV2_SKIP_REASON):
-    """Skip a case that needs bmv2 or p4c, or fail it when ``INATB_REQUIRE_BMV2=1``."""
-    if os.environ.get("INATB_REQUIRE_BMV2") == "1":
-        pytest.fail(f"{reason} (INATB_REQUIRE_BMV2=1: the bmv2 cases must run)")
-    pytest.skip(reason)
 
 
 def _start_bmv2(tmp_path):

@@ -273,7 +273,7 @@ def _compiled_names():
     """Names of tables (with their actions), registers, counters and meters in the JSON p4c writes for bmv2."""
     import json
     if shutil.which("p4c") is None:
-        from packet_targets import skip_bmv2_case
+        from support import skip_bmv2_case
         skip_bmv2_case("p4c not found")
     config = json.loads(p4build.compile_program(64, 64).read_text())
     tables = {t["name"]: set(t["actions"]) for pipe in config["pipelines"] for t in pipe["tables"]}

@@ -194,7 +194,10 @@ def test_retx_duplicate_flushes_the_partial(target):
                      (1, contribution(1, 1, 5, parts[1], flags=FLAG_DATA | FLAG_RETX))])
     pkt, _ = only(target.recv(1), port=PS_PORT)
     assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2]))
-    assert (pkt.ina.count, pkt.ina.bitmap, pkt.ina.flags, pkt.ina.level) == (2, 0b110, FLAG_DATA, 1)
+    # The partial goes to the PS (bypass_dst), still RETX, addressed as this switch's (no switch on
+    # the way aggregates it again), and the slot is freed.
+    assert (pkt.ina.count, pkt.ina.bitmap, pkt.ina.flags, pkt.ina.level) == (2, 0b110, FLAG_DATA | FLAG_RETX, 1)
+    assert (pkt.src_ip, pkt.dst_ip, pkt.ina.agg_node) == (SW_ADDR, PS_IP, SW_NODE)
     slot = slot_index(5, 0, 8)
     assert rt.register_read("agg_count", slot) == 0
     assert (stat(target, "partial_flushed"), stat(target, "duplicate_dropped"), stat(target, "emitted")) == (1, 1, 1)
@@ -230,6 +233,47 @@ def test_late_contribution_after_a_flush_goes_on_to_the_ps(target):
     target.send_seq([(w, contribution(w, 1, 14, later[w])) for w in (1, 2, 3)])
     pkt, _ = only(target.recv(1), port=PS_PORT)
     assert pkt.ina.count == 3 and np.array_equal(pkt.lanes, wrap_sum(*later.values()))
+
+
+def rack_aggregate(rack, job, seq, lanes, bitmap, count, fanin, flags=FLAG_DATA, base=0, slots=8):
+    """A level-1 aggregate of a rack switch (behind port ``rack``) toward this switch, the level above."""
+    ip, mac = HOSTS[rack]
+    header = InaHeader(job=job, flags=flags, elems=len(lanes), level=1, agg_node=SW_NODE, fanin=fanin, count=count,
+                       iteration=0, seq=seq, slot=slot_index(seq, base, slots), bitmap=bitmap)
+    return build_ina_frame(SW_MAC, mac, ip, SW_ADDR, header, lanes)
+
+
+def test_two_racks_partial_aggregates_merge_at_the_level_above(target):
+    """ATP's second level: two racks' aggregates (three workers each) merge into one exact aggregate;
+    a duplicate of a rack's aggregate is suppressed; a retransmitted rack aggregate that finds the
+    slot still waiting for the other rack flushes the partial to the PS and frees the slot, and the
+    other rack's aggregate then follows it there."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=4, next_agg_node=PS_NODE, next_fanin=2))
+    racks = {1: (0b1110, lanes_of(90)), 2: (0b1110000, lanes_of(91))}
+    target.send(1, rack_aggregate(1, 4, 3, racks[1][1], racks[1][0], count=3, fanin=6))
+    target.send(1, rack_aggregate(1, 4, 3, racks[1][1], racks[1][0], count=3, fanin=6))   # a duplicate
+    assert target.quiet() == []
+    assert stat(target, "duplicate_dropped") == 1
+    target.send(2, rack_aggregate(2, 4, 3, racks[2][1], racks[2][0], count=3, fanin=6))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, wrap_sum(racks[1][1], racks[2][1]))
+    assert (pkt.ina.count, pkt.ina.bitmap, pkt.ina.level, pkt.ina.fanin) == (6, 0b1111110, 2, 2)
+    assert (pkt.ina.flags, pkt.src_ip, pkt.dst_ip) == (FLAG_DATA, SW_ADDR, PS_IP)
+    assert (stat(target, "aggregated"), stat(target, "emitted")) == (2, 1)
+
+    # Seq 4: rack 1's aggregate waits for rack 2; rack 1's switch re-emits it as a RETX.
+    target.send(1, rack_aggregate(1, 4, 4, racks[1][1], racks[1][0], count=3, fanin=6))
+    target.send(1, rack_aggregate(1, 4, 4, racks[1][1], racks[1][0], count=3, fanin=6, flags=FLAG_DATA | FLAG_RETX))
+    flushed, _ = only(target.recv(1), port=PS_PORT)
+    assert (flushed.ina.bitmap, flushed.ina.count, flushed.ina.agg_node) == (0b1110, 3, SW_NODE)
+    assert np.array_equal(flushed.lanes, racks[1][1])
+    assert rt.register_read("agg_count", slot_index(4, 0, 8)) == 0
+    target.send(2, rack_aggregate(2, 4, 4, racks[2][1], racks[2][0], count=3, fanin=6))
+    late, _ = only(target.recv(1), port=PS_PORT)                 # on to the PS, where the two merge
+    assert (late.ina.bitmap, late.ina.level, late.dst_ip) == (0b1110000, 1, PS_IP)
+    assert np.array_equal(late.lanes, racks[2][1])
 
 
 def test_two_jobs_do_not_mix(target):
@@ -309,8 +353,9 @@ def test_release_on_result(target):
     target.send(1, contribution(1, 3, 6, parts[1], fanin=2))
     assert target.quiet() == []                                # a plain duplicate
     target.send(1, contribution(1, 3, 6, parts[1], fanin=2, flags=FLAG_DATA | FLAG_RETX))
-    pkt, _ = only(target.recv(1), port=PS_PORT)                # the aggregate again, slot kept
+    pkt, _ = only(target.recv(1), port=PS_PORT)                # the aggregate again, slot kept, still RETX
     assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2])) and pkt.ina.count == 2
+    assert (pkt.ina.flags, pkt.ina.agg_node, pkt.ina.level) == (FLAG_DATA | FLAG_RETX, PS_NODE, 1)
     assert rt.register_read("agg_count", slot) == 2
 
     def result(worker, iteration):
@@ -350,7 +395,7 @@ def test_multicast_of_results(target):
         assert (pkt.src_ip, pkt.ttl, pkt.ina.seq, pkt.ina.flags) == (PS_IP, 63, 11, FLAG_RESULT)
         assert np.array_equal(pkt.lanes, lanes) and pkt.ip_checksum_ok and udp_checksum_of(frame) == 0
     assert stat(target, "multicast") == 1
-    assert sum(rt.counter_read("port_ina_tx", p)[0] for p in (1, 2, 3)) == 3
+    assert sum(rt.counter_read("port_ina_tx", p)[0] for p in (1, 2, 3)) == 0     # RESULTs are not gradients
     # A RESULT entering from port 1 is never sent back out of port 1.
     target.send(1, build_ina_frame(SW_MAC, HOSTS[1][1], HOSTS[1][0], GROUP_IP, header, lanes))
     assert sorted(port for port, _ in target.recv(2)) == [2, 3]
@@ -472,13 +517,35 @@ def test_short_fragment_zero_pads_the_slot(target):
 
 
 def test_registers_write_read_reset(target):
+    """Every bit<64> value is written exactly; a read is exact or, where the target cannot report the value
+    (bmv2's Thrift read saturates at 2^63-1), a DataplaneError naming the limit, never a wrong value."""
     rt = target.runtime
     rt.register_write("agg_bitmap", 3, (1 << 64) - 1)
     rt.register_write("agg_value", 7, 0xFFFFFFFE)
-    assert rt.register_read("agg_bitmap", 3) == (1 << 64) - 1
+    if target.name == "bmv2":
+        with pytest.raises(DataplaneError, match=r"saturates at 2\^63-1"):
+            rt.register_read("agg_bitmap", 3)
+    else:
+        assert rt.register_read("agg_bitmap", 3) == (1 << 64) - 1
     assert rt.register_read("agg_value", 7) == 0xFFFFFFFE
+    rt.register_write("agg_bitmap", 3, (1 << 63) - 2)           # the widest value every target reads back
+    assert rt.register_read("agg_bitmap", 3) == (1 << 63) - 2
     rt.register_reset("agg_bitmap")
     assert rt.register_read("agg_bitmap", 3) == 0
+
+
+def test_register_write_of_bit_63_reaches_the_pipeline(target):
+    """A control-plane write of bit 63 of agg_bitmap is held exactly (not clamped to 2^63-1): a contribution
+    whose bitmap is bit 63 is then a duplicate of the slot's holder."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1))
+    target.send(1, contribution(1, 1, 0, lanes_of(60)))          # claims the slot: count 1 of 3
+    assert target.quiet() == []
+    rt.register_write("agg_bitmap", slot_index(0, 0, 8), 1 << 63)
+    target.send(2, contribution(2, 1, 0, lanes_of(61), bitmap=1 << 63))
+    assert target.quiet() == []
+    assert (stat(target, "duplicate_dropped"), stat(target, "aggregated")) == (1, 1)
 
 
 def test_scapy_crafted_packet_through_the_switch(target):

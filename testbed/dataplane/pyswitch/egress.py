@@ -29,7 +29,7 @@ import random
 import struct
 
 from testbed.dataplane import program
-from testbed.dataplane.wire import INA_UDP_PORT
+from testbed.dataplane.wire import FLAG_RESULT, INA_OFFSET, INA_UDP_PORT, PAYLOAD_OFFSET
 
 _H10 = struct.Struct("!10H")
 _INA_PORT_HI, _INA_PORT_LO = INA_UDP_PORT >> 8, INA_UDP_PORT & 0xFF
@@ -152,9 +152,9 @@ class Egress:
             buf[15] |= 3
             if port < program.MAX_PORTS:
                 self.port_ecn_marked[port] += 1
-        if buf[23] == 17 and len(buf) >= 42 and buf[36] == _INA_PORT_HI and buf[37] == _INA_PORT_LO \
-                and port < program.MAX_PORTS:
-            self.port_ina_tx[port] += 1
+        if buf[23] == 17 and len(buf) >= PAYLOAD_OFFSET and buf[36] == _INA_PORT_HI and buf[37] == _INA_PORT_LO \
+                and not buf[INA_OFFSET + 3] & FLAG_RESULT and port < program.MAX_PORTS:
+            self.port_ina_tx[port] += 1     # gradient packets only, as ina.p4 counts them
         fix_ipv4_checksum(buf)
         imp = self.impairments.get(port)
         if imp is None:

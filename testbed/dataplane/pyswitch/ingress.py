@@ -20,9 +20,13 @@ Per packet, in the order the P4 program applies them:
      (``stale_reclaimed`` counts the latter);
    - same tag, contributors disjoint: add lanes, OR bitmaps, add counts;
    - same tag, contributor already in: drop (``duplicate_dropped``); a RETX
-     duplicate instead flushes what the slot holds toward the next node
-     (``partial_flushed``) so a lost aggregate or a contribution that
-     bypassed elsewhere cannot wedge the slot;
+     duplicate instead flushes what the slot holds (``partial_flushed``) so a
+     lost aggregate or a contribution that bypassed elsewhere cannot wedge the
+     slot: a complete slot (kept until its RESULT) sends its aggregate again
+     toward the next node, still flagged RETX, so a switch above re-emits it
+     too; an incomplete one sends its partial to ``bypass_dst`` (the PS) and is
+     freed (ATP's loss recovery). No partial aggregate ever goes up a level,
+     so an upper level never holds contributions a fuller aggregate overlaps;
    - slot held by another tag: COLLISION, the packet goes unchanged to
      ``bypass_dst`` (the PS), ATP's best-effort rule;
    - a RETX packet that finds no slot holding its tag goes to ``bypass_dst``
@@ -68,7 +72,8 @@ ST_MCAST, ST_RETX_BYPASS, ST_RELEASED = S["multicast"], S["retx_bypassed"], S["r
 RELEASE_ON_EMIT = program.RELEASE_ON_EMIT
 
 _U16 = struct.Struct("!H")
-_SLOT_BITMAP = struct.Struct("!IQ")     # slot, bitmap at INA_OFFSET+22
+_U32 = struct.Struct("!I")              # slot at INA_OFFSET+22
+_U64 = struct.Struct("!Q")              # bitmap at INA_OFFSET+26
 _CLEAR_RETX = 0xFFFF & ~FLAG_RETX
 
 
@@ -204,10 +209,20 @@ class Ingress:
                 return None
             # A retransmission of a contribution the slot already holds: the
             # others' contributions may never come here (they bypassed, or the
-            # aggregate was lost): send what the slot holds on.
+            # aggregate was lost): send what the slot holds on. Complete (kept
+            # until the RESULT): the aggregate again, toward the next level, still
+            # RETX. Incomplete: the partial goes to the PS and the slot is freed
+            # (ATP's loss recovery), so no level above ever holds a partial that a
+            # fuller aggregate could overlap.
             stats[ST_FLUSH] += 1
-            return self._emit(buf, slot, level, elems, flags, switch_addr, release_mode, next_agg_node, next_fanin,
-                              next_dst, next_slot_base, next_slot_count, seq)
+            if agg_count[slot] < fanin:
+                stats[ST_EMIT] += 1
+                self._write_aggregate(buf, slot, level, elems, flags | FLAG_DATA, switch_addr)
+                buf[30:34] = bypass_dst
+                self.release(slot)
+                return True
+            return self._emit(buf, slot, level, elems, flags | FLAG_DATA, switch_addr, release_mode, next_agg_node,
+                              next_fanin, next_dst, next_slot_base, next_slot_count, seq)
         else:
             row = self.agg_value[slot, :elems]
             np.add(row, np.frombuffer(buf, dtype=">i4", count=elems, offset=PAYLOAD_OFFSET), out=row,
@@ -216,26 +231,30 @@ class Ingress:
             agg_count[slot] = (held + count) & 0xFFFF     # bit<16> in ina.p4
         stats[ST_AGG] += 1
         if agg_count[slot] >= fanin:
-            return self._emit(buf, slot, level, elems, flags, switch_addr, release_mode, next_agg_node, next_fanin,
-                              next_dst, next_slot_base, next_slot_count, seq)
+            return self._emit(buf, slot, level, elems, (flags & _CLEAR_RETX) | FLAG_DATA, switch_addr, release_mode,
+                              next_agg_node, next_fanin, next_dst, next_slot_base, next_slot_count, seq)
         return None
+
+    def _write_aggregate(self, buf, slot, level, elems, flags, switch_addr):
+        """Flags, level + 1, count, bitmap, lanes and source of the aggregate of ``slot`` into ``buf``."""
+        _U16.pack_into(buf, INA_OFFSET + 2, flags)
+        if level != 255:
+            buf[INA_OFFSET + 5] = level + 1
+        _U16.pack_into(buf, INA_OFFSET + 10, self.agg_count[slot])
+        _U64.pack_into(buf, INA_OFFSET + 26, self.agg_bitmap[slot])
+        buf[PAYLOAD_OFFSET:PAYLOAD_OFFSET + 4 * elems] = self.agg_value[slot, :elems].astype(">i4").tobytes()
+        buf[26:30] = switch_addr
+        buf[40] = buf[41] = 0  # UDP checksum: the payload changed
 
     def _emit(self, buf, slot, level, elems, flags, switch_addr, release_mode, next_agg_node, next_fanin, next_dst,
               next_slot_base, next_slot_count, seq):
         """Rewrite ``buf`` into the aggregate of ``slot`` toward the next level."""
         self.stats[ST_EMIT] += 1
-        next_slot = slot_index(seq, next_slot_base, next_slot_count)
-        _U16.pack_into(buf, INA_OFFSET + 2, (flags & _CLEAR_RETX) | FLAG_DATA)
-        if level != 255:
-            buf[INA_OFFSET + 5] = level + 1
+        self._write_aggregate(buf, slot, level, elems, flags, switch_addr)
         _U16.pack_into(buf, INA_OFFSET + 6, next_agg_node)
         _U16.pack_into(buf, INA_OFFSET + 8, next_fanin)
-        _U16.pack_into(buf, INA_OFFSET + 10, self.agg_count[slot])
-        _SLOT_BITMAP.pack_into(buf, INA_OFFSET + 22, next_slot & 0xFFFFFFFF, self.agg_bitmap[slot])
-        buf[PAYLOAD_OFFSET:PAYLOAD_OFFSET + 4 * elems] = self.agg_value[slot, :elems].astype(">i4").tobytes()
-        buf[26:30] = switch_addr
+        _U32.pack_into(buf, INA_OFFSET + 22, slot_index(seq, next_slot_base, next_slot_count) & 0xFFFFFFFF)
         buf[30:34] = next_dst
-        buf[40] = buf[41] = 0  # UDP checksum: the payload changed
         if release_mode == RELEASE_ON_EMIT:
             self.agg_count[slot] = 0
             self.agg_bitmap[slot] = 0

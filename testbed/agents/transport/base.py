@@ -1,0 +1,223 @@
+"""What every worker transport shares: the sender state of one iteration, RTT estimation, pacing.
+
+A transport is a pure state machine with an injectable clock (every method
+takes ``now_s``): the worker agent asks it what to send next, tells it what
+was sent and which RESULTs came back, and sleeps until its next deadline. It
+never touches a socket, so each branch is unit-tested without a network
+(tests/unit/test_transports.py).
+
+Per iteration the sender tracks, for every fragment ``seq``, whether its
+RESULT arrived (``acked``), when it was last sent and how many times. Which
+fragment may leave is a sliding window over seq: ``seq`` < lowest
+unacknowledged + ``window()``, so fragments in flight never share a slot at
+their aggregation switch (slot = seq mod slots, window <= slots; SwitchML's
+self-clocking). Subclasses decide ``window()`` (congestion control) and
+react to ECN echoes and losses.
+
+Retransmission (RFC 6298 estimator, Karn's rule): RTO = max(min RTO,
+SRTT + 4 RTTVAR), 1 s before the first sample, doubled per attempt, at most
+``MAX_RTO_S``. A RESULT
+answers only once every worker's contribution is in, so the time a worker
+waits for a straggler is not network round-trip time: a fragment's timer and
+its RTT sample start at the later of its sending and the first RESULT of the
+iteration (the moment every worker is known to be sending). Until that first
+RESULT, fragments wait ``first_result_timeout_s`` (the straggler allowance)
+before they count as lost. A gap (RESULTs for ``DUPTHRESH`` fragments sent
+after an unacknowledged one) retransmits it at once, without waiting for its
+timer (PA-ATP §III-A: "once a sequence number gap ... is detected").
+"""
+
+import heapq
+
+MAX_RTO_S = 1.0
+INITIAL_RTO_S = 1.0     # RFC 6298 (2.1): before the first RTT sample
+DUPTHRESH = 3
+
+
+class RttEstimator:
+    """RFC 6298 smoothed RTT and variance; ``rto_s`` never below ``min_rto_s``."""
+
+    def __init__(self, min_rto_s: float, initial_rto_s: float):
+        self.min_rto_s = min_rto_s
+        self.initial_rto_s = initial_rto_s
+        self.srtt_s = None
+        self.rttvar_s = None
+
+    def sample(self, rtt_s: float):
+        if self.srtt_s is None:
+            self.srtt_s, self.rttvar_s = rtt_s, rtt_s / 2
+        else:
+            self.rttvar_s = 0.75 * self.rttvar_s + 0.25 * abs(self.srtt_s - rtt_s)
+            self.srtt_s = 0.875 * self.srtt_s + 0.125 * rtt_s
+
+    def rto_s(self) -> float:
+        if self.srtt_s is None:
+            return max(self.min_rto_s, self.initial_rto_s)
+        return min(MAX_RTO_S, max(self.min_rto_s, self.srtt_s + 4 * self.rttvar_s))
+
+
+class Pacer:
+    """Departures no faster than the host link: one frame of ``frame_bits`` every frame_bits / rate."""
+
+    def __init__(self, rate_bps: float, frame_bytes: int):
+        self.gap_s = 8 * frame_bytes / rate_bps if rate_bps > 0 else 0.0
+        self.next_s = 0.0
+
+    def ready(self, now_s: float) -> bool:
+        return now_s >= self.next_s
+
+    def sent(self, now_s: float):
+        # At most one frame of credit: a sender woken late by the loop's timer granularity catches
+        # up by one frame; one that paused does not burst afterwards.
+        self.next_s = max(self.next_s, now_s - self.gap_s) + self.gap_s
+
+
+class Transport:
+    """The sender state of one worker; a subclass names its congestion control.
+
+    ``window_cap`` is the scenario's ``window`` (at most the slots the job has
+    at its first aggregation switch); ``link_rate_bps`` and ``frame_bytes``
+    set the pacing; ``min_rto_s`` is the job's ``retransmit_timeout``.
+    """
+
+    name = "base"
+
+    def __init__(self, window_cap: int, link_rate_bps: float, frame_bytes: int, min_rto_s: float,
+                 first_result_timeout_s: float = 1.0, options: dict = None):
+        self.window_cap = max(1, int(window_cap))
+        self.options = dict(options or {})
+        self.rtt = RttEstimator(min_rto_s, INITIAL_RTO_S)
+        self.pacer = Pacer(link_rate_bps, frame_bytes)
+        self.first_result_timeout_s = first_result_timeout_s
+        self.stats = dict(sent=0, retransmitted=0, timeouts=0, fast_retransmits=0, ecn_echoes=0, window_cuts=0)
+        self.total = 0
+
+    # -- congestion control: subclasses ------------------------------------------------
+    def window(self) -> int:
+        return self.window_cap
+
+    def on_ack(self, now_s: float):
+        """A RESULT acknowledged a fragment for the first time."""
+
+    def on_congestion(self, now_s: float, reason: str):
+        """An ECN echo (``"ecn"``) or a loss (``"loss"``)."""
+
+    # -- one iteration ------------------------------------------------------------------
+    def start_iteration(self, total: int, acked_seqs=(), now_s: float = 0.0, path_keys=None):
+        """A new iteration of ``total`` fragments; ``acked_seqs`` already have their RESULT.
+
+        ``path_keys[seq]`` names the path a fragment takes (its aggregation node): RESULTs are
+        compared for gaps only along one path, since different paths reorder legitimately.
+        """
+        self.total = total
+        self.path_keys = list(path_keys) if path_keys is not None else [0] * total
+        self.acked = bytearray(total)
+        for seq in acked_seqs:
+            self.acked[seq] = 1
+        self.done = sum(self.acked)
+        self.base = 0
+        self.next_seq = 0
+        self.sent_at = [0.0] * total
+        self.send_order = [0] * total          # when (in sends) each seq last left
+        self.sends = 0
+        self.attempts = [0] * total
+        self.timers = []                       # heap of (deadline, seq, attempt)
+        self.first_result_s = None
+        self.started_s = now_s
+        self.pending_retx = []                 # seqs to resend at once (gaps, timeouts)
+
+    def finished(self) -> bool:
+        return self.done >= self.total
+
+    def _advance_base(self):
+        while self.base < self.total and self.acked[self.base]:
+            self.base += 1
+
+    def next_send(self, now_s: float):
+        """The next (seq, is_retransmission) to send now, or None (window full, paced, or nothing due)."""
+        if not self.pacer.ready(now_s):
+            return None
+        self._fire_timers(now_s)
+        while self.pending_retx:
+            seq = self.pending_retx.pop(0)
+            if not self.acked[seq]:
+                return seq, True
+        self._advance_base()
+        limit = min(self.total, self.base + self.window())
+        while self.next_seq < limit:
+            seq = self.next_seq
+            self.next_seq += 1
+            if not self.acked[seq]:
+                return seq, False
+        return None
+
+    def on_sent(self, seq: int, retransmission: bool, now_s: float):
+        self.pacer.sent(now_s)
+        self.sends += 1
+        self.send_order[seq] = self.sends
+        self.sent_at[seq] = now_s
+        if retransmission:
+            self.attempts[seq] += 1
+            self.stats["retransmitted"] += 1
+        self.stats["sent"] += 1
+        heapq.heappush(self.timers, (self._deadline(seq, now_s), seq, self.attempts[seq]))
+
+    def _deadline(self, seq: int, now_s: float) -> float:
+        rto = min(MAX_RTO_S, self.rtt.rto_s() * (2 ** self.attempts[seq]))
+        if self.first_result_s is None:
+            return now_s + max(rto, self.first_result_timeout_s)
+        return now_s + rto
+
+    def on_result(self, seq: int, now_s: float, ecn_echo: bool = False):
+        """A RESULT for ``seq`` of this iteration arrived."""
+        if ecn_echo:
+            self.stats["ecn_echoes"] += 1
+            self.on_congestion(now_s, "ecn")
+        if seq >= self.total or self.acked[seq]:
+            return
+        if self.first_result_s is None:
+            self.first_result_s = now_s
+            self._restart_timers(now_s)
+        elif self.attempts[seq] == 0:
+            self.rtt.sample(now_s - max(self.sent_at[seq], self.first_result_s))
+        self.acked[seq] = 1
+        self.done += 1
+        self.on_ack(now_s)
+        if self.attempts[seq] == 0:
+            # A RESULT for a retransmitted fragment may answer its original (Karn): it proves no gap.
+            self._detect_gaps(seq, now_s)
+
+    def _restart_timers(self, now_s: float):
+        """The first RESULT: every worker is sending; outstanding fragments get a network timeout from now."""
+        self.timers = [(now_s + self.rtt.rto_s() * (2 ** attempt), seq, attempt)
+                       for _, seq, attempt in self.timers]
+        heapq.heapify(self.timers)
+
+    def _detect_gaps(self, acked_seq: int, now_s: float):
+        """Fragments of the same path sent ``DUPTHRESH`` sends before ``acked_seq`` and still unanswered."""
+        order, path = self.send_order[acked_seq], self.path_keys[acked_seq]
+        for seq in range(self.base, min(self.next_seq, self.total)):
+            if self.acked[seq] or self.path_keys[seq] != path or seq in self.pending_retx:
+                continue
+            if order - self.send_order[seq] >= DUPTHRESH:
+                self.stats["fast_retransmits"] += 1
+                self.pending_retx.append(seq)
+                self.on_congestion(now_s, "loss")
+
+    def _fire_timers(self, now_s: float):
+        while self.timers and self.timers[0][0] <= now_s:
+            _, seq, attempt = heapq.heappop(self.timers)
+            if self.acked[seq] or attempt != self.attempts[seq] or seq in self.pending_retx:
+                continue
+            self.stats["timeouts"] += 1
+            self.pending_retx.append(seq)
+            self.on_congestion(now_s, "loss")
+
+    def next_deadline_s(self, now_s: float):
+        """When the worker must look again even if nothing arrives (a timer, or the pacer)."""
+        times = []
+        if self.timers:
+            times.append(self.timers[0][0])
+        if self.pending_retx or self.next_seq < min(self.total, self.base + self.window()):
+            times.append(self.pacer.next_s)
+        return min(times) if times else None

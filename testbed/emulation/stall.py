@@ -1,0 +1,69 @@
+"""A stall is diagnosed, not waited out.
+
+A job makes progress when any of its agents finishes an iteration (a new
+line in a record file). :class:`StallWatch` (pure, injectable clock) says
+when no job has progressed for ``bound_s``; the bound comes from the
+expected iteration time (:func:`expected_iteration_s`):
+
+    expected = compute_time + the widest compute-delay spread
+               + every worker's fragments of one iteration through the
+                 slowest host link, one worker after another (``ps``'s
+                 incast at the PS link, the slowest a scheme can be
+                 without loss)
+    bound    = max(STALL_MIN_S, STALL_FACTOR x expected of the slowest job)
+
+so a run stops ``bound`` after its last progress with status ``stalled``,
+a one-line reason and ``diagnosis.json`` (:func:`diagnose`: per switch the
+counters that moved since the last progress and the slots still held; per
+agent what it waits for).
+"""
+
+from testbed.dataplane.wire import INA_HEADER_BYTES
+from testbed.models import fragments_per_submodel
+
+STALL_MIN_S = 10.0
+STALL_FACTOR = 10.0
+FRAME_OVERHEAD_BYTES = 42
+
+
+def expected_iteration_s(scenario, job) -> float:
+    """The time one iteration of ``job`` should take at worst without loss (see the module docstring)."""
+    topo = scenario.topology
+    fragments = sum(fragments_per_submodel(job.submodel_elements, scenario.switch.lanes))
+    frame_bits = 8 * (FRAME_OVERHEAD_BYTES + INA_HEADER_BYTES + 4 * scenario.switch.lanes)
+    slowest_bps = min(topo.host_link(h).rate_bps for h in list(job.workers) + list(job.ps))
+    spread_s = 0.0
+    for d in scenario.stragglers.compute_delays:
+        if any(w in d.workers for w in job.workers):
+            spread_s = max(spread_s, d.value_s if d.distribution == "fixed" else d.high_s)
+    return job.compute_time_s + spread_s + fragments * len(job.workers) * frame_bits / slowest_bps
+
+
+def stall_bound_s(scenario) -> float:
+    return max(STALL_MIN_S, STALL_FACTOR * max(expected_iteration_s(scenario, job) for job in scenario.jobs))
+
+
+class StallWatch:
+    """``observe(marker, now_s)``: True once ``marker`` (any value that changes with progress) has not
+    changed for ``bound_s``."""
+
+    def __init__(self, bound_s: float, now_s: float):
+        self.bound_s = bound_s
+        self.marker = None
+        self.last_progress_s = now_s
+
+    def observe(self, marker, now_s: float) -> bool:
+        if marker != self.marker:
+            self.marker = marker
+            self.last_progress_s = now_s
+            return False
+        return now_s - self.last_progress_s > self.bound_s
+
+    def idle_s(self, now_s: float) -> float:
+        return now_s - self.last_progress_s
+
+
+def counters_moved(before: dict, after: dict) -> dict:
+    """The scalar counters of one switch that changed between two reads: ``{name: delta}``."""
+    return {name: value - before.get(name, 0) for name, value in after.items()
+            if isinstance(value, (int, float)) and value != before.get(name, 0)}

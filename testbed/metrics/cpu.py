@@ -1,0 +1,91 @@
+"""CPU use of a run's switch and agent processes, sampled over time.
+
+A figure is only a result if the run was link-bound: a switch or agent that
+had a whole core to itself and still could not keep up measures the machine,
+not the scheme. :class:`CpuSampler` reads each process's user + system time
+(``/proc/<pid>/stat``, fields 14-15, in clock ticks) and the machine's busy
+time (``/proc/stat``) every ``interval_s``; :meth:`CpuSampler.shares` turns
+the samples into, per process, the mean share of one core over the run and
+the largest share over any one interval, and the same for the machine (share
+of all its cores). :func:`cpu_share` is the pure part, unit-tested.
+"""
+
+import os
+import threading
+import time
+
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int):
+    """User + system CPU seconds of ``pid`` so far, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()   # after "pid (comm) ": state is fields[0]
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+
+
+def machine_cpu_s():
+    """(busy, total) CPU seconds of the machine over all cores, from /proc/stat."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)    # idle + iowait
+    total = sum(values[:8])
+    return (total - idle) / CLOCK_TICKS_PER_S, total / CLOCK_TICKS_PER_S
+
+
+def cpu_share(samples):
+    """Mean and peak share from ``[(wall_s, cpu_s)]`` samples of one process (1.0 = one core busy).
+
+    Returns ``{"mean": m, "peak": p}``; None where fewer than two samples exist.
+    """
+    samples = [(t, c) for t, c in samples if c is not None]
+    if len(samples) < 2:
+        return None
+    (t_first, c_first), (t_last, c_last) = samples[0], samples[-1]
+    peak = 0.0
+    for (t0, c0), (t1, c1) in zip(samples, samples[1:]):
+        if t1 > t0:
+            peak = max(peak, (c1 - c0) / (t1 - t0))
+    mean = (c_last - c_first) / (t_last - t_first) if t_last > t_first else 0.0
+    return {"mean": round(mean, 4), "peak": round(peak, 4)}
+
+
+class CpuSampler(threading.Thread):
+    """Samples the CPU time of ``pids`` ({name: pid}) and of the machine until ``stop()``."""
+
+    def __init__(self, pids: dict, interval_s: float = 1.0, clock=time.monotonic):
+        super().__init__(name="cpu-sampler", daemon=True)
+        self.pids = dict(pids)
+        self.interval_s = interval_s
+        self.clock = clock
+        self.samples = {name: [] for name in self.pids}
+        self.machine = []            # [(wall_s, busy_s / cores)]
+        self.cores = os.cpu_count() or 1
+        self._stop_event = threading.Event()
+
+    def sample(self):
+        now = self.clock()
+        for name, pid in self.pids.items():
+            self.samples[name].append((now, process_cpu_s(pid)))
+        busy_s, _ = machine_cpu_s()
+        self.machine.append((now, busy_s / self.cores))
+
+    def run(self):
+        self.sample()
+        while not self._stop_event.wait(self.interval_s):
+            self.sample()
+        self.sample()
+
+    def stop(self):
+        self._stop_event.set()
+        self.join(timeout=5)
+
+    def shares(self) -> dict:
+        """``{"processes": {name: {"mean", "peak"}}, "machine": {"mean", "peak"}, "cores": n}``."""
+        processes = {name: cpu_share(s) for name, s in self.samples.items()}
+        return {"processes": {n: v for n, v in processes.items() if v is not None},
+                "machine": cpu_share(self.machine), "cores": self.cores, "interval_s": self.interval_s}

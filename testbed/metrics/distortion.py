@@ -1,0 +1,59 @@
+"""Is a run's figure a result, or an emulator artifact? The ``distorted`` mark and its reasons.
+
+A run is marked distorted (printed, and in ``summary.json`` as ``distorted``
+plus ``distortion_reasons``) when any of these holds:
+
+- **CPU**: a switch or agent process used at least ``SATURATED_CORE_SHARE``
+  of a core over some sampling interval (it could not keep up: the figure
+  measures the machine), or the machine as a whole was at least
+  ``SATURATED_MACHINE_SHARE`` busy on average (processes waited for a core);
+- **unmodelled loss**: packets were lost anywhere but a modelled switch
+  queue (tail drop at ``queue_depth``) or an injected impairment: a switch
+  port socket that overflowed, an agent socket receive buffer that
+  overflowed (UDP ``RcvbufErrors``), a host qdisc that dropped;
+- **spurious retransmissions** above ``SPURIOUS_RETX_LIMIT`` of the
+  fragments sent: retransmissions of a contribution its aggregation node
+  already held (``partial_flushed`` at a switch, a RETX duplicate at a PS).
+  Timers firing while the original still waits in a queue make the figures
+  measure timeouts, not the scheme.
+
+The retransmission ratio is reported either way. :func:`assess` is pure.
+"""
+
+from dataclasses import dataclass, field
+
+SATURATED_CORE_SHARE = 0.9
+SATURATED_MACHINE_SHARE = 0.9
+SPURIOUS_RETX_LIMIT = 0.02
+
+
+@dataclass
+class Evidence:
+    """What a run measured that bears on its fidelity."""
+    fragments_sent: int = 0                  # original fragments, all workers and iterations
+    retransmissions: int = 0
+    spurious_retransmissions: int = 0
+    cpu: dict = field(default_factory=dict)  # CpuSampler.shares()
+    unmodelled_losses: dict = field(default_factory=dict)   # where -> packets
+
+
+def assess(evidence: Evidence) -> list:
+    """The reasons the run is distorted (empty: it is not)."""
+    reasons = []
+    for name, share in sorted(evidence.cpu.get("processes", {}).items()):
+        if share["peak"] >= SATURATED_CORE_SHARE:
+            reasons.append(f"CPU: {name} used {share['peak']:.0%} of a core over one "
+                           f"{evidence.cpu.get('interval_s', 1.0):g} s interval")
+    machine = evidence.cpu.get("machine")
+    if machine and machine["mean"] >= SATURATED_MACHINE_SHARE:
+        reasons.append(f"CPU: the machine was {machine['mean']:.0%} busy on average over "
+                       f"{evidence.cpu.get('cores', '?')} cores")
+    for where, packets in sorted(evidence.unmodelled_losses.items()):
+        if packets:
+            reasons.append(f"loss outside modelled queues: {packets} packets at {where}")
+    if evidence.fragments_sent:
+        ratio = evidence.spurious_retransmissions / evidence.fragments_sent
+        if ratio > SPURIOUS_RETX_LIMIT:
+            reasons.append(f"spurious retransmissions: {evidence.spurious_retransmissions} of "
+                           f"{evidence.fragments_sent} fragments ({ratio:.1%} > {SPURIOUS_RETX_LIMIT:.0%})")
+    return reasons

@@ -1,0 +1,175 @@
+"""The worker transports as pure state machines: every branch on an injected clock, no network."""
+
+import pytest
+
+from testbed.agents.transport import TRANSPORTS, default_transport, make_transport
+from testbed.agents.transport.atp import MAX_WINDOW, AtpTransport
+from testbed.agents.transport.base import DUPTHRESH, INITIAL_RTO_S, MAX_RTO_S, Pacer, RttEstimator
+
+FRAME_BYTES = 336
+
+
+def transport(name="atp", window_cap=32, rate_bps=0.0, min_rto_s=0.2, first_result_timeout_s=0.5, **options):
+    return make_transport(name, window_cap=window_cap, link_rate_bps=rate_bps, frame_bytes=FRAME_BYTES,
+                          min_rto_s=min_rto_s, first_result_timeout_s=first_result_timeout_s, options=options)
+
+
+def drain(t, now_s):
+    """Send everything the transport lets out at ``now_s``; returns [(seq, retransmission)]."""
+    sent = []
+    while (due := t.next_send(now_s)) is not None:
+        t.on_sent(*due, now_s)
+        sent.append(due)
+    return sent
+
+
+def test_registry_and_defaults_by_policy():
+    assert set(TRANSPORTS) == {"atp", "switchml"}
+    assert default_transport("switchml") == "switchml"
+    assert {default_transport(p) for p in ("ps", "atp", "goat", "grid", "inart")} == {"atp"}
+    with pytest.raises(ValueError, match="unknown transport 'tcp'"):
+        make_transport("tcp", window_cap=1, link_rate_bps=0, frame_bytes=1, min_rto_s=0.1)
+
+
+def test_rtt_estimator_follows_rfc6298():
+    rtt = RttEstimator(min_rto_s=0.05, initial_rto_s=1.0)
+    assert rtt.rto_s() == 1.0
+    rtt.sample(0.1)
+    assert (rtt.srtt_s, rtt.rttvar_s) == (0.1, 0.05) and rtt.rto_s() == pytest.approx(0.3)
+    rtt.sample(0.1)
+    assert rtt.rttvar_s == pytest.approx(0.0375) and rtt.rto_s() == pytest.approx(0.25)
+    for _ in range(50):
+        rtt.sample(0.001)
+    assert rtt.rto_s() == 0.05                                   # the floor
+    for _ in range(50):
+        rtt.sample(10.0)
+    assert rtt.rto_s() == MAX_RTO_S                              # the ceiling
+
+
+def test_pacer_spaces_frames_at_the_link_rate_without_idle_credit():
+    pacer = Pacer(rate_bps=8 * FRAME_BYTES * 1000, frame_bytes=FRAME_BYTES)    # 1000 frames/s
+    assert pacer.gap_s == pytest.approx(0.001)
+    assert pacer.ready(0.0)
+    pacer.sent(0.0)
+    assert not pacer.ready(0.0005) and pacer.ready(0.001)
+    pacer.sent(5.0)                                              # after a pause: one frame of credit ...
+    assert pacer.next_s == pytest.approx(5.0)
+    pacer.sent(5.0)                                              # ... and no more
+    assert pacer.next_s == pytest.approx(5.001)
+
+
+def test_sliding_window_over_seq_and_initial_window():
+    t = transport(window_cap=32)
+    t.start_iteration(20, now_s=0.0)
+    assert [seq for seq, _ in drain(t, 0.0)] == list(range(8))  # ATP's initial window
+    t.on_result(1, 0.01)                                         # not the lowest: the window does not slide
+    assert t.window() == 9
+    assert [seq for seq, _ in drain(t, 0.01)] == [8]             # ... but grew by one
+    t.on_result(0, 0.02)
+    assert [seq for seq, _ in drain(t, 0.02)] == [9, 10, 11]     # slid past 0 and 1, grew by one
+
+
+def test_window_grows_per_result_and_respects_caps():
+    t = transport(window_cap=12)
+    t.start_iteration(100, now_s=0.0)
+    for seq, _ in drain(t, 0.0):
+        t.on_result(seq, 0.001 * (seq + 1))
+    assert t.window() == 12                                      # capped by the job's window
+    big = transport(window_cap=1000)
+    assert big.max_window == MAX_WINDOW
+
+
+def test_ecn_echo_halves_once_per_round_trip():
+    t = transport()
+    t.start_iteration(50, now_s=0.0)
+    drain(t, 0.0)
+    t.on_result(0, 0.01)
+    t.on_result(1, 0.02)                                         # an RTT sample: srtt = 0.01
+    assert t.cwnd == 10 and t.rtt.srtt_s == pytest.approx(0.01)
+    t.on_result(2, 0.021, ecn_echo=True)                         # halved, then +1 for the RESULT
+    assert t.cwnd == 6
+    t.on_result(3, 0.022, ecn_echo=True)                         # same round trip: no second cut
+    assert t.cwnd == 7
+    t.on_result(4, 0.5, ecn_echo=True)                           # a round trip later: cut again
+    assert t.cwnd == 4.5
+    assert t.stats["ecn_echoes"] == 3 and t.stats["window_cuts"] == 2
+
+
+def test_window_never_below_one():
+    t = transport()
+    t.start_iteration(10, now_s=0.0)
+    for k in range(20):
+        t.on_congestion(10.0 * k, "loss")
+    assert t.window() == 1
+
+
+def test_first_result_allowance_keeps_straggler_waits_from_timing_out():
+    t = transport(min_rto_s=0.05, first_result_timeout_s=2.0)
+    t.start_iteration(4, now_s=0.0)
+    drain(t, 0.0)
+    assert drain(t, 1.9) == []                                   # a straggler is late: no retransmission
+    assert t.next_deadline_s(1.9) == pytest.approx(2.0)
+    assert drain(t, 2.01) == [(0, True), (1, True), (2, True), (3, True)]   # past the allowance: lost
+    assert t.stats["timeouts"] == 4
+
+
+def test_timers_restart_at_the_first_result_and_samples_exclude_the_wait():
+    t = transport(min_rto_s=0.05, first_result_timeout_s=5.0)
+    t.start_iteration(3, now_s=0.0)
+    drain(t, 0.0)
+    t.on_result(0, 2.0)                                          # the straggler arrived at 2 s
+    assert t.rtt.srtt_s is None                                  # the first RESULT is no sample
+    t.on_result(1, 2.01)
+    assert t.rtt.srtt_s == pytest.approx(0.01)                   # measured from the first RESULT
+    assert drain(t, 2.0 + INITIAL_RTO_S - 0.01) == []            # fragment 2: timer restarted at 2 s
+    assert drain(t, 2.0 + INITIAL_RTO_S + 0.01) == [(2, True)]
+
+
+def test_retransmission_timeout_backs_off_and_karn_skips_samples():
+    t = transport(min_rto_s=0.1, first_result_timeout_s=0.0)
+    t.start_iteration(1, now_s=0.0)
+    drain(t, 0.0)
+    assert drain(t, 1.01) == [(0, True)]                         # initial RTO 1 s
+    assert drain(t, 1.5) == []
+    assert t.next_deadline_s(1.5) == pytest.approx(1.01 + min(MAX_RTO_S, 2 * INITIAL_RTO_S))
+    t.on_result(0, 1.6)
+    assert t.rtt.srtt_s is None and t.finished()                 # Karn: no sample from a retransmission
+
+
+def test_gap_on_one_path_retransmits_at_once_but_not_across_paths():
+    t = transport(window_cap=16, first_result_timeout_s=10.0)
+    t.start_iteration(8, now_s=0.0, path_keys=["a"] * 4 + ["b"] * 4)
+    drain(t, 0.0)
+    t.on_result(0, 0.01)
+    t.on_result(5, 0.011)                                        # path b: says nothing of path a
+    t.on_result(6, 0.012)
+    t.on_result(7, 0.013)
+    assert t.pending_retx == [4]                                 # 4 left DUPTHRESH sends before 7, on path b
+    t.on_result(3, 0.014)                                        # path a: 1 and 2 left fewer than DUPTHRESH before 3
+    assert t.pending_retx == [4] and t.stats["fast_retransmits"] == 1 and DUPTHRESH == 3
+    assert drain(t, 0.015) == [(4, True)]
+
+
+def test_switchml_window_is_fixed():
+    t = transport("switchml", window_cap=6)
+    t.start_iteration(20, now_s=0.0)
+    assert len(drain(t, 0.0)) == 6
+    t.on_congestion(1.0, "loss")
+    t.on_result(0, 1.0, ecn_echo=True)
+    assert t.window() == 6 and len(drain(t, 1.0)) == 1
+
+
+def test_already_acknowledged_fragments_are_not_sent():
+    t = transport()
+    t.start_iteration(5, acked_seqs=[0, 2], now_s=0.0)
+    assert [seq for seq, _ in drain(t, 0.0)] == [1, 3, 4]
+    for seq in (1, 3, 4):
+        t.on_result(seq, 0.1)
+    assert t.finished()
+
+
+def test_atp_option_initial_window():
+    t = AtpTransport(window_cap=64, link_rate_bps=0, frame_bytes=FRAME_BYTES, min_rto_s=0.1,
+                     options={"initial_window": 2})
+    t.start_iteration(10, now_s=0.0)
+    assert len(drain(t, 0.0)) == 2
