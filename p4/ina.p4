@@ -38,7 +38,7 @@
 #endif
 
 #define INA_PORTS 64        /* per-port counters: ports 0..63 (program.MAX_PORTS) */
-#define INA_STATS 15        /* entries of ina_stats (len(program.STAT_INDICES)) */
+#define INA_STATS 16        /* entries of ina_stats (len(program.STAT_INDICES)) */
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  IPPROTO_UDP = 17;
@@ -57,6 +57,12 @@ const bit<16> FLAG_CAPACITY  = 0x0400;
 const bit<8> RELEASE_ON_EMIT   = 0;
 const bit<8> RELEASE_ON_RESULT = 1;
 
+/* program.MAX_ITERATION_LEAD: a DATA packet may claim or reclaim a slot whose tag is of its own job only
+   if its iteration is at most the tag's + this. Synchronous training has one iteration in flight per
+   job, plus one for a worker that fell behind and catches up; K-of-N workers that skip ahead send to
+   the PS, not the switch. Anything further ahead is garbage and would pin the slot for the run. */
+const bit<32> MAX_ITERATION_LEAD = 2;
+
 /* ina_stats indices (program.STAT_INDICES) */
 const bit<32> ST_INA_RX             = 0;
 const bit<32> ST_AGGREGATED         = 1;
@@ -73,6 +79,7 @@ const bit<32> ST_STALE_RECLAIMED    = 11;
 const bit<32> ST_MULTICAST          = 12;
 const bit<32> ST_RETX_BYPASSED      = 13;
 const bit<32> ST_RESULT_RELEASED    = 14;
+const bit<32> ST_LEAD_BYPASSED      = 15;
 
 /* ---------------------------------------------------------------- headers */
 
@@ -443,7 +450,16 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     agg_iteration.read(meta.held_iteration, meta.slot);
                     agg_seq.read(meta.held_seq, meta.slot);
                     meta.go_on = 1;
-                    if (meta.held_count != 0) {
+                    if (meta.held_job == hdr.ina.job && hdr.ina.iteration > meta.held_iteration &&
+                            hdr.ina.iteration - meta.held_iteration > MAX_ITERATION_LEAD) {
+                        /* implausibly far ahead of the slot's tag (held or last held) of its own job:
+                           it may not claim the slot; on to the PS unchanged. A slot never used by the
+                           job (another job's tag, or none: job ids start at 1) accepts any iteration. */
+                        ina_stats.count(ST_LEAD_BYPASSED);
+                        hdr.ipv4.dstAddr = meta.bypass_dst;
+                        hdr.udp.checksum = 0;
+                        meta.go_on = 0;
+                    } else if (meta.held_count != 0) {
                         if (meta.held_job != hdr.ina.job || meta.held_iteration > hdr.ina.iteration ||
                                 (meta.held_seq != hdr.ina.seq && meta.held_iteration >= hdr.ina.iteration)) {
                             /* slot held by another tag: COLLISION, on to the PS unchanged */

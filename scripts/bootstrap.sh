@@ -11,7 +11,8 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-debian_packages=(mininet iproute2 ethtool bridge-utils iftop iputils-ping procps psmisc git python3 python3-venv)
+debian_packages=(mininet iproute2 ethtool bridge-utils iftop iputils-ping procps psmisc git python3 python3-venv
+                 nftables)
 missing=()
 for pkg in "${debian_packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

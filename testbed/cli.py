@@ -46,6 +46,25 @@ def cmd_run(args) -> int:
     return 0 if result.summary["aggregation_exact"] else 8
 
 
+def cmd_fidelity(args) -> int:
+    """Emulation and simulator on the same scenario: per job and metric, emulated, simulated, ratio."""
+    from testbed import sim
+    from testbed.emulation.orchestrator import run_scenario
+    from testbed.fidelity import compare, format_fidelity
+    from testbed.metrics.summary import write_summary
+    from testbed.policy import compute_policy
+    scenario = _load(args)
+    simulation = sim.evaluate(scenario, compute_policy(scenario))
+    result = run_scenario(scenario, out_root=args.out, target=args.target)
+    fidelity = compare(result.summary, simulation)
+    result.summary["fidelity"] = fidelity
+    write_summary(result.run_dir, result.summary)
+    print(format_summary(result.summary), file=sys.stderr)
+    print(format_fidelity(fidelity), file=sys.stderr)
+    print(result.run_dir)
+    return 0 if result.summary["aggregation_exact"] else 8
+
+
 def format_summary(s: dict) -> str:
     def num(v, fmt):
         return "n/a" if v is None else format(v, fmt)
@@ -88,6 +107,9 @@ def cmd_report(args) -> int:
         raise TestbedError(f"{path}: no summary.json (is this a run directory?)")
     summary = json.loads(path.read_text())
     print(format_summary(summary))
+    if summary.get("fidelity"):
+        from testbed.fidelity import format_fidelity
+        print("\nemulation against the simulator:\n" + format_fidelity(summary["fidelity"]))
     for table in sorted((Path(args.run_dir) / "iftop").glob("*.txt")):
         print(f"\n{table.stem}-eth0 (iftop -t layout):\n{table.read_text()}")
     return 0
@@ -137,6 +159,10 @@ def build_parser():
     p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
     p.set_defaults(func=cmd_run)
     scenario_cmd("validate", "check a scenario file without touching the network").set_defaults(func=cmd_validate)
+    p = scenario_cmd("fidelity", "run the emulation and the simulator on a scenario and compare them (root)")
+    p.add_argument("--out", default="results", help="results root (default: results)")
+    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.set_defaults(func=cmd_fidelity)
     p = scenario_cmd("simulate", "evaluate a scenario's policy with the flow-level model")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_simulate)
@@ -156,6 +182,7 @@ def _terminate(signum, frame):
 #: Commands that only read a scenario: an unexpected exception there is still reported as one line
 #: (a bug of ours, named by type and place), never a traceback; ``run`` keeps its traceback.
 READ_ONLY_COMMANDS = ("validate", "simulate")
+NETWORK_COMMANDS = ("run", "fidelity")
 EXIT_INTERNAL_ERROR = 70   # EX_SOFTWARE
 
 
@@ -178,8 +205,8 @@ def main(argv=None) -> int:
         print(f"inatb {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"inatb {args.command}: interrupted; the network and agents were stopped and removed",
-              file=sys.stderr)
+        done = "; the network and agents were stopped and removed" if args.command in NETWORK_COMMANDS else ""
+        print(f"inatb {args.command}: interrupted{done}", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - see READ_ONLY_COMMANDS (RecursionError, MemoryError included)
         if args.command not in READ_ONLY_COMMANDS:

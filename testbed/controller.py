@@ -20,6 +20,8 @@ Choices:
   the switch's MAC).
 - Slot release: RELEASE_ON_RESULT jobs (ATP) get an ``ina_result`` entry per
   worker at each switch they aggregate on, so the PS's RESULT frees the slot.
+- RESULTs of jobs that aggregate in the network are multicast by the
+  switches (:func:`_result_multicast`); the others are pulled by unicast.
 - Slots: each job gets a contiguous range at each switch it aggregates on,
   in job order; more than the switch has is a PolicyError naming the switch.
 - A switch egress is shaped by the switch itself at the link's rate (hosts
@@ -37,11 +39,11 @@ from dataclasses import asdict, dataclass, field
 from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.agents.transport import default_transport
 from testbed.dataplane import program
-from testbed.dataplane.entries import (PortImpairment, PortShaping, SwitchConfig, TableEntry, check_switch_limits,
-                                      validate_entry)
+from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
+                                      check_switch_limits, validate_entry)
 from testbed.errors import PolicyError
 from testbed.models import fragments_per_submodel
-from testbed.topology import DefaultRoutes
+from testbed.topology import DefaultRoutes, result_group_ip
 
 CAPACITY_BURST_OPS = 16
 FIRST_RESULT_MARGIN_S = 0.3
@@ -52,6 +54,8 @@ class ControlPlan:
     switches: dict = field(default_factory=dict)       # switch name -> SwitchConfig
     agents: list = field(default_factory=list)         # AgentConfig
     slot_ranges: dict = field(default_factory=dict)    # (job, switch) -> (base, count)
+    result_groups: dict = field(default_factory=dict)  # (job, PS) -> group address its RESULTs go to
+    host_neighbors: list = field(default_factory=list)  # (host, address, MAC): static neighbours beyond nodes
 
 
 def plan(scenario, policy) -> ControlPlan:
@@ -66,6 +70,7 @@ def plan(scenario, policy) -> ControlPlan:
     _allocate_slots(scenario, policy, result)
     _ina_filters(scenario, policy, result)
     _result_releases(scenario, policy, result)
+    _result_multicast(scenario, routes, policy, result)
     _ports(scenario, result)
     _agents(scenario, policy, result)
     _validate(scenario, result)
@@ -196,6 +201,69 @@ def _result_releases(scenario, policy, result):
                     (("slot_base", base), ("slot_count", count), ("mcast_grp", 0))))
 
 
+def multicast_tree(topo, routes, ps: str, workers) -> dict:
+    """The default-route tree from ``ps`` to ``workers``: ``{switch: sorted children}`` (switches or hosts)."""
+    children = {}
+    for w in workers:
+        node = topo.neighbor(ps, topo.host_link(ps))
+        while node != w:
+            nxt = routes.next_hop(node, w)
+            children.setdefault(node, set()).add(nxt)
+            node = nxt
+    return {sw: sorted(c) for sw, c in children.items()}
+
+
+def result_multicast_tree(topo, routes, job, jp, ps):
+    """The tree the switches multicast ``ps``'s RESULTs of ``job`` on, or None where the PS sends them
+    to every worker by unicast (a scheme without INA, or a tree with a switch that is not programmable).
+    One rule for the controller and the simulator."""
+    if not jp.aggregating_switches():
+        return None
+    tree = multicast_tree(topo, routes, ps, job.workers)
+    return tree if all(topo.node(sw).programmable for sw in tree) else None
+
+
+def _result_multicast(scenario, routes, policy, result):
+    """RESULTs multicast by the switches, as ATP and SwitchML deliver them: the PS of a job that
+    aggregates in the network sends each RESULT once, to the job's group address; every switch of
+    the default-route tree toward the workers replicates it (``ina_result`` -> ``ina_multicast``, or
+    ``ina_release`` where the job releases slots on RESULT), and a copy leaving toward a host is
+    addressed to that host (``ina_mcast_rewrite``). Only where every switch of the tree is
+    programmable; schemes without INA (``ps``, ``geryon``, ``lbmm``, ``ksgd``) keep BytePS's unicast
+    pull from the PS, and a PS always answers a single worker's retransmission by unicast."""
+    topo = scenario.topology
+    next_group = {}
+    rewrites = {}
+    for job in scenario.jobs:
+        jp = policy.jobs[job.name]
+        for k, ps in enumerate(job.ps):
+            tree = result_multicast_tree(topo, routes, job, jp, ps)
+            if tree is None:
+                continue
+            group_ip = result_group_ip(job.job_id, k)
+            result.result_groups[(job.name, ps)] = group_ip
+            first = topo.node(topo.neighbor(ps, topo.host_link(ps)))
+            result.host_neighbors.append((ps, group_ip, first.mac))
+            for sw, children in sorted(tree.items()):
+                group = next_group.get(sw, 1)
+                next_group[sw] = group + 1
+                ports = tuple(_port_toward(topo, sw, c, topo.node(c).node_id) for c in children)
+                config = result.switches[sw]
+                config.multicast_groups.append(MulticastGroup(group, ports))
+                base, count = result.slot_ranges.get((job.name, sw), (0, 0))
+                if count and jp.release_mode == program.RELEASE_ON_RESULT:
+                    action, params = "ina_release", (("slot_base", base), ("slot_count", count), ("mcast_grp", group))
+                else:
+                    action, params = "ina_multicast", (("mcast_grp", group),)
+                config.entries.append(TableEntry("ina_result", action, (job.job_id, group_ip), params))
+                for child, port in zip(children, ports):
+                    node = topo.node(child)
+                    if node.kind == "host" and (sw, port) not in rewrites:
+                        rewrites[(sw, port)] = child
+                        config.entries.append(TableEntry("ina_mcast_rewrite", "mcast_rewrite", (port,),
+                                                         (("dstAddr", node.mac), ("ipDstAddr", node.ip))))
+
+
 def _ports(scenario, result):
     topo, settings = scenario.topology, scenario.switch
     for link in topo.links:
@@ -280,6 +348,7 @@ def _agents(scenario, policy, result):
         for ps in job.ps:
             owned = [plan_of(g) for g in range(len(fragments)) if jp.ps_of_submodel[g] == ps]
             result.agents.append(AgentConfig(role="ps", name=ps, ip=topo.node(ps).ip, submodels=owned,
+                                             result_group_ip=result.result_groups.get((job.name, ps), ""),
                                              workers=workers, ps_id=topo.node(ps).node_id,
                                              participants=[i for i, w in enumerate(job.workers) if w in counted],
                                              **common))

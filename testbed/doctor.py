@@ -25,7 +25,8 @@ THRIFT = "bmv2 thrift bindings"
 P4_PROGRAM = "p4/ina.p4 compiles"
 IFTOP = "iftop"
 #: Absent, these cost a feature, not the testbed.
-OPTIONAL_CHECKS = frozenset({BMV2, P4C, THRIFT, P4_PROGRAM, IFTOP})
+NFT = "nft (nftables)"
+OPTIONAL_CHECKS = frozenset({BMV2, P4C, THRIFT, P4_PROGRAM, IFTOP, NFT})
 #: Versions the project is tested with (``simple_switch --version``, ``p4c --version``).
 TESTED_BMV2_VERSION = "1.15.5"
 TESTED_P4C_VERSION = "1.2.5.16"
@@ -102,6 +103,8 @@ def checks():
     yield _binary("iftop", IFTOP, "no cross-check of the iftop-style table: install iftop")
     yield _binary("simple_switch", BMV2, "no bmv2 target; runs use pyswitch (install p4lang-bmv2: vagrant/README.md)",
                   "--version", TESTED_BMV2_VERSION)
+    yield _binary("nft", NFT, "the bmv2 target cannot close its Thrift ports to other users and namespaces, so "
+                              "it refuses to run: install nftables (scripts/bootstrap.sh does)")
     yield _binary("p4c", P4C, "ina.p4 cannot be compiled; runs use pyswitch (install p4lang-p4c: vagrant/README.md)",
                   "--version", TESTED_P4C_VERSION)
     try:

@@ -99,7 +99,7 @@ JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterat
             "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches",
             "submodel_elements", "policy_options", "ps_memory"}
 #: ``simulation:`` inputs of the flow- and fragment-level simulator (testbed/sim) only.
-SIMULATION_KEYS = {"worker_start", "max_fragment_events"}
+SIMULATION_KEYS = {"worker_start", "max_fragment_events", "results"}
 IMPAIRMENT_KEYS = {"link", "drop", "duplicate", "reorder"}
 METRICS_KEYS = {"sample_interval", "iftop_interfaces"}
 BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "duration", "port"}
@@ -115,7 +115,7 @@ class SwitchSettings:
     slots: int = 1024
     lanes: int = DEFAULT_LANES
     aggregation_capacity_bps: float = 0.0   # 0 = unlimited (scaled)
-    queue_depth_pkts: int = 64
+    queue_depth_pkts: int = 128      # packets per switch egress queue; ECN marks from half of it by default
     ecn_threshold_pkts: int = 0
 
 
@@ -205,9 +205,14 @@ class SimulationSettings:
     W1 and W3 sent their three fragments); absent workers start at 0.
     ``max_fragment_events``: above this many fragment-hops per iteration the
     fragment-level model is replaced by its analytic count (no collisions).
+    ``results``: whether the fluid model loads links with the RESULTs the PSs
+    send back (as ``inatb run`` does: multicast by the switches for schemes
+    that aggregate in the network, unicast otherwise); the papers' motivating
+    examples count the gradient push only and set it false.
     """
     worker_start_fragments: dict = field(default_factory=dict)
     max_fragment_events: int = 2_000_000
+    results: bool = True
 
 
 @dataclass
@@ -767,9 +772,10 @@ def _resolve_switch(c, spec, scale):
     if "aggregation_capacity" in spec:
         s.aggregation_capacity_bps = c.rate_bps(spec["aggregation_capacity"], "switch.aggregation_capacity") * scale
     s.queue_depth_pkts = c.integer(spec.get("queue_depth", s.queue_depth_pkts), "switch.queue_depth", 1, 100000)
-    # Default: a quarter of the queue, so congestion-controlled senders (transport atp) slow down
-    # well before the queue tail-drops (DCTCP's rule of thumb); 0 turns marking off.
-    s.ecn_threshold_pkts = c.integer(spec.get("ecn_threshold", max(1, s.queue_depth_pkts // 4)),
+    # Default: half the queue, so congestion-controlled senders (transport atp) halve their windows
+    # before the queue tail-drops, while a burst from a switch process that waited for a core (a few
+    # milliseconds of frames) does not mark; 0 turns marking off.
+    s.ecn_threshold_pkts = c.integer(spec.get("ecn_threshold", max(1, s.queue_depth_pkts // 2)),
                                      "switch.ecn_threshold", 0, 100000)
     return s
 
@@ -931,6 +937,9 @@ def _resolve_simulation(c, spec, jobs):
                                 for w, v in starts.items()}
     s.max_fragment_events = c.integer(spec.get("max_fragment_events", s.max_fragment_events),
                                       "simulation.max_fragment_events", 0, 1 << 40)
+    s.results = spec.get("results", True)
+    if not isinstance(s.results, bool):
+        c.fail("simulation.results", f"expected true or false, got {s.results!r}")
     return s
 
 

@@ -10,7 +10,9 @@ network; the emulation turns a Topology into Mininet nodes and links.
 Identity and addressing live here so every stage agrees on them: switches get
 ids 1..N (the INA ``agg_node`` of a switch) and an INA address 10.255.x.y;
 hosts get ids 0x8000 + i (the ``agg_node`` of a PS), the address 10.0.x.y
-and a locally administered MAC. Switch ports are numbered from 1 in link
+and a locally administered MAC; the RESULTs of a job's PS multicast by the
+switches are addressed to 10.254.<job id>.<PS index + 1>
+(:func:`result_group_ip`). Switch ports are numbered from 1 in link
 order; parallel links (PA-ATP's four paths) are distinct ports.
 """
 
@@ -22,6 +24,12 @@ import networkx as nx
 from testbed.errors import TopologyError
 
 HOST_ID_BASE = 0x8000
+
+
+def result_group_ip(job_id: int, ps_index: int) -> str:
+    """The address a PS sends a job's RESULTs to when the switches multicast them to its workers."""
+    return f"10.254.{job_id & 0xFF}.{ps_index + 1}"
+
 MAX_NAME_CHARS = 10  # Mininet interface names are <node>-ethN and must fit IFNAMSIZ (15)
 
 

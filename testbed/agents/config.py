@@ -44,6 +44,7 @@ class AgentConfig:
     participants: list = field(default_factory=list)   # ps: indices of the workers whose gradients count
     workers: list = field(default_factory=list)   # ps: [(index, ip)] of every worker
     ps_id: int = 0           # ps: its agg_node id
+    result_group_ip: str = ""  # ps: RESULTs go once to this address, the switches multicast them; "" = unicast
     compute_time_s: float = 0.0
     compute_delay: dict = field(default_factory=dict)  # worker: straggler delay distribution (see worker.py)
     window: int = 64

@@ -52,6 +52,9 @@ class ParameterServer:
             for k in range(p.fragments):
                 self.owned[p.seq_offset + k] = p.submodel
         self.worker_addrs = [(ip, INA_UDP_PORT) for _, ip in sorted(config.workers)]
+        # Where a complete aggregate's RESULT goes: once to the job's group (the switches replicate it
+        # to every worker), or to every worker in turn (BytePS's pull).
+        self.result_addrs = [(config.result_group_ip, INA_UDP_PORT)] if config.result_group_ip else self.worker_addrs
         self.echo_congestion = False
         self.iteration = 0
         self.held = {}        # seq -> contributor bitmap held in the current iteration (diagnosis)
@@ -206,7 +209,7 @@ class ParameterServer:
                                   flush=True)
                     payload = total.astype(">i4").tobytes()
                     results[seq] = payload
-                    self.send_result(iteration, seq, payload, self.worker_addrs)
+                    self.send_result(iteration, seq, payload, self.result_addrs)
         t_done = time.monotonic()
         return {"iteration": iteration, "t_end": time.time(), "iteration_s": t_done - t_prev,
                 "aggregation_s": t_done - (t_first or t_done), "fragments": len(owned), "exact": exact,

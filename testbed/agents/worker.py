@@ -117,6 +117,7 @@ class Worker:
         transport.start_iteration(total, self.early_results.pop(iteration, ()), t_comm,
                                   path_keys=self.path_keys)
         sent_pkts = retx_pkts = sent_bytes = 0
+        t_last_send = t_comm
         sock, sendto, recv = self.sock, self.sock.sendto, self.sock.recv
         deadline = t_comm + cfg.deadline_s
         superseded = False
@@ -134,6 +135,7 @@ class Worker:
                 addr, data = packet(seq, FLAG_DATA | FLAG_RETX if retransmission else FLAG_DATA)
                 sendto(data, addr)
                 transport.on_sent(seq, retransmission, now)
+                t_last_send = now
                 sent_pkts += 1
                 retx_pkts += retransmission
                 sent_bytes += len(data) + FRAME_OVERHEAD_BYTES
@@ -170,7 +172,16 @@ class Worker:
                 "iteration_s": t_end - t0, "t_end": time.time(), "sent_pkts": sent_pkts, "retx_pkts": retx_pkts,
                 "sent_bytes": sent_bytes, "fragments": total, "window": transport.window(),
                 "srtt_s": transport.rtt.srtt_s, **counts,
-                "sending_rate_bps": 8 * sent_bytes / max(1e-9, t_end - t_comm)}
+                "sending_rate_bps": self.sending_rate_bps(sent_bytes, sent_pkts, t_last_send - t_comm)}
+
+    def sending_rate_bps(self, sent_bytes: int, sent_pkts: int, sending_s: float) -> float:
+        """GRID's gradient sending rate: frame bits sent over the time from the first frame's start to
+        the last frame's end on the host link (the last frame's own transmission time included, so one
+        frame alone is sent at the link rate); the wait for RESULTs is communication time, not sending."""
+        if not sent_pkts:
+            return 0.0
+        frame_s = 8 * (sent_bytes / sent_pkts) / self.cfg.link_rate_bps if self.cfg.link_rate_bps else 0.0
+        return 8 * sent_bytes / max(1e-9, sending_s + frame_s)
 
 
 def run(config) -> int:

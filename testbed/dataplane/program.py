@@ -30,6 +30,13 @@ RELEASE_ON_RESULT = 1   # ATP: free the slot when the PS's RESULT for its tag pa
 RELEASE_SHADOW = 2      # SwitchML: two slot copies alternate by the SHADOW bit (declared, not implemented)
 SUPPORTED_RELEASE_MODES = (RELEASE_ON_EMIT, RELEASE_ON_RESULT)
 
+#: How many iterations a DATA packet may be ahead of the tag of the slot it names (same job) and still
+#: claim or reclaim it (ina.p4's MAX_ITERATION_LEAD). Synchronous training has one iteration in flight
+#: per job; a worker that fell behind and catches up adds one. K-of-N workers that skip ahead send to
+#: their PS, never to a switch. A packet further ahead is garbage (or a misconfigured sender): it goes
+#: on to bypass_dst unchanged (``lead_bypassed``) instead of pinning the slot for the rest of the run.
+MAX_ITERATION_LEAD = 2
+
 
 @dataclass(frozen=True)
 class Param:
@@ -167,6 +174,7 @@ STAT_INDICES = {
     "multicast": 12,          # RESULT replicated to a multicast group
     "retx_bypassed": 13,      # a RETX, or a late contribution, for a tag the slot already sent on: to the PS
     "result_released": 14,    # a RESULT freed the slot holding its tag (RELEASE_ON_RESULT)
+    "lead_bypassed": 15,      # iteration > the slot's (same job) + MAX_ITERATION_LEAD: to the PS, unchanged
 }
 
 COUNTERS = {

@@ -33,6 +33,12 @@ BMV2_MARKER = "simple_switch"
 THRIFT_BASE_PORT = 9090
 
 
+def thrift_ports(topology, thrift_base: int = THRIFT_BASE_PORT) -> list:
+    """The Thrift ports the run's switches will serve (``thrift_base + node id``), known before any
+    switch starts, so thrift_guard can close them first."""
+    return [thrift_base + node.node_id for node in topology.switches()]
+
+
 class Bmv2SwitchNode(Switch):
     """A switch running bmv2's ``simple_switch`` with p4/ina.p4."""
 

@@ -74,6 +74,10 @@ def offload_off_argv(ifname: str):
     return ["ethtool", "-K", ifname, "tx", "off", "rx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off"]
 
 
+def neighbor_argv(ifname: str, address: str, mac: str):
+    return ["ip", "neigh", "replace", address, "lladdr", mac, "dev", ifname, "nud", "permanent"]
+
+
 def neighbor_batch(topology, host_name: str) -> str:
     lines = []
     intf = f"{host_name}-eth0"

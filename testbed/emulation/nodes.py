@@ -44,9 +44,12 @@ class PySwitchNode(Switch):
         self._log = None
 
     def switch_argv(self):
+        """``python -I -m testbed.dataplane.pyswitch.process ...``: isolated mode (-I) keeps root's current
+        directory, PYTHON* variables and the user site out of sys.path, so only the venv's installed
+        package is imported."""
         ports = [f"--port={port}={intf.name}" for intf, port in sorted(self.ports.items(), key=lambda x: x[1])
                  if intf.name != "lo"]
-        return [sys.executable, "-m", PYSWITCH_MARKER, "--name", self.name, "--control", self.control_path,
+        return [sys.executable, "-I", "-m", PYSWITCH_MARKER, "--name", self.name, "--control", self.control_path,
                 "--lanes", str(self.lanes), "--slots", str(self.slots), *ports]
 
     def start(self, controllers):

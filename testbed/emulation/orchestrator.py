@@ -36,20 +36,23 @@ from pathlib import Path
 import yaml
 
 from testbed import __version__, controller
+from testbed.atomic_io import write_text_atomic
 from testbed.dataplane.runtime import install
 from testbed.emulation import background
+from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.events import EventLog, InjectionScheduler, htb_rate_argv
-from testbed.emulation.network import build_network, mininet_log_to, run_in, stop_network
+from testbed.emulation.network import build_network, mininet_log_to, neighbor_argv, run_in, stop_network
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
+from testbed.emulation.stall import STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, stall_bound_s
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded,
                                      stop_process)
-from testbed.emulation.stall import STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, stall_bound_s
+from testbed.emulation.thrift_guard import ThriftGuard
 from testbed.errors import EmulationError, EnvironmentMissingError, PolicyError, RunStalled
 from testbed.metrics import counters, plots, summary as summary_mod
 from testbed.metrics.cpu import CpuSampler
 from testbed.metrics.distortion import assess
-from testbed.metrics.losses import host_losses
 from testbed.metrics.iftop import format_iftop_table, load_samples
+from testbed.metrics.losses import host_losses
 from testbed.policy import compute_policy
 from testbed.scenario import require_emulable
 
@@ -61,8 +64,19 @@ READY_TIMEOUT_S = 30.0
 #: Lead time of the common start epoch, so background sources and sinks are running when it comes.
 START_LEAD_S = 0.5
 CPU_SAMPLE_INTERVAL_S = 1.0
+RUN_DIR_ATTEMPTS = 5
 #: How long a stalled run waits for its agents to say what they wait for.
 STATUS_WAIT_S = 2.0
+
+
+def run_status(error) -> str:
+    """``ok``, or why not: ``stalled`` (no progress for the stall bound), ``interrupted`` (Ctrl-C or a
+    termination signal), ``failed`` (anything else: the ``error`` field says what)."""
+    if error is None:
+        return "ok"
+    if isinstance(error, RunStalled):
+        return "stalled"
+    return "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
 
 
 def _line_count(path: Path) -> int:
@@ -217,7 +231,8 @@ class Run:
         self.target = target
         self.stream = stream
         self.run_id = new_run_id()
-        self.run_dir = Path(out_root) / scenario.name / self.run_id
+        self.out_root = Path(out_root)
+        self.run_dir = self.out_root / scenario.name / self.run_id
         self.agents = {}     # name -> (Popen, log path, role)
         self.meters = {}     # host -> (Popen, samples path)
         self.sampler = None
@@ -235,6 +250,7 @@ class Run:
         self.cpu = None           # CpuSampler over switches and agents
         self.host_losses = {}     # host -> {"udp_rcvbuf": n, "qdisc": n}
         self.stalled = None       # the one-line reason when the run stalled
+        self.thrift_guard = None  # bmv2: the firewall that closes the switches' Thrift ports to all but root
 
     def say(self, text):
         self.stream.write(text + "\n")
@@ -254,33 +270,61 @@ class Run:
         result = None
         stack = contextlib.ExitStack()
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            write_inputs(self.run_dir, scenario, policy, plan, self.target)
-            stack.enter_context(mininet_log_to(self.run_dir / "logs" / "mininet.log"))
-            for line in cleanup_stale():
-                self.say(f"leftovers of an earlier run: {line}")
-            clashes = [i for i in self._switch_interface_names() if Path(f"/sys/class/net/{i}").exists()]
-            if clashes:
-                raise EmulationError(f"interfaces {', '.join(clashes[:4])} already exist and were not created by a "
-                                     f"run of this tool; remove them (ip link del NAME) before running")
-            self.state = RunState(self.run_id)
+            self._make_run_dir()
+        except BaseException:
+            lock.release()
+            raise
+        try:
             try:
-                self._emulate(plan)
+                write_inputs(self.run_dir, scenario, policy, plan, self.target)
+                stack.enter_context(mininet_log_to(self.run_dir / "logs" / "mininet.log"))
+                for line in cleanup_stale():
+                    self.say(f"leftovers of an earlier run: {line}")
+                clashes = [i for i in self._switch_interface_names() if Path(f"/sys/class/net/{i}").exists()]
+                if clashes:
+                    raise EmulationError(f"interfaces {', '.join(clashes[:4])} already exist and were not created "
+                                         f"by a run of this tool; remove them (ip link del NAME) before running")
+                self.state = RunState(self.run_id)
+                try:
+                    self._emulate(plan)
+                finally:
+                    self._teardown()
             except BaseException as exc:
                 error = exc
                 raise
-            finally:
-                self._teardown()
         finally:
             stack.close()
             lock.release()
-            if self.run_dir.exists():
+            # The results are written whole even if Ctrl-C comes again meanwhile (it is delivered after).
+            with interrupts_deferred():
                 try:
                     result = self._finish(policy, started, time.monotonic() - t0, error)
                 except Exception:  # noqa: BLE001 - never mask the run's own error
                     if error is None:
                         raise
         return result
+
+    def _make_run_dir(self):
+        """``--out/<scenario>/<run id>``, created exclusively (an existing directory is never reused) and
+        owner-only whatever the umask; always inside ``--out`` (scenario names are checked to allow it)."""
+        out = self.out_root
+        try:
+            (out / self.scenario.name).mkdir(parents=True, exist_ok=True)
+            for _ in range(RUN_DIR_ATTEMPTS):
+                try:
+                    os.mkdir(self.run_dir, 0o700)
+                    break
+                except FileExistsError:
+                    self.run_id = new_run_id()
+                    self.run_dir = out / self.scenario.name / self.run_id
+            else:
+                raise EmulationError(f"--out {out}: could not create a new run directory under "
+                                     f"{out / self.scenario.name}")
+            os.chmod(self.run_dir, 0o700)
+        except OSError as exc:
+            raise EmulationError(f"--out {out}: cannot create the run directory: {exc.strerror or exc}") from None
+        if out.resolve() not in self.run_dir.resolve().parents:
+            raise EmulationError(f"--out {out}: the run directory {self.run_dir} would lie outside it")
 
     def _switch_interface_names(self):
         topo = self.scenario.topology
@@ -295,11 +339,17 @@ class Run:
         switch_cls = SWITCH_TARGETS[self.target]
         params = dict(log_dir=str(self.run_dir / "logs"), control_dir=str(self.state.dir),
                       lanes=scenario.switch.lanes, slots=scenario.switch.slots, run_state=self.state)
+        if self.target == "bmv2":
+            # Thrift has no authentication: only root on this machine may reach the switches' ports.
+            self.thrift_guard = ThriftGuard(self.run_id, thrift_ports(scenario.topology))
+            self.thrift_guard.install()
         self.network = build_network(scenario.topology, switch_cls, params, self.state)
         for sw in scenario.topology.switches():
             self.runtimes[sw.name] = self.network.switch(sw.name).runtime()
         for name, config in plan.switches.items():
             install(config, self.runtimes[name])
+        for host, address, mac in plan.host_neighbors:
+            run_in(self.network.host(host), neighbor_argv(f"{host}-eth0", address, mac), "adding a neighbour")
         self._start_meters()
         self.left_out = {a.name for a in plan.agents if a.role == "worker" and not a.participant}
         for agent in sorted(plan.agents, key=lambda a: a.role != "ps"):
@@ -336,14 +386,14 @@ class Run:
 
     def _start_agent(self, name, role):
         log = self.run_dir / "logs" / f"{name}.log"
-        argv = [sys.executable, "-m", AGENT_MARKER, str(self.run_dir / "agents" / f"{name}.json")]
+        argv = [sys.executable, "-I", "-m", AGENT_MARKER, str(self.run_dir / "agents" / f"{name}.json")]
         self.agents[name] = (self._popen(name, argv, log, AGENT_MARKER), log, role)
 
     def _start_meters(self):
         hosts = self.scenario.metrics.iftop_interfaces or [ps for job in self.scenario.jobs for ps in job.ps]
         for host in hosts:
             samples = self.run_dir / "iftop" / f"{host}.jsonl"
-            argv = [sys.executable, "-m", METER_MARKER, "--iface", f"{host}-eth0", "--out", str(samples),
+            argv = [sys.executable, "-I", "-m", METER_MARKER, "--iface", f"{host}-eth0", "--out", str(samples),
                     "--interval-s", "1.0"]
             proc = self._popen(host, argv, self.run_dir / "logs" / f"iftop-{host}.log", METER_MARKER)
             self.meters[host] = (proc, samples)
@@ -364,7 +414,7 @@ class Run:
         for index, host, name, config in configs:
             path = out_dir / f"{name}.json"
             path.write_text(json.dumps(config))
-            argv = [sys.executable, "-m", FLOWGEN_MARKER, str(path)]
+            argv = [sys.executable, "-I", "-m", FLOWGEN_MARKER, str(path)]
             log = self.run_dir / "logs" / f"{name}.log"
             self.flowgens[name] = (self._popen(host, argv, log, FLOWGEN_MARKER), log, config["role"], index)
         flows = sum(len(c.get("flows", [])) for _, _, _, c in configs)
@@ -544,7 +594,8 @@ class Run:
                  ("counter sampler", lambda: self.sampler and self.sampler.stop()),
                  ("agents and meters", self._stop_processes),
                  ("switch runtimes", lambda: [r.close() for r in self.runtimes.values()]),
-                 ("network", lambda: self.network and stop_network(self.network.net))]
+                 ("network", lambda: self.network and stop_network(self.network.net)),
+                 ("thrift guard", lambda: self.thrift_guard and self.thrift_guard.remove())]
         if self.state is not None:
             # Whatever the steps above could not stop (a crash mid-way) is removed from the record.
             steps += [("recorded processes", lambda: kill_recorded(self.state.data["processes"])),
@@ -585,8 +636,8 @@ class Run:
         distortion = assess(evidence)
         summary = {
             "scenario": scenario.name,
-            "status": "ok" if error is None else "stalled" if isinstance(error, RunStalled) else "failed",
-            "error": None if error is None else (str(error) or type(error).__name__),
+            "status": run_status(error),
+            "error": None if error is None else (str(error) or type(error).__name__).splitlines()[0],
             "distorted": bool(distortion),
             "distortion_reasons": distortion,
             "target": self.target,
@@ -628,7 +679,7 @@ class Run:
                                       t0=self.start_epoch)
         except Exception as exc:  # noqa: BLE001 - a plot must not lose the run's numbers
             summary["plot_error"] = str(exc)
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        summary_mod.write_summary(run_dir, summary)
         return RunResult(run_dir, summary)
 
     def _background_summary(self):
@@ -676,7 +727,7 @@ class Run:
                 samples = load_samples(samples_path)
                 if samples:
                     table = format_iftop_table(samples, f"{host}-eth0", local_ip=topo.node(host).ip)
-                    (self.run_dir / "iftop" / f"{host}.txt").write_text(table + "\n")
+                    write_text_atomic(self.run_dir / "iftop" / f"{host}.txt", table + "\n")
 
 
 def _mean(values):

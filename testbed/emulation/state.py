@@ -1,11 +1,32 @@
 """Run lock and the record of what a run created.
 
 Every run writes ``/run/inatb/<run-id>/state.json`` as it creates things:
-its own pid, the switch-side interface names, and the pids of every process
-it started (Mininet node shells, switches, agents, meters) with a marker of
-their command line. ``inatb cleanup`` removes what a dead run left behind:
-only the recorded interfaces that still exist and the recorded processes
-whose command line still matches, never anything the run did not create.
+its own pid, the switch-side interface names, and every process it started
+(Mininet node shells, switches, agents, meters) as ``[pid, marker, start
+time]``: a marker of its command line and its start time in clock ticks
+since boot (field 22 of ``/proc/<pid>/stat``), read when the process is
+recorded. ``inatb cleanup`` removes what a dead run left behind, and only
+what it can prove the run created:
+
+- a state file is read only if it, its run directory and the state root
+  are owned by root (the cleaning user) and not writable by group or
+  others, and it is a regular file, not a symlink; anything else is
+  refused, reported, and left in place;
+- a recorded process is signalled only while ``/proc/<pid>/cmdline`` still
+  carries its marker AND its start time still equals the recorded one (a
+  reused pid has another start time); records without a start time prove
+  nothing and are skipped; pids <= 1 are never signalled;
+- a recorded interface is deleted only if its name has the run's form
+  ``<node>-eth<N>`` (``INTERFACE_NAME``, Mininet's naming of switch ports
+  under the scenario's node-name rule);
+- the nftables table named after the run id (``thrift_guard``) is deleted
+  if it exists; no other rule is touched.
+
+Modes are explicit whatever the umask: the state root and run directories
+are created 0700 (``os.mkdir`` mode, then ``chmod``), state files and the
+lock file 0600 (``os.open`` mode, then ``fchmod``). The run directory also
+holds the pyswitch control sockets, which the 0700 directory closes to
+other users.
 
 One run at a time: an exclusive ``flock`` on ``/run/inatb/lock``; a second
 run is refused with the holder's pid and scenario.
@@ -14,24 +35,102 @@ run is refused with the holder's pid and scenario.
 import fcntl
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
 
+from testbed.emulation import thrift_guard
 from testbed.errors import RunLockError
 
 STATE_ROOT = Path(os.environ.get("INATB_STATE_DIR", "/run/inatb"))
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+#: Only root's state files are trusted by cleanup (cleanup runs as root).
+TRUSTED_OWNER_UID = 0
+#: Switch-side interfaces a run creates: Mininet's ``<node>-eth<port>``, node names as
+#: scenario.NODE_NAME allows (a letter, then letters, digits, '_'; topology.MAX_NAME_CHARS = 10).
+INTERFACE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,9}-eth[0-9]{1,4}")
+#: How long cleanup waits for SIGTERMed processes before SIGKILL.
+TERM_GRACE_S = 3.0
+POLL_INTERVAL_S = 0.05
 
+
+# -- private files and directories ----------------------------------------------------------
+
+def make_private_dir(path: Path) -> Path:
+    """``path`` as a directory of ours, mode 0700 whatever the umask; its parents as usual.
+
+    An existing ``path`` must be a real directory (not a symlink) owned by this user; it is
+    chmod-ed to 0700. Raises PermissionError otherwise.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, PRIVATE_DIR_MODE)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise PermissionError(f"{path} is not a directory owned by uid {os.geteuid()}; refusing to use it")
+    os.chmod(path, PRIVATE_DIR_MODE)
+    return path
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file, then rename), mode 0600 whatever the umask."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        os.unlink(tmp)                      # a crash's leftover
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def open_private_file(path: Path) -> int:
+    """An O_RDWR descriptor on ``path`` (created if absent, never through a symlink), mode 0600."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE_MODE)
+    os.fchmod(fd, PRIVATE_FILE_MODE)
+    return fd
+
+
+def untrusted_reason(path: Path, owner_uid: int = TRUSTED_OWNER_UID, want_dir: bool = False):
+    """Why ``path`` cannot be trusted as written by a run (None: it can): not a regular file (or, with
+    ``want_dir``, a directory), a symlink, not owned by ``owner_uid``, writable by group or others."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    kind_ok = stat.S_ISDIR(st.st_mode) if want_dir else stat.S_ISREG(st.st_mode)
+    if not kind_ok:
+        return f"{path}: not a {'directory' if want_dir else 'regular file'}"
+    if st.st_uid != owner_uid:
+        return f"{path}: owned by uid {st.st_uid}, not {owner_uid}"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{path}: writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+# -- the run lock and the run's record --------------------------------------------------------
 
 class RunLock:
     def __init__(self, root: Path = STATE_ROOT):
-        self.path = root / "lock"
+        self.root = Path(root)
+        self.path = self.root / "lock"
         self._fd = None
 
     def acquire(self, description: str):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        make_private_dir(self.root)
+        fd = open_private_file(self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -52,27 +151,26 @@ class RunLock:
 
 
 class RunState:
-    """What one run created, persisted at every change."""
+    """What one run created, persisted (0600, in a 0700 directory) at every change."""
 
     def __init__(self, run_id: str, root: Path = STATE_ROOT):
-        self.dir = root / run_id
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(root)
+        self.dir = make_private_dir(Path(root) / run_id)
         self.path = self.dir / "state.json"
         self.data = {"run_id": run_id, "pid": os.getpid(), "started": time.time(), "interfaces": [],
                      "processes": []}
         self._save()
 
     def _save(self):
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data))
-        tmp.replace(self.path)
+        write_private_file(self.path, json.dumps(self.data))
 
     def add_interfaces(self, names):
         self.data["interfaces"].extend(names)
         self._save()
 
     def add_process(self, pid: int, marker: str):
-        self.data["processes"].append([pid, marker])
+        """Record ``pid`` with its command-line marker and its start time (None if it is already gone)."""
+        self.data["processes"].append([pid, marker, process_start_ticks(pid)])
         self._save()
 
     def remove(self):
@@ -93,11 +191,45 @@ def stop_process(proc, timeout_s: float = 5.0) -> None:
         proc.wait()
 
 
+# -- process identity ---------------------------------------------------------------------------
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def parse_start_ticks(stat_text: str) -> int:
+    """Field 22 (starttime, clock ticks after boot) of a ``/proc/<pid>/stat`` line. The command name
+    (field 2) is parenthesised and may hold spaces and ')', so fields are counted after its last ')'."""
+    after_comm = stat_text[stat_text.rindex(")") + 2:].split()
+    return int(after_comm[22 - 3])       # after_comm[0] is field 3 (state)
+
+
+def process_start_ticks(pid: int):
+    """Start time of ``pid`` in clock ticks since boot, or None if there is no such process."""
+    try:
+        return parse_start_ticks(Path(f"/proc/{pid}/stat").read_text(errors="replace"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_recorded_process(pid, marker, start_ticks) -> bool:
+    """True only while ``pid`` is provably the process recorded: a pid > 1, a non-empty marker in its
+    command line, and the recorded start time equal to its current one."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        return False
+    if not isinstance(marker, str) or not marker or not isinstance(start_ticks, int):
+        return False
+    return marker in _cmdline(pid) and process_start_ticks(pid) == start_ticks
+
+
+def _record_fields(record):
+    """(pid, marker, start ticks) of a process record; start None for a record without one."""
+    if not isinstance(record, (list, tuple)) or len(record) < 2:
+        return None, None, None
+    return record[0], record[1], record[2] if len(record) > 2 else None
 
 
 def _alive(pid: int) -> bool:
@@ -110,53 +242,103 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
 def kill_recorded(processes) -> int:
-    """SIGTERM, then SIGKILL, the recorded processes whose command line still carries their marker."""
-    targets = [pid for pid, marker in processes if marker and marker in _cmdline(pid)]
-    for pid in targets:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline and any(_alive(p) for p in targets):
-        time.sleep(0.05)
-    for pid in targets:
-        if _alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    """SIGTERM, then SIGKILL, the recorded processes that are provably still the ones recorded
+    (``is_recorded_process``, checked again before each signal). Returns how many were signalled."""
+    targets = [(pid, marker, start) for pid, marker, start in map(_record_fields, processes)
+               if is_recorded_process(pid, marker, start)]
+    for pid, _, _ in targets:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + TERM_GRACE_S
+    while time.monotonic() < deadline and any(is_recorded_process(*t) for t in targets):
+        time.sleep(POLL_INTERVAL_S)
+    for target in targets:
+        if is_recorded_process(*target):
+            _signal(target[0], signal.SIGKILL)
     return len(targets)
 
 
+# -- interfaces ---------------------------------------------------------------------------------
+
+def is_run_interface(name) -> bool:
+    """True if ``name`` has the form of an interface a run creates (``INTERFACE_NAME``)."""
+    return isinstance(name, str) and INTERFACE_NAME.fullmatch(name) is not None
+
+
+def delete_link_argv(name: str) -> list:
+    return ["ip", "link", "del", name]
+
+
 def delete_interfaces(names) -> int:
+    """Delete the recorded interfaces that exist and have the run's naming form; others are left alone."""
     removed = 0
     for name in names:
-        if Path(f"/sys/class/net/{name}").exists():
-            subprocess.run(["ip", "link", "del", name], capture_output=True)
+        if is_run_interface(name) and Path(f"/sys/class/net/{name}").exists():
+            subprocess.run(delete_link_argv(name), capture_output=True)
             removed += 1
     return removed
 
 
-def cleanup_stale(root: Path = STATE_ROOT) -> list:
-    """Remove what runs whose orchestrator is gone left behind. Returns one line per run cleaned."""
+# -- cleanup --------------------------------------------------------------------------------------
+
+def state_file_problem(state_file: Path, owner_uid: int = TRUSTED_OWNER_UID):
+    """Why a state file cannot be trusted (None: it can): it, its run directory or the state root is not
+    ``owner_uid``'s, is writable by group or others, or is not what it should be (symlinks refused)."""
+    run_dir = state_file.parent
+    return (untrusted_reason(run_dir.parent, owner_uid, want_dir=True)
+            or untrusted_reason(run_dir, owner_uid, want_dir=True)
+            or untrusted_reason(state_file, owner_uid))
+
+
+def _read_state(state_file: Path):
+    """The state's dict, or None if it cannot be read or is not a JSON object."""
+    try:
+        data = json.loads(state_file.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _remove_thrift_guard(run_id) -> bool:
+    """Delete the nftables table named after ``run_id`` (thrift_guard), if there is one."""
+    try:
+        return thrift_guard.remove_stale(str(run_id))
+    except ValueError:          # a run id no table can be named after: the run installed none
+        return False
+
+
+def cleanup_stale(root: Path = STATE_ROOT, owner_uid: int = TRUSTED_OWNER_UID) -> list:
+    """Remove what runs whose orchestrator is gone left behind. Returns one line per run seen."""
     report = []
+    root = Path(root)
     if not root.exists():
         return report
     for state_file in sorted(root.glob("*/state.json")):
-        try:
-            data = json.loads(state_file.read_text())
-        except (OSError, ValueError):
+        problem = state_file_problem(state_file, owner_uid)
+        if problem:
+            report.append(f"run directory {state_file.parent.name}: refused ({problem}), left alone")
             continue
+        data = _read_state(state_file)
+        if data is None:
+            continue
+        run_id = data.get("run_id", state_file.parent.name)
         pid = data.get("pid", 0)
-        if pid != os.getpid() and _alive(pid):
-            report.append(f"run {data['run_id']}: still running (pid {pid}), left alone")
+        if isinstance(pid, int) and pid > 1 and pid != os.getpid() and _alive(pid):
+            report.append(f"run {run_id}: still running (pid {pid}), left alone")
             continue
         killed = kill_recorded(data.get("processes", []))
         removed = delete_interfaces(data.get("interfaces", []))
+        guard = _remove_thrift_guard(run_id)
         for p in state_file.parent.iterdir():
             p.unlink()
         state_file.parent.rmdir()
-        report.append(f"run {data['run_id']}: stopped {killed} processes, removed {removed} interfaces")
+        report.append(f"run {run_id}: stopped {killed} processes, removed {removed} interfaces"
+                      + (", removed its Thrift guard" if guard else ""))
     return report

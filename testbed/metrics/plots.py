@@ -1,5 +1,8 @@
 """PNG plots of a run: per-iteration time, PS ingress rate, switch egress rates."""
 
+import os
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -28,7 +31,7 @@ def plot_iterations(path, scenario, records):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
 
 
@@ -59,5 +62,16 @@ def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = N
     if ifaces:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
+
+
+def _save(fig, path):
+    """Write the PNG beside ``path`` and rename it into place: a plot appears whole or not at all."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
+    try:
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

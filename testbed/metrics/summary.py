@@ -6,8 +6,9 @@ Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
   consecutive completions of its global aggregation; mean over PSs);
 - ``comm_time_s``: mean communication time per iteration (worker view: first
   fragment sent to last result received);
-- ``gradient_sending_rate_bps``: mean over workers of bytes sent per second of
-  communication (GRID's metric is the minimum: ``min_gradient_sending_rate_bps``);
+- ``gradient_sending_rate_bps``: mean over workers of frame bits sent per
+  second of sending (first frame out to last frame out, plus one frame
+  time; GRID's metric is the minimum: ``min_gradient_sending_rate_bps``);
 - ``ps_ingress_bytes``: INA frames received by the PSs (the PS aggregation
   overhead; Ethernet + IPv4 + UDP + INA + payload);
 - ``ina_amount_bytes``: GOAT §VII-A's in-network aggregation amount, "the
@@ -25,10 +26,12 @@ Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
 """
 
 import csv
+import io
 import json
 from pathlib import Path
 from statistics import mean
 
+from testbed.atomic_io import write_text_atomic
 from testbed.metrics.distortion import Evidence
 
 
@@ -132,13 +135,19 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict)
     return figures, evidence
 
 
+def write_summary(run_dir: Path, summary: dict) -> Path:
+    """``summary.json`` of a run, written whole or not at all."""
+    return write_text_atomic(Path(run_dir) / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")
+
+
 def write_iterations_csv(path: Path, scenario, records: dict):
     fields = ["job", "node", "role", "iteration", "iteration_s", "comm_s", "compute_s", "sent_bytes", "retx_pkts",
               "ingress_bytes", "exact"]
-    with open(path, "w", newline="") as f:
-        out = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        out.writeheader()
-        for job in scenario.jobs:
-            for node, role in [(w, "worker") for w in job.workers] + [(p, "ps") for p in job.ps]:
-                for r in records.get(node, []):
-                    out.writerow({"job": job.name, "node": node, "role": role, **r})
+    text = io.StringIO()
+    out = csv.DictWriter(text, fieldnames=fields, extrasaction="ignore")
+    out.writeheader()
+    for job in scenario.jobs:
+        for node, role in [(w, "worker") for w in job.workers] + [(p, "ps") for p in job.ps]:
+            for r in records.get(node, []):
+                out.writerow({"job": job.name, "node": node, "role": role, **r})
+    write_text_atomic(path, text.getvalue())

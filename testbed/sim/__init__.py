@@ -14,15 +14,17 @@ emulation uses, on the routes the controller would install:
 The result is a JSON-able dict whose keys end in their unit:
 
 - ``min_sending_rate_bps``: the rate every worker reaches (synchronous
-  training's rate); ``worker_sending_rate_bps``: max-min fair rate per worker;
+  training's rate); per job ``comm_time_s``: its slowest worker's frames at
+  its rate plus one frame's store-and-forward round trip to its PS; ``worker_sending_rate_bps``: max-min fair rate per worker;
   ``bottleneck_links``: links saturated at the minimum rate;
 - ``ps_ingress_fragments`` / ``ps_ingress_bytes``: gradient fragments (and
-  their payload, lanes x 4 bytes each) reaching the PSs in one iteration;
+  their frame bytes, Ethernet to the last lane, as ``inatb run`` counts
+  them: 336 B at 64 lanes) reaching the PSs in one iteration;
 - ``switch_egress_fragments`` / ``switch_egress_bytes``: everything switches
   send (GOAT's count of communication overhead in Fig. 2);
 - ``sent_fragments`` / ``sent_bytes``: what the workers send;
   ``ina_amount_bytes``: GOAT §VII-A's in-network aggregation amount, sent
-  minus PS ingress;
+  minus PS ingress (frame bytes, as ``inatb run``'s);
 - ``switch_load``: per switch with a capacity or an aggregation role,
   ``load_bps`` aggregated, ``offered_bps`` arriving for aggregation,
   ``capacity_bps`` (None = unlimited) and ``utilisation``, at the synchronous
@@ -35,6 +37,7 @@ The result is a JSON-able dict whose keys end in their unit:
 
 import time
 
+from testbed.dataplane.wire import ina_frame_bytes
 from testbed.sim.fluid import FluidModel
 from testbed.sim.fragments import FragmentModel
 from testbed.sim.routes import Routes
@@ -57,7 +60,7 @@ def evaluate(scenario, policy) -> dict:
     min_rate = min(rates.values()) if rates else 0.0
     loads, _, inputs, ps_in_bps, beta = fluid.evaluate({w: min_rate for w in rates})
     counts = _fragment_counts(scenario, policy, routes)
-    fragment_bytes = scenario.switch.lanes * 4
+    fragment_bytes = ina_frame_bytes(scenario.switch.lanes)     # frame bytes, as the emulation counts them
     capacity = scenario.switch.aggregation_capacity_bps
 
     switch_load = {}
@@ -86,6 +89,7 @@ def evaluate(scenario, policy) -> dict:
             "solve_s": jp.notes.get("solve_s", 0.0),
             "policy_s": jp.notes.get("policy_s", 0.0),
             "min_sending_rate_bps": min(rates[w] for w in job.workers),
+            "comm_time_s": _comm_time_s(scenario, jp, routes, rates, fragment_bytes, sent / len(job.workers)),
             "ps_ingress_fragments": ps_frag, "ps_ingress_bytes": ps_frag * fragment_bytes,
             "switch_egress_fragments": egress, "switch_egress_bytes": egress * fragment_bytes,
             "sent_fragments": sent, "sent_bytes": sent * fragment_bytes,
@@ -116,6 +120,24 @@ def evaluate(scenario, policy) -> dict:
         "evaluate_s": time.perf_counter() - start,
         "jobs": jobs,
     }
+
+
+def _comm_time_s(scenario, jp, routes, rates, frame_bytes, fragments_per_worker) -> float:
+    """GOAT's communication time of one iteration: the slowest worker's frames at its sending rate,
+    plus one frame's store-and-forward round trip to its PS and back (every link on the way
+    serialises the frame once: the latency a run at small scale cannot hide)."""
+    worst = 0.0
+    for w in jp.first_hop:
+        rate = rates[w]
+        if rate <= 0:
+            return float("inf")
+        latency = 0.0
+        for ps in sorted(set(jp.ps_of_submodel.values())):
+            there, back = routes.walk(w, ps), routes.walk(ps, w)
+            latency = max(latency, sum(8 * frame_bytes / routes.capacity_bps[(a, b)]
+                                       for path in (there, back) for a, b in zip(path, path[1:])))
+        worst = max(worst, fragments_per_worker * 8 * frame_bytes / rate + latency)
+    return worst
 
 
 def _rate(bps) -> str:

@@ -19,8 +19,16 @@ within its own capacity) or the sub-model's PS. GRID Fig. 1's ATP: S1 takes
 9/4 Gb/s of each of W1-W4 and passes the rest over L1.
 
 Links are full duplex; each direction carries at most its rate. The PS's
-ingress limit is its access link. Only the gradient push is modelled (results
-travel the other way), as in the papers.
+ingress limit is its access link. The RESULTs the PSs send back load links
+too (``simulation.results``, default on), as the emulation sends them: each
+PS's stream of results, at the rate aggregates complete (the job's slowest
+worker's rate times the PS's share of the model), once over every edge of the
+switches' multicast tree for schemes that aggregate in the network, or once
+per worker along the default route without INA
+(:func:`testbed.controller.result_multicast_tree` decides which). Results
+mostly travel the other way, but a tree toward workers that share their
+rack with the aggregation point crosses gradient links in the same
+direction. The papers' motivating examples model the push only.
 
 Rates: all workers rise together until a link saturates; the workers whose
 streams (raw, bypassed, or inside an aggregate) cross a saturated link stop
@@ -34,10 +42,17 @@ from collections import defaultdict
 
 import networkx as nx
 
+from testbed.controller import result_multicast_tree
 from testbed.policy.common import shares
+from testbed.topology import DefaultRoutes
 
 SATURATED = 1e-9         # a link within this relative margin of its rate is saturated
+RESULTS = "results"      # touch[RESULTS, link]: the workers setting the RESULT streams on a link
 BISECTION_STEPS = 64
+
+
+def _edges(nodes):
+    return list(zip(nodes, nodes[1:]))
 
 
 class FluidModel:
@@ -49,6 +64,9 @@ class FluidModel:
         self.workers = [w for job in scenario.jobs for w in job.workers]
         self.jobs = [(job, policy.jobs[job.name]) for job in scenario.jobs]
         self._orders = {job.name: self._order(jp) for job, jp in self.jobs}
+        default = DefaultRoutes(scenario.topology)
+        self._trees = {(job.name, ps): result_multicast_tree(scenario.topology, default, job, jp, ps)
+                       for job, jp in self.jobs for ps in set(jp.ps_of_submodel.values())}
 
     @staticmethod
     def _order(jp):
@@ -133,7 +151,28 @@ class FluidModel:
                             ps_in[by] += spill
                         else:
                             arriving[(by, g)].append((spill, c, src))
+            if self.scenario.simulation.results:
+                self._results(job, jp, phi, rates, loads, touch)
         return loads, touch, inputs, ps_in
+
+    def _results(self, job, jp, phi, rates, loads, touch):
+        """Each PS's RESULT stream: over its multicast tree's edges, or to every worker by unicast."""
+        slowest = min(rates[w] for w in job.workers)    # an aggregate completes with its last contribution
+        # Only the slowest workers set the stream's rate: a saturated RESULT link stops them, not the others.
+        who = frozenset(w for w in job.workers if rates[w] <= slowest * (1 + 1e-12))
+        for ps in sorted(set(jp.ps_of_submodel.values())):
+            rate = slowest * sum(phi[g] for g, owner in jp.ps_of_submodel.items() if owner == ps)
+            if rate <= 0:
+                continue
+            tree = self._trees[(job.name, ps)]
+            if tree is None:
+                edges = [edge for w in job.workers for edge in _edges(self.routes.walk(ps, w, ps))]
+            else:
+                first = self.scenario.topology.neighbor(ps, self.scenario.topology.host_link(ps))
+                edges = [(ps, first)] + [(sw, c) for sw, children in tree.items() for c in children]
+            for edge in edges:
+                loads[edge] += rate
+                touch[RESULTS, edge].update(who)
 
     def feasible(self, loads) -> bool:
         cap = self.routes.capacity_bps
@@ -164,6 +203,11 @@ class FluidModel:
             saturated = [l for l, load in loads.items() if load >= cap[l] * (1 - SATURATED)]
             if first_bottlenecks is None:
                 first_bottlenecks = sorted(f"{a}>{b}" for a, b in saturated)
+            # A saturated push link stops the workers whose streams cross it. A RESULT stream runs at its
+            # job's slowest rate: it stops its slowest workers only where no push link stopped anyone (the
+            # slowest are then no longer rising, and the stream with them).
             stopped = set().union(*(touch[l] for l in saturated)) & active if saturated else set()
+            if not stopped and saturated:
+                stopped = set().union(*(touch[RESULTS, l] for l in saturated)) & active
             active -= stopped or set(active)
         return rates, first_bottlenecks or []

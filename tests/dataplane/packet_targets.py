@@ -131,7 +131,8 @@ def _start_pyswitch_process(tmp_path):
         rig.create()
         control = str(tmp_path / "t.sock")
         log = open(tmp_path / "pyswitch.log", "w")
-        argv = [sys.executable, "-m", "testbed.dataplane.pyswitch.process", "--name", "t", "--control", control,
+        # -I: isolated, as the emulation starts it (nodes.switch_argv): nothing from the cwd is imported
+        argv = [sys.executable, "-I", "-m", "testbed.dataplane.pyswitch.process", "--name", "t", "--control", control,
                 "--lanes", str(LANES), "--slots", str(SLOTS)]
         argv += [f"--port={p}={ifname}" for p, ifname in rig.switch_ports().items()]
         target.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -337,6 +337,53 @@ def test_slot_reuse_across_iterations_reclaims_stale(target):
     assert rt.register_read("agg_iteration", slot_index(2, 0, 8)) == 2
 
 
+def test_far_future_iteration_does_not_hold_a_slot(target):
+    """A DATA packet more than MAX_ITERATION_LEAD iterations ahead of its slot's tag (same job), held or
+    left by the last release, claims nothing: it goes on to the PS unchanged and the slot keeps serving
+    the job. Within the lead (a worker catching up) the slot is still claimed or reclaimed."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1))
+    lead = program.MAX_ITERATION_LEAD
+    seq, slot = 2, slot_index(2, 0, 8)
+    first = {w: lanes_of(130 + w) for w in (1, 2)}
+    target.send_seq([(w, contribution(w, 1, seq, first[w], iteration=0, fanin=2)) for w in (1, 2)])
+    only(target.recv(1), port=PS_PORT)                             # iteration 0 done: slot free, tag kept
+
+    def assert_bypassed_unchanged(worker, iteration, lanes):
+        pkt, frame = only(target.recv(1), port=PS_PORT)
+        assert (pkt.ina.flags, pkt.ina.iteration, pkt.ina.count, pkt.ina.level) == (FLAG_DATA, iteration, 1, 0)
+        assert (pkt.src_ip, pkt.dst_ip, pkt.ina.bitmap) == (HOSTS[worker][0], PS_IP, 1 << worker)
+        assert np.array_equal(pkt.lanes, lanes) and udp_checksum_of(frame) == 0
+
+    garbage = lanes_of(140)
+    target.send(3, contribution(3, 1, seq, garbage, iteration=2**31 + 7, fanin=2))     # free slot
+    assert_bypassed_unchanged(3, 2**31 + 7, garbage)
+    assert (rt.register_read("agg_count", slot), rt.register_read("agg_iteration", slot)) == (0, 0)
+    target.send(3, contribution(3, 1, seq, garbage, iteration=lead + 1, fanin=2))      # just past the lead
+    assert_bypassed_unchanged(3, lead + 1, garbage)
+    assert stat(target, "lead_bypassed") == 2
+
+    # Iteration 1 claims the slot; a far-future packet does not take it over while it is held.
+    target.send(1, contribution(1, 1, seq, lanes_of(141), iteration=1, fanin=2))
+    target.send(3, contribution(3, 1, seq, garbage, iteration=1 + lead + 1, fanin=2))
+    assert_bypassed_unchanged(3, 1 + lead + 1, garbage)
+    assert (rt.register_read("agg_count", slot), rt.register_read("agg_iteration", slot)) == (1, 1)
+    # ... and the job goes on: a worker at the lead's edge reclaims the slot (stale), the others follow.
+    ahead = {w: lanes_of(150 + w) for w in (1, 2)}
+    target.send_seq([(w, contribution(w, 1, seq, ahead[w], iteration=1 + lead, fanin=2)) for w in (1, 2)])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.iteration == 1 + lead and np.array_equal(pkt.lanes, wrap_sum(*ahead.values()))
+    assert (stat(target, "stale_reclaimed"), stat(target, "lead_bypassed")) == (1, 3)
+    assert stat(target, "collision_bypassed") == 0
+
+    # A slot the job never used has no reference: any iteration claims it (job ids start at 1).
+    fresh = slot_index(5, 0, 8)
+    target.send(1, contribution(1, 1, 5, lanes_of(160), iteration=1000, fanin=2))
+    assert target.quiet() == []
+    assert (rt.register_read("agg_count", fresh), rt.register_read("agg_iteration", fresh)) == (1, 1000)
+
+
 def test_release_on_result(target):
     rt = target.runtime
     install_routes(rt)

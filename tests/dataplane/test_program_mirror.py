@@ -168,6 +168,8 @@ def test_flags_and_release_modes_match_wire_and_program():
         value = int(re.search(rf"const bit<8> {name}\s*=\s*(\d+);", text).group(1))
         assert value == getattr(program, name), name
     assert int(re.search(r"const bit<16> INA_UDP_PORT = (\d+);", text).group(1)) == wire.INA_UDP_PORT
+    assert int(re.search(r"const bit<32> MAX_ITERATION_LEAD = (\d+);", text).group(1)) == \
+        program.MAX_ITERATION_LEAD
     assert f"#define INA_LANES {wire.DEFAULT_LANES}" in text
     assert f"#define INA_SLOTS {program.DEFAULT_SLOTS}" in text
 

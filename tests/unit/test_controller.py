@@ -83,13 +83,38 @@ def test_multi_ps_jobs_split_submodels_among_their_servers():
 
 def test_atp_releases_slots_on_the_ps_result():
     scenario, policy, plan = plan_for(RACK)
-    releases = [e for e in plan.switches["s1"].entries if e.table == "ina_result"]
+    entries = [e for e in plan.switches["s1"].entries if e.table == "ina_result"]
     workers = {scenario.topology.node(w).ip for w in ("w1", "w2", "w3", "w4")}
-    assert {e.match[1] for e in releases} == workers
+    group_ip = plan.result_groups[("job0", "ps")]
+    unicast = [e for e in entries if e.match[1] != group_ip]
+    assert {e.match[1] for e in unicast} == workers               # a PS's unicast answer to one worker
     base, count = plan.slot_ranges[("job0", "s1")]
-    assert all(dict(e.params) == {"slot_base": base, "slot_count": count, "mcast_grp": 0} for e in releases)
+    assert all(dict(e.params) == {"slot_base": base, "slot_count": count, "mcast_grp": 0} for e in unicast)
+    (multicast,) = [e for e in entries if e.match[1] == group_ip]  # the RESULT to every worker
+    assert multicast.action == "ina_release"
+    assert dict(multicast.params) == {"slot_base": base, "slot_count": count, "mcast_grp": 1}
     _, _, emit_plan = plan_for(RACK, "jobs.0.policy_options={atp: {levels: 1, release: emit}}")
-    assert not [e for e in emit_plan.switches["s1"].entries if e.table == "ina_result"]
+    assert [e.action for e in emit_plan.switches["s1"].entries if e.table == "ina_result"] == ["ina_multicast"]
+
+
+def test_results_of_ina_jobs_are_multicast_along_the_default_route_tree():
+    scenario, policy, plan = plan_for(RACK)
+    topo = scenario.topology
+    (group,) = plan.switches["s1"].multicast_groups
+    ports = {topo.port("s1", topo.host_link(w)) for w in ("w1", "w2", "w3", "w4")}
+    assert set(group.ports) == ports and group.group_id == 1
+    rewrites = {e.match[0]: dict(e.params) for e in plan.switches["s1"].entries if e.table == "ina_mcast_rewrite"}
+    assert {p: r["ipDstAddr"] for p, r in rewrites.items()} == \
+        {topo.port("s1", topo.host_link(w)): topo.node(w).ip for w in ("w1", "w2", "w3", "w4")}
+    (ps,) = [a for a in plan.agents if a.role == "ps"]
+    assert ps.result_group_ip == plan.result_groups[("job0", "ps")] == "10.254.1.1"
+    assert plan.host_neighbors == [("ps", "10.254.1.1", topo.node("s2").mac)]   # the PS's own switch
+    (upper,) = plan.switches["s2"].multicast_groups                 # s2 replicates toward s1 only
+    assert upper.ports == (topo.port("s2", next(l for l in topo.links_of("s2") if topo.neighbor("s2", l) == "s1")),)
+    assert not [e for e in plan.switches["s2"].entries if e.table == "ina_mcast_rewrite"]
+    _, _, ps_plan = plan_for(RACK, "policy=ps")                   # no INA: BytePS's unicast pull
+    assert not ps_plan.result_groups and not ps_plan.switches["s1"].multicast_groups
+    assert [a.result_group_ip for a in ps_plan.agents if a.role == "ps"] == [""]
 
 
 def test_k_of_n_workers_left_out_send_to_the_ps_which_counts_only_participants():

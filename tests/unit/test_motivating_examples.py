@@ -15,6 +15,7 @@ from testbed import controller, sim
 from testbed.dataplane import program
 from testbed.policy import compute_policy
 from testbed.scenario import load_scenario
+from testbed.dataplane.wire import ina_frame_bytes
 
 PAPERS = Path(__file__).resolve().parents[2] / "scenarios" / "papers"
 GBPS = 1e9
@@ -54,7 +55,7 @@ def test_goat_fig2_goat_sends_3_fragments_to_the_ps_and_13_from_switches():
     assert all(len(hops) == 1 for hops in job.next_hop.values())
     assert r["ps_ingress_fragments"] == 3
     assert r["switch_egress_fragments"] == 13
-    assert r["ina_amount_bytes"] == (12 - 3) * 64 * 4
+    assert r["ina_amount_bytes"] == (12 - 3) * ina_frame_bytes(64)
 
 
 def test_goat_fig2_synchronous_arrivals_let_atp_aggregate_everything():

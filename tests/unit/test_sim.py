@@ -10,6 +10,7 @@ from testbed.policy import compute_policy
 from testbed.scenario import parse_scenario
 from testbed.sim.fragments import FragmentModel
 from testbed.sim.routes import Routes
+from testbed.dataplane.wire import ina_frame_bytes
 
 STAR = textwrap.dedent("""\
     version: 1
@@ -48,8 +49,26 @@ def test_result_has_the_documented_keys_and_is_json():
 def test_without_ina_the_ps_link_is_shared():
     result = run(STAR)
     assert result["min_sending_rate_bps"] == pytest.approx(2.5e9, rel=1e-9)
-    assert result["bottleneck_links"] == ["s1>ps"]
+    assert result["bottleneck_links"] == ["ps>s1", "s1>ps"]     # the push in, and the RESULTs out by unicast
     assert result["ps_ingress_fragments"] == 4 * 30 and result["ina_amount_bytes"] == 0
+    push_only = run(STAR + "simulation: {results: false}\n")
+    assert push_only["bottleneck_links"] == ["s1>ps"] and push_only["min_sending_rate_bps"] == pytest.approx(2.5e9)
+
+
+def test_multicast_results_share_links_with_gradients_in_the_same_direction():
+    # The PS sits behind s2; w1 and w2 behind s1, where ATP aggregates; w3 behind s2 with the PS, so the
+    # RESULT tree (s2 -> s1, s2 -> w3) is the push's opposite except the s2 -> w3 link, which carries
+    # RESULTs only: every link still fits the rate at 10 Gb/s per worker.
+    text = STAR.replace("hosts: [w1, w2, w3, w4, ps]", "hosts: [w1, w2, w3, ps]").replace(
+        "switches: [s1]", "switches: [s1, s2]").replace(
+        "links: [[w1, s1], [w2, s1], [w3, s1], [w4, s1], [ps, s1]]",
+        "links: [[w1, s1], [w2, s1], [w3, s1], [s1, s2], [ps, s2]]").replace("workers: [w1, w2, w3, w4]",
+                                                                           "workers: [w1, w2, w3]")
+    result = run(text, "policy=atp")
+    assert result["min_sending_rate_bps"] == pytest.approx(10e9, rel=1e-9)
+    loads = result["link_load"]
+    assert loads["s2>s1"]["load_bps"] == pytest.approx(10e9, rel=1e-9)     # one RESULT stream down the tree
+    assert loads["s1>w1"]["load_bps"] == pytest.approx(10e9, rel=1e-9)
 
 
 def test_aggregation_counts_once_downstream():
@@ -58,7 +77,7 @@ def test_aggregation_counts_once_downstream():
     assert result["ps_ingress_rate_bps"]["ps"] == pytest.approx(10e9, rel=1e-9)
     assert result["ps_ingress_fragments"] == 30
     assert result["switch_egress_fragments"] == 30
-    assert result["ina_amount_bytes"] == 3 * 30 * 256
+    assert result["ina_amount_bytes"] == 3 * 30 * ina_frame_bytes(64)
 
 
 def test_capacity_overflow_is_best_effort():

@@ -46,16 +46,22 @@ def test_rtt_estimator_follows_rfc6298():
     assert rtt.rto_s() == MAX_RTO_S                              # the ceiling
 
 
-def test_pacer_spaces_frames_at_the_link_rate_without_idle_credit():
-    pacer = Pacer(rate_bps=8 * FRAME_BYTES * 1000, frame_bytes=FRAME_BYTES)    # 1000 frames/s
+def test_pacer_spaces_frames_at_the_link_rate_with_bounded_credit():
+    pacer = Pacer(rate_bps=8 * FRAME_BYTES * 1000, frame_bytes=FRAME_BYTES, credit_frames=2)   # 1000 frames/s
     assert pacer.gap_s == pytest.approx(0.001)
     assert pacer.ready(0.0)
     pacer.sent(0.0)
     assert not pacer.ready(0.0005) and pacer.ready(0.001)
-    pacer.sent(5.0)                                              # after a pause: one frame of credit ...
+    for _ in range(2):                                           # after a pause: two frames of credit ...
+        assert pacer.ready(5.0)
+        pacer.sent(5.0)
     assert pacer.next_s == pytest.approx(5.0)
     pacer.sent(5.0)                                              # ... and no more
-    assert pacer.next_s == pytest.approx(5.001)
+    assert not pacer.ready(5.0) and pacer.next_s == pytest.approx(5.001)
+    late = Pacer(rate_bps=8 * FRAME_BYTES * 1000, frame_bytes=FRAME_BYTES)
+    late.sent(0.0)
+    late.sent(0.0013)                                            # woken 0.3 ms late: the schedule holds
+    assert late.next_s == pytest.approx(0.002)
 
 
 def test_sliding_window_over_seq_and_initial_window():
@@ -79,19 +85,25 @@ def test_window_grows_per_result_and_respects_caps():
     assert big.max_window == MAX_WINDOW
 
 
-def test_ecn_echo_halves_once_per_round_trip():
+def test_ecn_echo_halves_once_per_window():
     t = transport()
     t.start_iteration(50, now_s=0.0)
-    drain(t, 0.0)
+    drain(t, 0.0)                                                # sends 1..8: seq 0..7
     t.on_result(0, 0.01)
     t.on_result(1, 0.02)                                         # an RTT sample: srtt = 0.01
     assert t.cwnd == 10 and t.rtt.srtt_s == pytest.approx(0.01)
-    t.on_result(2, 0.021, ecn_echo=True)                         # halved, then +1 for the RESULT
-    assert t.cwnd == 6
-    t.on_result(3, 0.022, ecn_echo=True)                         # same round trip: no second cut
-    assert t.cwnd == 7
-    t.on_result(4, 0.5, ecn_echo=True)                           # a round trip later: cut again
-    assert t.cwnd == 4.5
+    drain(t, 0.02)                                               # sends 9..12: seq 8..11
+    t.on_result(2, 0.021, ecn_echo=True)                         # halved; slow start ends: +1/cwnd per RESULT
+    assert t.cwnd == pytest.approx(5 + 1 / 5)
+    t.on_result(9, 0.022, ecn_echo=True)                         # sent before the cut: already answered by it
+    assert t.cwnd == pytest.approx(5.2 + 1 / 5.2)
+    cwnd = t.cwnd
+    for seq in (3, 4, 5, 6, 7, 8, 10, 11):
+        t.on_result(seq, 0.03)
+    (fresh, _), = drain(t, 0.03)[:1]                             # the first send after the cut
+    cwnd = t.cwnd
+    t.on_result(fresh, 0.05, ecn_echo=True)                      # about a fragment sent after the cut: cut again
+    assert t.cwnd == pytest.approx(cwnd / 2 + 1 / (cwnd / 2))
     assert t.stats["ecn_echoes"] == 3 and t.stats["window_cuts"] == 2
 
 
@@ -99,7 +111,8 @@ def test_window_never_below_one():
     t = transport()
     t.start_iteration(10, now_s=0.0)
     for k in range(20):
-        t.on_congestion(10.0 * k, "loss")
+        t.sends += 1
+        t.on_congestion(10.0 * k, "loss", t.sends)
     assert t.window() == 1
 
 
@@ -154,7 +167,7 @@ def test_switchml_window_is_fixed():
     t = transport("switchml", window_cap=6)
     t.start_iteration(20, now_s=0.0)
     assert len(drain(t, 0.0)) == 6
-    t.on_congestion(1.0, "loss")
+    t.on_congestion(1.0, "loss", t.sends)
     t.on_result(0, 1.0, ecn_echo=True)
     assert t.window() == 6 and len(drain(t, 1.0)) == 1
 

@@ -32,6 +32,7 @@ import heapq
 MAX_RTO_S = 1.0
 INITIAL_RTO_S = 1.0     # RFC 6298 (2.1): before the first RTT sample
 DUPTHRESH = 3
+PACING_CREDIT_FRAMES = 16
 
 
 class RttEstimator:
@@ -57,19 +58,25 @@ class RttEstimator:
 
 
 class Pacer:
-    """Departures no faster than the host link: one frame of ``frame_bits`` every frame_bits / rate."""
+    """Departures no faster than the host link: one frame every frame_bits / rate on average.
 
-    def __init__(self, rate_bps: float, frame_bytes: int):
+    A sender woken late (the agent's loop sleeps in ``select``, and shares two cores with the
+    switches and the other agents, against a gap of half a millisecond at 5 Mb/s) may catch up by
+    at most ``credit_frames`` frames (8.6 ms at 5 Mb/s), so it keeps the link's rate on average
+    without bursting after a pause; the host's htb shapes the wire exactly either way, so a
+    catch-up waits in the host's qdisc, not in a switch queue.
+    """
+
+    def __init__(self, rate_bps: float, frame_bytes: int, credit_frames: int = PACING_CREDIT_FRAMES):
         self.gap_s = 8 * frame_bytes / rate_bps if rate_bps > 0 else 0.0
+        self.credit_s = credit_frames * self.gap_s
         self.next_s = 0.0
 
     def ready(self, now_s: float) -> bool:
         return now_s >= self.next_s
 
     def sent(self, now_s: float):
-        # At most one frame of credit: a sender woken late by the loop's timer granularity catches
-        # up by one frame; one that paused does not burst afterwards.
-        self.next_s = max(self.next_s, now_s - self.gap_s) + self.gap_s
+        self.next_s = max(self.next_s, now_s - self.credit_s) + self.gap_s
 
 
 class Transport:
@@ -91,6 +98,7 @@ class Transport:
         self.first_result_timeout_s = first_result_timeout_s
         self.stats = dict(sent=0, retransmitted=0, timeouts=0, fast_retransmits=0, ecn_echoes=0, window_cuts=0)
         self.total = 0
+        self.sends = 0
 
     # -- congestion control: subclasses ------------------------------------------------
     def window(self) -> int:
@@ -99,8 +107,10 @@ class Transport:
     def on_ack(self, now_s: float):
         """A RESULT acknowledged a fragment for the first time."""
 
-    def on_congestion(self, now_s: float, reason: str):
-        """An ECN echo (``"ecn"``) or a loss (``"loss"``)."""
+    def on_congestion(self, now_s: float, reason: str, sent_order: int):
+        """An ECN echo (``"ecn"``) or a loss (``"loss"``) about a fragment that left as send number
+        ``sent_order`` (sends are numbered across iterations, so a subclass can react once per window:
+        to signals about fragments sent after its last reaction, RFC 3168 §6.1.2)."""
 
     # -- one iteration ------------------------------------------------------------------
     def start_iteration(self, total: int, acked_seqs=(), now_s: float = 0.0, path_keys=None):
@@ -118,8 +128,7 @@ class Transport:
         self.base = 0
         self.next_seq = 0
         self.sent_at = [0.0] * total
-        self.send_order = [0] * total          # when (in sends) each seq last left
-        self.sends = 0
+        self.send_order = [0] * total          # when (in sends, counted across iterations) each seq last left
         self.attempts = [0] * total
         self.timers = []                       # heap of (deadline, seq, attempt)
         self.first_result_s = None
@@ -172,7 +181,7 @@ class Transport:
         """A RESULT for ``seq`` of this iteration arrived."""
         if ecn_echo:
             self.stats["ecn_echoes"] += 1
-            self.on_congestion(now_s, "ecn")
+            self.on_congestion(now_s, "ecn", self.send_order[seq] if seq < self.total else self.sends)
         if seq >= self.total or self.acked[seq]:
             return
         if self.first_result_s is None:
@@ -202,7 +211,7 @@ class Transport:
             if order - self.send_order[seq] >= DUPTHRESH:
                 self.stats["fast_retransmits"] += 1
                 self.pending_retx.append(seq)
-                self.on_congestion(now_s, "loss")
+                self.on_congestion(now_s, "loss", self.send_order[seq])
 
     def _fire_timers(self, now_s: float):
         while self.timers and self.timers[0][0] <= now_s:
@@ -211,7 +220,7 @@ class Transport:
                 continue
             self.stats["timeouts"] += 1
             self.pending_retx.append(seq)
-            self.on_congestion(now_s, "loss")
+            self.on_congestion(now_s, "loss", self.send_order[seq])
 
     def next_deadline_s(self, now_s: float):
         """When the worker must look again even if nothing arrives (a timer, or the pacer)."""

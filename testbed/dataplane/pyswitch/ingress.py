@@ -16,6 +16,16 @@ Per packet, in the order the P4 program applies them:
    lanes into the slot the packet names (range-checked against the job's
    slots here), with duplicate suppression by bitmap:
 
+   - a packet whose iteration is more than ``MAX_ITERATION_LEAD`` (2) ahead
+     of the slot's tag of its own job -- held, or left by the last release --
+     claims nothing: it goes unchanged to ``bypass_dst`` (``lead_bypassed``).
+     Synchronous training has one iteration in flight per job, plus one for a
+     worker that fell behind and catches up (K-of-N workers that skip ahead
+     send to the PS, not to a switch), so such a packet is garbage; let in,
+     its tag would be "newer" than every genuine packet's and pin the slot,
+     with every later fragment bypassing it, until the run ends. A slot the
+     job never used (another job's tag, or none: job ids start at 1) has no
+     reference and accepts any iteration;
    - free slot, or slot of an older iteration of the same job: claim it
      (``stale_reclaimed`` counts the latter);
    - same tag, contributors disjoint: add lanes, OR bitmaps, add counts;
@@ -69,7 +79,9 @@ ST_COLL, ST_CAP, ST_MAL, ST_RANGE = (S["collision_bypassed"], S["capacity_bypass
                                      S["slot_range_dropped"])
 ST_FWD, ST_NOROUTE, ST_FLUSH, ST_STALE = S["forwarded"], S["no_route_dropped"], S["partial_flushed"], S["stale_reclaimed"]
 ST_MCAST, ST_RETX_BYPASS, ST_RELEASED = S["multicast"], S["retx_bypassed"], S["result_released"]
+ST_LEAD_BYPASS = S["lead_bypassed"]
 RELEASE_ON_EMIT = program.RELEASE_ON_EMIT
+MAX_ITERATION_LEAD = program.MAX_ITERATION_LEAD
 
 _U16 = struct.Struct("!H")
 _U32 = struct.Struct("!I")              # slot at INA_OFFSET+22
@@ -175,8 +187,13 @@ class Ingress:
             return self._bypass(buf, flags | FLAG_CAPACITY, bypass_dst)
         agg_count = self.agg_count
         held = agg_count[slot]
+        held_iteration = self.agg_iteration[slot]
+        if self.agg_job[slot] == job and iteration > held_iteration and \
+                iteration - held_iteration > MAX_ITERATION_LEAD:
+            # Implausibly far ahead of the slot's tag (held or last held) of its own job: no claim.
+            stats[ST_LEAD_BYPASS] += 1
+            return self._bypass(buf, flags, bypass_dst)
         if held:
-            held_iteration = self.agg_iteration[slot]
             if self.agg_job[slot] != job or held_iteration > iteration or \
                     (self.agg_seq[slot] != seq and held_iteration >= iteration):
                 stats[ST_COLL] += 1

@@ -5,8 +5,9 @@
 
 One thread, one epoll loop: raw AF_PACKET sockets (outgoing copies ignored
 with PACKET_IGNORE_OUTGOING) feed :class:`PySwitchCore`; the Unix control
-socket takes one JSON request per line (the SwitchRuntime verbs) and answers
-one JSON line. Every line gets a reply and none can end the process: a
+socket (mode 0600, owner only, whatever the umask: the verbs rewrite the
+switch) takes one JSON request per line (the SwitchRuntime verbs) and
+answers one JSON line. Every line gets a reply and none can end the process: a
 malformed request (not JSON, not an object, nested too deep, NaN, an unknown
 verb, wrong arguments, a line over MAX_REQUEST_BYTES) is an error reply, and
 so is any exception a verb raises (:func:`handle_request`). The loop's
@@ -39,6 +40,8 @@ MAX_REQUEST_BYTES = 1 << 20
 MAX_ERROR_CHARS = 500
 #: A client that does not read its replies for this long is dropped rather than blocking the switch.
 REPLY_TIMEOUT_S = 2.0
+#: The control socket's mode: owner (root) only.
+CONTROL_SOCKET_MODE = 0o600
 
 
 #: The control socket's verbs and the JSON type of each argument (the SwitchRuntime signatures):
@@ -148,6 +151,24 @@ def open_port_socket(ifname: str) -> socket.socket:
     return sock
 
 
+def bind_private_unix_socket(path: str) -> socket.socket:
+    """A Unix stream socket bound at ``path``, mode 0600 whatever the umask: only root (its owner) may
+    connect; the control verbs rewrite the switch. The umask is narrowed around ``bind`` (this process
+    is single-threaded then) so the socket never exists with a wider mode, and the mode is set
+    explicitly afterwards too."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    saved_umask = os.umask(0o177)
+    try:
+        sock.bind(path)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.umask(saved_umask)
+    os.chmod(path, CONTROL_SOCKET_MODE)
+    return sock
+
+
 class _Client:
     """A control connection: its socket, the bytes of an unfinished line, and whether an over-long
     line is being skipped (it was answered once, when it passed MAX_REQUEST_BYTES)."""
@@ -175,8 +196,7 @@ class SwitchProcess:
             self.epoll.register(sock.fileno(), select.EPOLLIN)
         if os.path.exists(control_path):
             os.unlink(control_path)
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(control_path)
+        self.listener = bind_private_unix_socket(control_path)
         self.listener.listen(8)
         self.listener.setblocking(False)
         self.epoll.register(self.listener.fileno(), select.EPOLLIN)

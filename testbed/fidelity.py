@@ -1,0 +1,80 @@
+"""The fidelity figure: the emulation and the flow-level simulator on the same scenario, side by side.
+
+``inatb fidelity SCENARIO`` runs the emulation (``inatb run``) and the
+simulator (``inatb simulate``) on the same scenario and policy, and compares,
+per job and per iteration, in the units both count:
+
+- ``ps_ingress_fragments``: INA frames reaching the job's PSs per iteration
+  (emulated: received packets / completed iterations, so retransmissions
+  and duplicates count against the emulation);
+- ``ina_amount_fragments``: fragments aggregated in the network per
+  iteration (GOAT §VII-A): sent minus PS ingress;
+- ``min_sending_rate_bps``: GRID's minimum gradient sending rate (emulated:
+  the slowest worker's frame bits over its sending time; simulated: the
+  max-min fair rate the fluid model gives every worker);
+- ``comm_time_s``: communication time per iteration (simulated: the slowest
+  worker's frames at its rate plus one store-and-forward round trip);
+
+and for the whole run ``switch_egress_fragments`` per iteration (gradient
+packets leaving switch ports; the switches' counters do not tell jobs apart).
+
+Each row holds emulated, simulated and their ratio (emulated / simulated).
+The emulation's fragment counts depend on the order in which fragments
+arrive (GOAT Fig. 2); the simulator models synchronous starts unless
+``simulation.worker_start`` says otherwise, so fidelity scenarios run without
+compute-delay stragglers. :func:`compare` is pure.
+"""
+
+#: The bounds the fidelity tests hold the emulation to.
+FRAGMENT_TOLERANCE = 0.10
+RATE_TOLERANCE = 0.25
+
+
+def _row(metric, emulated, simulated, tolerance, reference=None):
+    """One comparison; ``within`` when |emulated - simulated| <= tolerance x the reference (the simulated
+    value, or ``reference`` where that is larger: an amount the simulator puts at 0, such as ``ps``'s
+    in-network aggregation, is judged against the fragments sent)."""
+    ratio = emulated / simulated if emulated is not None and simulated else None
+    scale = max(abs(simulated or 0), reference or 0)
+    within = emulated is not None and simulated is not None and abs(emulated - simulated) <= tolerance * scale
+    return {"metric": metric, "emulated": emulated, "simulated": simulated, "ratio": ratio,
+            "tolerance": tolerance, "within": within}
+
+
+def compare(summary: dict, simulation: dict) -> dict:
+    """Rows per job and for the run, from a run's ``summary.json`` and :func:`testbed.sim.evaluate`."""
+    jobs = {}
+    for job in summary["jobs"]:
+        sim = simulation["jobs"][job["job"]]
+        done = job["iterations_completed"] or None
+        emulated_ps = job["ps_ingress_packets"] / done if done else None
+        emulated_sent = job["fragments_sent"] / done if done else None
+        rows = [
+            _row("ps_ingress_fragments", emulated_ps, sim["ps_ingress_fragments"], FRAGMENT_TOLERANCE),
+            _row("ina_amount_fragments", None if emulated_ps is None else emulated_sent - emulated_ps,
+                 sim["sent_fragments"] - sim["ps_ingress_fragments"], FRAGMENT_TOLERANCE, sim["sent_fragments"]),
+            _row("min_sending_rate_bps", job["min_gradient_sending_rate_bps"], sim["min_sending_rate_bps"],
+                 RATE_TOLERANCE),
+            _row("comm_time_s", job["comm_time_s"], sim["comm_time_s"], RATE_TOLERANCE),
+        ]
+        jobs[job["job"]] = rows
+    iterations = {j["iterations_completed"] for j in summary["jobs"]}
+    run_rows = []
+    if len(iterations) == 1 and 0 not in iterations:
+        run_rows.append(_row("switch_egress_fragments", summary["switch_egress_fragments"] / iterations.pop(),
+                             simulation["switch_egress_fragments"], FRAGMENT_TOLERANCE))
+    return {"jobs": jobs, "run": run_rows,
+            "all_within": all(r["within"] for rows in list(jobs.values()) + [run_rows] for r in rows)}
+
+
+def format_fidelity(result: dict) -> str:
+    def num(v):
+        if v is None:
+            return "-"
+        return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.4e}"
+    lines = [f"  {'job':<12}{'metric':<24}{'emulated':>12}{'simulated':>12}{'ratio':>8}  within"]
+    for job, rows in list(result["jobs"].items()) + [("(run)", result["run"])]:
+        for r in rows:
+            lines.append(f"  {job:<12}{r['metric']:<24}{num(r['emulated']):>12}{num(r['simulated']):>12}"
+                         f"{num(r['ratio']):>8}  {'yes' if r['within'] else 'NO'} (±{r['tolerance']:.0%})")
+    return "\n".join(lines)

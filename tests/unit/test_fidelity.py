@@ -1,0 +1,39 @@
+"""The fidelity comparison: emulated against simulated, per job and for the run."""
+
+import pytest
+
+from testbed.fidelity import FRAGMENT_TOLERANCE, RATE_TOLERANCE, compare, format_fidelity
+
+
+def summary(ps_packets, sent, rate_bps, comm_s, egress, iterations=10):
+    return {"jobs": [{"job": "j", "iterations_completed": iterations, "ps_ingress_packets": ps_packets,
+                      "fragments_sent": sent, "min_gradient_sending_rate_bps": rate_bps, "comm_time_s": comm_s}],
+            "switch_egress_fragments": egress}
+
+
+SIM = {"jobs": {"j": {"ps_ingress_fragments": 24, "sent_fragments": 192, "min_sending_rate_bps": 5e6,
+                      "comm_time_s": 0.1}},
+       "switch_egress_fragments": 72}
+
+
+def test_rows_ratios_and_bounds():
+    result = compare(summary(ps_packets=250, sent=1920, rate_bps=4e6, comm_s=0.13, egress=720), SIM)
+    rows = {r["metric"]: r for r in result["jobs"]["j"]}
+    assert rows["ps_ingress_fragments"]["emulated"] == 25 and rows["ps_ingress_fragments"]["ratio"] == 25 / 24
+    assert rows["ps_ingress_fragments"]["within"] and rows["ps_ingress_fragments"]["tolerance"] == FRAGMENT_TOLERANCE
+    assert rows["ina_amount_fragments"]["emulated"] == 192 - 25 and rows["ina_amount_fragments"]["simulated"] == 168
+    assert rows["min_sending_rate_bps"]["ratio"] == 0.8 and rows["min_sending_rate_bps"]["within"]
+    assert rows["comm_time_s"]["tolerance"] == RATE_TOLERANCE and not rows["comm_time_s"]["within"]   # 1.3x
+    assert result["run"][0]["emulated"] == 72 and result["run"][0]["within"]
+    assert not result["all_within"]
+    assert "comm_time_s" in format_fidelity(result) and "NO (±25%)" in format_fidelity(result)
+
+
+def test_an_amount_the_simulator_puts_at_zero_is_judged_against_the_fragments_sent():
+    sim = {"jobs": {"j": {"ps_ingress_fragments": 192, "sent_fragments": 192, "min_sending_rate_bps": 6e5,
+                          "comm_time_s": 0.5}}, "switch_egress_fragments": 384}
+    result = compare(summary(ps_packets=1938, sent=1920, rate_bps=6e5, comm_s=0.5, egress=3840), sim)
+    amount = {r["metric"]: r for r in result["jobs"]["j"]}["ina_amount_fragments"]
+    assert amount["emulated"] == pytest.approx(-1.8) and amount["simulated"] == 0 and amount["ratio"] is None
+    assert amount["within"]                                       # 1.8 of 192 sent
+    assert result["all_within"]
