@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Packet budget of one switch: aggregated fragments/s and forwarded packets/s (a script, not a test).
+"""Packet budget of one switch: contributions and fragments aggregated per second, packets forwarded per
+second, on every target from one command (a script, not a test).
 
 Streams (the same for every target):
 
 - ``aggregate``: job 1, fan-in 4 workers, 64 lanes (336-byte frames), each
-  fragment's 4 contributions back to back, seq i in slot i mod 1024, the
+  fragment's 4 contributions back to back (a *contribution* is one worker's
+  frame summed into a slot; four make one complete *fragment*, the aggregate
+  the switch emits: the table reports both), seq i in slot i mod 1024, the
   iteration advancing every 1024 fragments (a slot is reused by the next
   iteration, as in a training run);
 - ``forward``: plain 336-byte UDP frames to a /32 lpm route.
@@ -168,7 +171,8 @@ def bench_inproc(stream, seconds):
     elapsed = time.perf_counter() - t0
     stats = rt.counters()
     done = stats["aggregated"] if stream == "aggregate" else stats["forwarded"]
-    return {"rate_per_s": done / elapsed, "out_frames": out[0], "offered": iteration * len(frames)}
+    return {"rate_per_s": done / elapsed, "out_frames": out[0], "offered": iteration * len(frames),
+            "fragments_per_s": stats["emitted"] / elapsed if stream == "aggregate" else None}
 
 
 def _pin(cpu):
@@ -248,7 +252,8 @@ def _veth_run(kind, stream, seconds, tmp, rate):
             done = after[key] - before[key]
             emitted = after["emitted"] - before["emitted"]
             return {"rate_per_s": done / elapsed, "offered_per_s": sent / elapsed, "out_frames": received,
-                    "emitted": emitted, "seconds": elapsed, "loss": 1.0 - done / sent if sent else None,
+                    "emitted": emitted, "fragments_per_s": emitted / elapsed if stream == "aggregate" else None,
+                    "seconds": elapsed, "loss": 1.0 - done / sent if sent else None,
                     "complete_aggregates": (FANIN * emitted / done if done else None) if stream == "aggregate"
                     else None}
         finally:
@@ -262,6 +267,31 @@ def _veth_run(kind, stream, seconds, tmp, rate):
                     proc.kill()
                     proc.wait()
             log.close()
+
+
+def _cell(run, stream):
+    """One measurement in honest units: contributions/s (one worker's fragment summed at the switch) and
+    complete 64-lane fragments/s (aggregates emitted, fan-in 4) for ``aggregate``; packets/s for
+    ``forward``; with the share of offered packets the switch did not process."""
+    if not run:
+        return "none found"
+    loss = "" if run.get("loss") is None else f", {100 * run['loss']:.1f}% lost"
+    if stream == "aggregate":
+        fragments = run.get("fragments_per_s")
+        whole = "" if fragments is None else f" = {fragments:,.0f} fragments/s"
+        return f"{run['rate_per_s']:,.0f} contributions/s{whole}{loss}"
+    return f"{run['rate_per_s']:,.0f} packets/s{loss}"
+
+
+def format_table(rows) -> str:
+    lines = [f"{'target':9s} {'stream':9s} {'saturated':<52s} lossless (<= {100 * LOSS_LIMIT:g} % lost)"]
+    for row in rows:
+        if "skipped" in row:
+            lines.append(f"{row['target']:9s} {row['stream']:9s} skipped: {row['skipped']}")
+            continue
+        lossless = _cell(row.get("lossless"), row["stream"]) if "search" in row else "-"
+        lines.append(f"{row['target']:9s} {row['stream']:9s} {_cell(row, row['stream']):<52s} {lossless}")
+    return "\n".join(lines)
 
 
 def main(argv=None):
@@ -295,16 +325,7 @@ def main(argv=None):
                 rows.append({"target": target, "stream": stream, **result})
                 print(f"  {target:8s} {stream:9s} {result['rate_per_s']:>12,.0f} /s", file=sys.stderr, flush=True)
 
-    print(f"\n{'target':9s} {'stream':9s} {'saturated':>22s} {'lossless (<= 0.5 % lost)':>26s}")
-    for row in rows:
-        unit = "fragments/s" if row["stream"] == "aggregate" else "packets/s"
-        if "skipped" in row:
-            print(f"{row['target']:9s} {row['stream']:9s} {'-':>22s}  skipped: {row['skipped']}")
-            continue
-        lossless = row.get("lossless")
-        text = "-" if "search" not in row else ("none found" if not lossless else
-                                                f"{lossless['rate_per_s']:,.0f} {unit}")
-        print(f"{row['target']:9s} {row['stream']:9s} {row['rate_per_s']:>10,.0f} {unit:11s} {text:>26s}")
+    print(format_table(rows))
     report = {"lanes": LANES, "fanin": FANIN, "slots": SLOTS, "seconds": args.seconds, "rows": rows,
               "host": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()},
               "when": datetime.datetime.now().isoformat(timespec="seconds"),

@@ -450,11 +450,13 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     agg_iteration.read(meta.held_iteration, meta.slot);
                     agg_seq.read(meta.held_seq, meta.slot);
                     meta.go_on = 1;
-                    if (meta.held_job == hdr.ina.job && hdr.ina.iteration > meta.held_iteration &&
+                    if ((meta.held_job == hdr.ina.job || meta.held_job == 0) &&
+                            hdr.ina.iteration > meta.held_iteration &&
                             hdr.ina.iteration - meta.held_iteration > MAX_ITERATION_LEAD) {
-                        /* implausibly far ahead of the slot's tag (held or last held) of its own job:
-                           it may not claim the slot; on to the PS unchanged. A slot never used by the
-                           job (another job's tag, or none: job ids start at 1) accepts any iteration. */
+                        /* implausibly far ahead of the slot's tag (held or last held) of its own job, or
+                           of iteration 0 in a slot no job used yet (job ids start at 1): it may not claim
+                           the slot; on to the PS unchanged. A slot last used by another job accepts any
+                           iteration. */
                         ina_stats.count(ST_LEAD_BYPASSED);
                         hdr.ipv4.dstAddr = meta.bypass_dst;
                         hdr.udp.checksum = 0;

@@ -32,7 +32,7 @@ def cmd_validate(args) -> int:
     peaks = peak_pps_per_switch(scenario)
     busiest = max(peaks, key=peaks.get)
     print(f"busiest switch {busiest}: up to {peaks[busiest]:,.0f} packets/s")
-    for warning in budget_warnings(scenario, "pyswitch" if scenario.target == "auto" else scenario.target):
+    for warning in budget_warnings(scenario, scenario.target):
         print(f"warning: {warning}")
     return 0
 
@@ -205,6 +205,7 @@ def main(argv=None) -> int:
         print(f"inatb {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)     # a further Ctrl-C must not cut the message short
         done = "; the network and agents were stopped and removed" if args.command in NETWORK_COMMANDS else ""
         print(f"inatb {args.command}: interrupted{done}", file=sys.stderr)
         return 130

@@ -95,6 +95,7 @@ SWITCH_KEYS = {"slots", "lanes", "aggregation_capacity", "queue_depth", "ecn_thr
 #: A job's ``retransmit_timeout``: the workers' minimum RTO (Linux's TCP_RTO_MIN). Their RTO follows the
 #: measured RTT above it; a smaller floor fires while fragments still wait in a growing window's queue.
 DEFAULT_MIN_RTO = "200ms"
+DEFAULT_WINDOW = 100
 JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterations", "compute_time",
             "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches",
             "submodel_elements", "policy_options", "ps_memory"}
@@ -844,7 +845,9 @@ def _resolve_jobs(c, spec, topo, scale, switch):
                 c.fail(f"{p}.aggregation_switches.{k}",
                        f"switch {sw!r} is not programmable; aggregation needs a programmable switch "
                        f"(see topology.programmable)")
-        window = c.integer(job.get("window", 64), f"{p}.window", 1, 65535)
+        # Default: ATP's largest window (100 fragments), so a worker's window can cover the round trip of
+        # a 5 Mb/s link with the switches' processing in it (RTTs of 30-50 ms measured on 2 cores).
+        window = c.integer(job.get("window", DEFAULT_WINDOW), f"{p}.window", 1, 65535)
         if window > switch.slots:
             c.fail(f"{p}.window", f"window {window} exceeds switch.slots {switch.slots}")
         jobs.append(JobSpec(

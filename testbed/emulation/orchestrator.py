@@ -37,6 +37,7 @@ import yaml
 
 from testbed import __version__, controller
 from testbed.atomic_io import write_text_atomic
+from testbed.budget import resolve_target as resolve_auto
 from testbed.dataplane.runtime import install
 from testbed.emulation import background
 from testbed.emulation.bmv2_node import thrift_ports
@@ -93,15 +94,15 @@ class RunResult:
 
 
 def resolve_target(requested: str) -> str:
-    have_bmv2 = "bmv2" in SWITCH_TARGETS and shutil.which("simple_switch") and shutil.which("p4c")
-    if requested == "auto":
-        return "bmv2" if have_bmv2 else "pyswitch"
-    if requested == "bmv2" and not have_bmv2:
+    """The target a run uses (``auto`` as :func:`testbed.budget.resolve_target` says); an explicit bmv2
+    must be installed."""
+    chosen = resolve_auto(requested)
+    if chosen == "bmv2" and not (shutil.which("simple_switch") and shutil.which("p4c")):
         raise EnvironmentMissingError("target bmv2 needs simple_switch and p4c on PATH (see the README's "
                                       "'Run in a VM'); use --target pyswitch or auto")
-    if requested not in SWITCH_TARGETS:
+    if chosen not in SWITCH_TARGETS:
         raise EnvironmentMissingError(f"unknown target {requested!r}; known: {', '.join(sorted(SWITCH_TARGETS))}")
-    return requested
+    return chosen
 
 
 def preflight():
@@ -546,7 +547,9 @@ class Run:
             while True:
                 self._check_agents()
                 now = time.monotonic()
-                if watch.observe(self._progress_marker(), now):
+                # Progress is a job's: once every worker is done (background with its own duration may
+                # keep the run going), there is nothing left to stall.
+                if self._workers_running() and watch.observe(self._progress_marker(), now):
                     self.stalled = self._diagnose_stall(watch, counters_at_progress)
                     raise RunStalled(self.stalled)
                 if watch.last_progress_s == now and now - counters_read_s >= 1.0:
@@ -555,8 +558,7 @@ class Run:
                 # Workers finish on their own (those left out of K-of-N iterations need not);
                 # PSs keep answering late retransmissions until stopped; background with its
                 # own duration runs to its end.
-                if all(proc.poll() == 0 for name, (proc, _, role) in self.agents.items()
-                       if role == "worker" and name not in self.left_out) and not self._background_still_due():
+                if not self._workers_running() and not self._background_still_due():
                     break
                 if time.monotonic() > deadline:
                     raise EmulationError(f"run exceeded run_timeout ({scenario.run_timeout_s:.0f}s); "
@@ -565,8 +567,14 @@ class Run:
                 rate = self.sampler.rate_bps(ps_ports)
                 progress.update(rate)
                 time.sleep(0.25)
+            progress.update(self.sampler.rate_bps(ps_ports))     # the final state, iterations all done
         finally:
             progress.finish()
+
+    def _workers_running(self) -> bool:
+        """Some worker whose gradient counts has not finished (those left out of K-of-N iterations need not)."""
+        return not all(proc.poll() == 0 for name, (proc, _, role) in self.agents.items()
+                       if role == "worker" and name not in self.left_out)
 
     def _background_still_due(self):
         timed = [i for i, spec in enumerate(self.scenario.background) if spec.duration_s]

@@ -377,11 +377,16 @@ def test_far_future_iteration_does_not_hold_a_slot(target):
     assert (stat(target, "stale_reclaimed"), stat(target, "lead_bypassed")) == (1, 3)
     assert stat(target, "collision_bypassed") == 0
 
-    # A slot the job never used has no reference: any iteration claims it (job ids start at 1).
+    # A slot no job used yet (job 0: job ids start at 1) is measured from iteration 0, where every job
+    # starts: garbage far ahead does not take it, a genuine first iteration does.
     fresh = slot_index(5, 0, 8)
     target.send(1, contribution(1, 1, 5, lanes_of(160), iteration=1000, fanin=2))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.iteration == 1000 and stat(target, "lead_bypassed") == 4
+    assert rt.register_read("agg_count", fresh) == 0
+    target.send(1, contribution(1, 1, 5, lanes_of(161), iteration=lead, fanin=2))
     assert target.quiet() == []
-    assert (rt.register_read("agg_count", fresh), rt.register_read("agg_iteration", fresh)) == (1, 1000)
+    assert (rt.register_read("agg_count", fresh), rt.register_read("agg_iteration", fresh)) == (1, lead)
 
 
 def test_release_on_result(target):
@@ -611,3 +616,50 @@ def test_scapy_crafted_packet_through_the_switch(target):
     assert int(out[INA].flags) == FLAG_DATA and out[UDP].chksum == 0
     header = raw(out[IP])[:20]
     assert ipv4_checksum(header[:10] + b"\x00\x00" + header[12:]) == out[IP].chksum
+
+
+def fuzzed_frames(rng, count):
+    """Valid INA frames with random header fields, truncated frames, flipped bytes and plain noise."""
+    frames = []
+    for k in range(count):
+        port = int(rng.integers(1, 4))
+        header = InaHeader(job=int(rng.integers(0, 4)), flags=int(rng.integers(0, 1 << 16)),
+                           elems=int(rng.integers(0, 256)), level=int(rng.integers(0, 256)),
+                           agg_node=int(rng.choice([SW_NODE, PS_NODE, int(rng.integers(0, 1 << 16))])),
+                           fanin=int(rng.integers(0, 1 << 16)), count=int(rng.integers(0, 1 << 16)),
+                           submodel=int(rng.integers(0, 3)), iteration=int(rng.integers(0, 1 << 32)),
+                           seq=int(rng.integers(0, 1 << 32)), slot=int(rng.integers(0, 2 * SLOTS)),
+                           bitmap=int(rng.integers(0, 1 << 63)), progress=int(rng.integers(0, 1 << 32)))
+        lanes = rng.integers(-2**31, 2**31, size=int(rng.integers(0, LANES + 1)), dtype=np.int64).astype(np.int32)
+        ip, mac = HOSTS[port]
+        frame = bytearray(build_ina_frame(SW_MAC, mac, ip, SW_ADDR, header, lanes))
+        kind = k % 4
+        if kind == 1:
+            frame = frame[:int(rng.integers(14, len(frame)))]
+        elif kind == 2:
+            for _ in range(8):
+                frame[int(rng.integers(0, len(frame)))] = int(rng.integers(0, 256))
+        elif kind == 3:
+            frame = bytearray(rng.integers(0, 256, size=int(rng.integers(14, 400)), dtype=np.uint8).tobytes())
+        frames.append((port, bytes(frame)))
+    return frames
+
+
+def test_fuzzed_frames_leave_the_switch_alive_and_exact(target):
+    """Hostile input: thousands of malformed, truncated and random frames (seeded); the switch counts
+    and survives them, and a job aggregates exactly afterwards in slots the garbage could not pin."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, base=0, count=8))
+    rng = np.random.default_rng(2026)
+    for port, frame in fuzzed_frames(rng, 1500 if target.out_of_process else 20000):
+        target.send(port, frame)
+    target.quiet(1.0)
+    assert stat(target, "ina_rx") + stat(target, "malformed_dropped") > 0
+    # Iteration 1 of job 1 in every one of its slots: exact, whatever the garbage left behind.
+    for seq in range(8):
+        parts = {w: lanes_of(1000 + 10 * seq + w) for w in (1, 2, 3)}
+        target.send_seq([(w, contribution(w, 1, seq, parts[w], iteration=1)) for w in (1, 2, 3)])
+        out = [parse_frame(f) for _, f in target.recv(1, timeout_s=5.0)]
+        done = [p for p in out if p.ina is not None and p.ina.seq == seq and p.ina.count == 3]
+        assert done and np.array_equal(done[0].lanes, wrap_sum(*parts.values())), f"seq {seq}: {out}"

@@ -33,7 +33,7 @@ def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path, quiet):
           - {distribution: web_search, max_flow_size: 100kB, load: 0.6, senders: [hl1, hl2], receivers: [hr1],
              bottleneck: [s1, s2], duration: 30s}
         """), "bg-load.yaml")
-    result = run_scenario(scenario, out_root=tmp_path, stream=quiet)
+    result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
     bg = result.summary["background"][0]
     assert bg["flow_count"] > 1500
     assert bg["completed_count"] >= 0.98 * bg["flow_count"]
@@ -43,11 +43,12 @@ def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path, quiet):
 
 
 def test_one_second_compute_delay_raises_iteration_time_by_about_one_second(emulation, tmp_path, quiet):
-    base = run_scenario(load_scenario(QUICKSTART, ["jobs.0.iterations=3"]), out_root=tmp_path, stream=quiet)
+    base = run_scenario(load_scenario(QUICKSTART, ["jobs.0.iterations=3"]), out_root=tmp_path, target="pyswitch",
+                        stream=quiet)
     slow = run_scenario(load_scenario(QUICKSTART, [
         "jobs.0.iterations=3",
         "stragglers={compute_delay: [{workers: [w2], distribution: fixed, value: 1s}]}"]),
-        out_root=tmp_path, stream=quiet)
+        out_root=tmp_path, target="pyswitch", stream=quiet)
     extra = slow.summary["iteration_time_s"] - base.summary["iteration_time_s"]
     assert 0.9 <= extra <= 1.2, (base.summary["iteration_time_s"], slow.summary["iteration_time_s"])
     assert slow.summary["stragglers"]["compute_delay_by_worker"]["w2"]["mean_s"] == 1.0
@@ -62,7 +63,7 @@ def test_pause_and_rate_change_are_applied_logged_and_undone(emulation, tmp_path
         "jobs.0.iterations=12",
         "stragglers={pauses: [{worker: w3, at: 0.2s, duration: 0.8s}], "
         "rate_changes: [{host: w1, at: 0.1s, duration: 0.5s, rate: 10Gbps}]}"])
-    result = run_scenario(scenario, out_root=tmp_path, stream=quiet)
+    result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
     events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
     phases = {(e["kind"], e["phase"]) for e in events if "phase" in e}
     assert {("pause", "start"), ("pause", "end"), ("rate_change", "start"), ("rate_change", "end")} <= phases
@@ -81,7 +82,7 @@ def test_k_of_n_straggler_left_out_does_not_hold_the_job_back(emulation, tmp_pat
     ksgd = ["policy=ksgd", "jobs.0.iterations=20",
             "jobs.0.policy_options={ksgd: {k: 3, intervals: {w1: 0.1s, w2: 0.1s, w3: 0.1s, w4: 1.1s}}}",
             "stragglers={compute_delay: [{workers: [w4], distribution: fixed, value: 1s}]}"]
-    result = run_scenario(load_scenario(QUICKSTART, ksgd), out_root=tmp_path, stream=quiet)
+    result = run_scenario(load_scenario(QUICKSTART, ksgd), out_root=tmp_path, target="pyswitch", stream=quiet)
     job = result.summary["jobs"][0]
     assert job["participants"] == ["w1", "w2", "w3"]
     assert job["aggregation_exact"] and job["iterations_completed"] == 20

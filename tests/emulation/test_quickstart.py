@@ -1,4 +1,5 @@
-"""Whole runs on Mininet with the pyswitch target (root; these run in CI)."""
+"""Whole runs of the quickstart on Mininet (root; these run in CI): on pyswitch, and on bmv2 for ps, atp
+and goat where simple_switch and p4c are installed (CI installs them)."""
 
 import json
 import re
@@ -8,6 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+from support import require_bmv2
+
+from testbed.dataplane.bmv2 import thrift_port_in_use
+from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.orchestrator import run_scenario
 from testbed.emulation.state import RunLock
 from testbed.scenario import load_scenario
@@ -36,9 +42,11 @@ def inatb(*args, **kwargs):
                           timeout=300, **kwargs)
 
 
-def test_quickstart_runs_end_to_end_exactly_and_cleans_up(emulation, tmp_path):
-    proc = inatb("run", str(QUICKSTART), "--out", str(tmp_path), "--set", "jobs.0.iterations=10")
+def check_quickstart_command(tmp_path, target, policy):
+    proc = inatb("run", str(QUICKSTART), "--out", str(tmp_path), "--target", target, "--set", "jobs.0.iterations=10",
+                 "--set", f"policy={policy}")
     assert proc.returncode == 0, proc.stderr
+    assert "aggregation exact" in proc.stderr
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert run_dir.parent.parent == tmp_path
     for name in ("scenario.yaml", "policy.json", "entries/s1.txt", "metrics.jsonl", "iterations.csv",
@@ -46,23 +54,45 @@ def test_quickstart_runs_end_to_end_exactly_and_cleans_up(emulation, tmp_path):
         assert (run_dir / name).exists(), name
     summary = json.loads((run_dir / "summary.json").read_text())
     for key in ("scenario", "target", "policy", "iterations", "aggregation_exact", "ps_ingress_bytes", "wall_s",
-                "iteration_time_s", "comm_time_s", "seed", "versions", "git_commit"):
+                "iteration_time_s", "comm_time_s", "seed", "versions", "git_commit", "distorted",
+                "retransmission_ratio", "cpu"):
         assert key in summary, key
-    assert summary["target"] == "pyswitch"
+    assert summary["target"] == target and summary["status"] == "ok"
     assert summary["aggregation_exact"] is True
     assert summary["jobs"][0]["iterations_completed"] == 10
-    assert summary["switches"]["s1"]["emitted"] > 0
-    assert summary["switches"]["s1"]["result_released"] > 0     # ATP: the PS's RESULT frees the slot
     assert "iteration 10/10" in proc.stderr
     assert "Total send and receive rate" in (run_dir / "iftop" / "ps.txt").read_text()
     assert_clean()
+    return summary
 
 
-def test_atp_ps_ingress_is_at_most_30_percent_of_ps(emulation, tmp_path, quiet):
+def test_quickstart_runs_end_to_end_exactly_and_cleans_up(emulation, tmp_path):
+    summary = check_quickstart_command(tmp_path, "pyswitch", "atp")
+    assert summary["switches"]["s1"]["emitted"] > 0
+    assert summary["switches"]["s1"]["result_released"] > 0     # ATP: the PS's RESULT frees the slot
+
+
+@pytest.mark.parametrize("policy", ("ps", "atp", "goat"))
+def test_quickstart_on_bmv2(policy, emulation, tmp_path):
+    """The quickstart on simple_switch running p4/ina.p4: exact, and nothing left (no simple_switch, no
+    Thrift port in use, no firewall table)."""
+    require_bmv2()
+    summary = check_quickstart_command(tmp_path, "bmv2", policy)
+    assert summary["switches"]["s1"]["forwarded"] > 0
+    assert not subprocess.run(["pgrep", "-f", "simple_switch"], capture_output=True).stdout
+    assert not any(thrift_port_in_use(port) for port in thrift_ports(load_scenario(QUICKSTART).topology))
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    assert "inatb_guard" not in tables
+
+
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+def test_atp_ps_ingress_is_at_most_30_percent_of_ps(target, emulation, tmp_path, quiet):
+    if target == "bmv2":
+        require_bmv2()
     ingress = {}
     for policy in ("ps", "atp"):
         scenario = load_scenario(QUICKSTART, [f"policy={policy}", "jobs.0.iterations=5"])
-        result = run_scenario(scenario, out_root=tmp_path, stream=quiet)
+        result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
         assert result.summary["aggregation_exact"], policy
         ingress[policy] = result.summary["ps_ingress_bytes"]
     assert ingress["atp"] <= 0.30 * ingress["ps"], ingress
@@ -72,7 +102,7 @@ def test_atp_ps_ingress_is_at_most_30_percent_of_ps(emulation, tmp_path, quiet):
 def test_sum_stays_exact_at_one_percent_loss(emulation, tmp_path, quiet):
     scenario = load_scenario(QUICKSTART, ["jobs.0.iterations=10",
                                           "impairments=[{link: all, drop: 0.01, duplicate: 0.01, reorder: 0.01}]"])
-    result = run_scenario(scenario, out_root=tmp_path, stream=quiet)
+    result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
     summary = result.summary
     dropped = sum(port["dropped"] for port in summary["switches"]["s1"]["impairment"].values())
     assert dropped > 0, "the impairment dropped nothing; the test would prove nothing"
@@ -81,25 +111,49 @@ def test_sum_stays_exact_at_one_percent_loss(emulation, tmp_path, quiet):
     assert_clean()
 
 
-def test_ctrl_c_stops_the_run_and_leaves_the_machine_clean(emulation, tmp_path):
+def interrupt_a_run(tmp_path, gaps_s):
+    """Start a long quickstart run, wait until it iterates, then send SIGINT after each gap in turn."""
     proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(QUICKSTART), "--out", str(tmp_path),
-                             "--set", "jobs.0.iterations=100000", "--set", "run_timeout=300s"],
+                             "--target", "pyswitch", "--set", "jobs.0.iterations=100000", "--set", "run_timeout=300s"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while not list(tmp_path.glob("quickstart/*/records/ps.jsonl")):
+        while not any(p.stat().st_size for p in tmp_path.glob("quickstart/*/records/ps.jsonl")):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the run never started iterating"
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        for gap_s in gaps_s:
+            time.sleep(gap_s)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
+    return proc.returncode, err
+
+
+def test_ctrl_c_stops_the_run_and_leaves_the_machine_clean(emulation, tmp_path):
+    code, err = interrupt_a_run(tmp_path, [0.0])
+    assert code == 130, err
     assert "interrupted" in err and "Traceback" not in err
     summary = json.loads(next(tmp_path.glob("quickstart/*/summary.json")).read_text())
-    assert summary["status"] == "failed"
+    assert summary["status"] == "interrupted" and summary["jobs"][0]["iterations_completed"] > 0
+    assert_clean()
+
+
+def test_ctrl_c_pressed_again_during_teardown_and_writing_loses_nothing(emulation, tmp_path):
+    """Ctrl-C twice, 0.3 s apart and then again, as an impatient user would: the teardown and the result
+    files are held until done, so summary.json and the plots are whole and say what happened."""
+    code, err = interrupt_a_run(tmp_path, [0.0, 0.3, 0.3, 0.3])
+    assert code == 130, err
+    assert "Traceback" not in err
+    (run_dir,) = tmp_path.glob("quickstart/*")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["jobs"][0]["iterations_completed"] > 0
+    for name in ("iterations.csv", "plots/iteration_time.png", "plots/ps_ingress_rate.png"):
+        assert (run_dir / name).stat().st_size > 0, name
+    assert not list(run_dir.rglob(".*.tmp*")), "a half-written file was left behind"
     assert_clean()
 
 
@@ -107,7 +161,7 @@ def test_second_run_is_refused_while_one_runs(emulation, tmp_path):
     lock = RunLock()
     lock.acquire("scenario held-by-test")
     try:
-        proc = inatb("run", str(QUICKSTART), "--out", str(tmp_path))
+        proc = inatb("run", str(QUICKSTART), "--out", str(tmp_path), "--target", "pyswitch")
     finally:
         lock.release()
     assert proc.returncode == 6

@@ -23,9 +23,10 @@ Per packet, in the order the P4 program applies them:
      worker that fell behind and catches up (K-of-N workers that skip ahead
      send to the PS, not to a switch), so such a packet is garbage; let in,
      its tag would be "newer" than every genuine packet's and pin the slot,
-     with every later fragment bypassing it, until the run ends. A slot the
-     job never used (another job's tag, or none: job ids start at 1) has no
-     reference and accepts any iteration;
+     with every later fragment bypassing it, until the run ends. A slot no
+     job used yet (tag job 0: job ids start at 1; its iteration register is
+     0) is measured from iteration 0, where every job starts; a slot last used
+     by another job has no reference for this one and accepts any iteration;
    - free slot, or slot of an older iteration of the same job: claim it
      (``stale_reclaimed`` counts the latter);
    - same tag, contributors disjoint: add lanes, OR bitmaps, add counts;
@@ -188,9 +189,10 @@ class Ingress:
         agg_count = self.agg_count
         held = agg_count[slot]
         held_iteration = self.agg_iteration[slot]
-        if self.agg_job[slot] == job and iteration > held_iteration and \
+        if self.agg_job[slot] in (job, 0) and iteration > held_iteration and \
                 iteration - held_iteration > MAX_ITERATION_LEAD:
-            # Implausibly far ahead of the slot's tag (held or last held) of its own job: no claim.
+            # Implausibly far ahead of the slot's tag (held or last held) of its own job, or of
+            # iteration 0 in a slot no job used yet: no claim.
             stats[ST_LEAD_BYPASS] += 1
             return self._bypass(buf, flags, bypass_dst)
         if held:
