@@ -204,6 +204,10 @@ def main(argv=None) -> int:
     except TestbedError as exc:
         print(f"inatb {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        # The reader went away (`inatb simulate ... | head`): nothing left to say, and nobody to say it to.
+        sys.stdout = None
+        return 0
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)     # a further Ctrl-C must not cut the message short
         done = "; the network and agents were stopped and removed" if args.command in NETWORK_COMMANDS else ""

@@ -545,21 +545,23 @@ class _Checker:
             self.fail(path, f"expected a rate > 0 and at most {MAX_RATE_BPS / 1e12:g}Tbps, got {_brief(value)}")
         return bps
 
+    def _bounded(self, parse, value, path, allow_zero, most, what, most_text):
+        """A quantity parsed by ``parse``: > 0 (or >= 0 with ``allow_zero``) and at most ``most``."""
+        amount = self.unit(parse, value, path)
+        if not (0 <= amount if allow_zero else 0 < amount) or amount > most:
+            self.fail(path, f"expected a {what} {'>=' if allow_zero else '>'} 0 and at most {most_text}, "
+                            f"got {_brief(value)}")
+        return amount
+
     def size_bytes(self, value, path, allow_zero=False):
         """A size as written (before ``scale``): > 0 (or >= 0) and at most MAX_SIZE_BYTES."""
-        nbytes = self.unit(parse_size_bytes, value, path)
-        if not (0 <= nbytes if allow_zero else 0 < nbytes) or nbytes > MAX_SIZE_BYTES:
-            self.fail(path, f"expected a size {'>=' if allow_zero else '>'} 0 and at most "
-                            f"{MAX_SIZE_BYTES / 1e12:g}TB, got {_brief(value)}")
-        return nbytes
+        return self._bounded(parse_size_bytes, value, path, allow_zero, MAX_SIZE_BYTES, "size",
+                             f"{MAX_SIZE_BYTES / 1e12:g}TB")
 
     def duration_s(self, value, path, allow_zero=True):
         """A duration: >= 0 (or > 0) and at most MAX_DURATION_S."""
-        seconds = self.unit(parse_duration_s, value, path)
-        if not (0 <= seconds if allow_zero else 0 < seconds) or seconds > MAX_DURATION_S:
-            self.fail(path, f"expected a duration {'>=' if allow_zero else '>'} 0 and at most "
-                            f"{MAX_DURATION_S / 3600:g}h, got {_brief(value)}")
-        return seconds
+        return self._bounded(parse_duration_s, value, path, allow_zero, MAX_DURATION_S, "duration",
+                             f"{MAX_DURATION_S / 3600:g}h")
 
     def choice(self, value, path, allowed):
         if not isinstance(value, str) or value not in allowed:

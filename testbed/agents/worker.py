@@ -175,13 +175,17 @@ class Worker:
                 "sending_rate_bps": self.sending_rate_bps(sent_bytes, sent_pkts, t_last_send - t_comm)}
 
     def sending_rate_bps(self, sent_bytes: int, sent_pkts: int, sending_s: float) -> float:
-        """GRID's gradient sending rate: frame bits sent over the time from the first frame's start to
-        the last frame's end on the host link (the last frame's own transmission time included, so one
-        frame alone is sent at the link rate); the wait for RESULTs is communication time, not sending."""
+        """GRID's gradient sending rate: frame bits over the time from the first frame's start to the
+        last frame's end on the host link. The host's htb drains at the link rate, so the wire is done
+        no earlier than the bits at that rate (frames handed over in a burst wait in the qdisc), and no
+        earlier than the last hand-over plus one frame time; the wait for RESULTs is communication
+        time, not sending."""
         if not sent_pkts:
             return 0.0
-        frame_s = 8 * (sent_bytes / sent_pkts) / self.cfg.link_rate_bps if self.cfg.link_rate_bps else 0.0
-        return 8 * sent_bytes / max(1e-9, sending_s + frame_s)
+        bits = 8 * sent_bytes
+        rate = self.cfg.link_rate_bps
+        wire_s = max(sending_s + bits / sent_pkts / rate, bits / rate) if rate else sending_s
+        return bits / max(1e-9, wire_s)
 
 
 def run(config) -> int:
