@@ -102,7 +102,7 @@ JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterat
 #: ``simulation:`` inputs of the flow- and fragment-level simulator (testbed/sim) only.
 SIMULATION_KEYS = {"worker_start", "max_fragment_events", "results"}
 IMPAIRMENT_KEYS = {"link", "drop", "duplicate", "reorder"}
-METRICS_KEYS = {"sample_interval", "iftop_interfaces"}
+METRICS_KEYS = {"sample_interval", "iftop_interfaces", "warmup_iterations"}
 BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "duration", "port"}
 STRAGGLER_KEYS = {"compute_delay", "rate_changes", "pauses", "link_degradations", "heterogeneous_links"}
 DELAY_KINDS = ("normal", "uniform", "fixed")
@@ -220,6 +220,9 @@ class SimulationSettings:
 class MetricsSettings:
     sample_interval_s: float = 0.5
     iftop_interfaces: list = field(default_factory=list)   # host names; empty = every PS
+    # The first iterations whose times and rates the summary leaves out: the transports' warm-up (slow
+    # start from the initial window), which a model at equilibrium does not describe. 0 = none.
+    warmup_iterations: int = 0
 
 
 @dataclass
@@ -654,6 +657,10 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
     jobs = _resolve_jobs(c, doc["jobs"], topo, scale, switch)
     impairments = _resolve_impairments(c, c.items(doc.get("impairments"), "impairments", "impairments"), topo)
     metrics = _resolve_metrics(c, _section(c, doc, "metrics"), topo)
+    fewest = min(j.iterations for j in jobs)
+    if metrics.warmup_iterations >= fewest:
+        c.fail("metrics.warmup_iterations", f"expected fewer than the fewest iterations of a job ({fewest}), "
+                                            f"got {metrics.warmup_iterations}")
     background = _resolve_background(c, c.items(doc.get("background"), "background", "background entries"),
                                      topo, jobs)
     stragglers = _resolve_stragglers(c, _section(c, doc, "stragglers"), topo, jobs, scale)
@@ -979,6 +986,7 @@ def _resolve_metrics(c, spec, topo):
         if not isinstance(h, str) or h not in hosts:
             c.fail(f"metrics.iftop_interfaces.{i}", f"host {_brief(h)} is not defined in the topology")
         m.iftop_interfaces.append(h)
+    m.warmup_iterations = c.integer(spec.get("warmup_iterations", 0), "metrics.warmup_iterations", 0, 1_000_000)
     return m
 
 

@@ -632,7 +632,8 @@ class Run:
         scenario = self.scenario
         run_dir = self.run_dir
         records = summary_mod.load_records(run_dir)
-        jobs = [summary_mod.job_metrics(job, records, policy.jobs[job.name].participants) for job in scenario.jobs]
+        jobs = [summary_mod.job_metrics(job, records, policy.jobs[job.name].participants,
+                                        scenario.metrics.warmup_iterations) for job in scenario.jobs]
         samples = counters.load_counter_samples(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() \
             else []
         deltas = counters.interface_deltas(samples)

@@ -46,16 +46,22 @@ def load_records(run_dir: Path) -> dict:
     return records
 
 
-def job_metrics(job, records: dict, participants=()) -> dict:
-    """Metrics of one job; with K-of-N participation, the workers that count define the timing."""
+def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0) -> dict:
+    """Metrics of one job; with K-of-N participation, the workers that count define the timing.
+
+    Times and rates leave out the first ``warmup_iterations`` iterations (``metrics.warmup_iterations``);
+    counts of packets and bytes cover every iteration.
+    """
     ps_rows = [r for ps in job.ps for r in records.get(ps, [])]
     counted = list(participants) or list(job.workers)
-    worker_rows = {w: records.get(w, []) for w in counted}
+    timed = lambda rows: [r for r in rows if r["iteration"] >= warmup_iterations]  # noqa: E731
+    worker_rows = {w: timed(records.get(w, [])) for w in counted}
     completed = min((len(records.get(ps, [])) for ps in job.ps), default=0)
-    per_ps_iteration = [mean(r["iteration_s"] for r in records.get(ps, [])) for ps in job.ps if records.get(ps)]
+    per_ps_iteration = [mean(r["iteration_s"] for r in timed(records.get(ps, []))) for ps in job.ps
+                        if timed(records.get(ps, []))]
     comm = [r["comm_s"] for rows in worker_rows.values() for r in rows]
     worker_rates = {w: mean(r["sending_rate_bps"] for r in rows) for w, rows in worker_rows.items() if rows}
-    sent_bytes = sum(r["sent_bytes"] for rows in worker_rows.values() for r in rows)
+    sent_bytes = sum(r["sent_bytes"] for w in counted for r in records.get(w, []))
     all_worker_rows = [r for w in job.workers for r in records.get(w, [])]
     fragments_sent = sum(r["fragments"] for r in all_worker_rows)
     gradient_frame_bytes = sum(r["fragments"] * r["sent_bytes"] / r["sent_pkts"] for r in all_worker_rows

@@ -24,7 +24,7 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
     assert TARGET_BUDGET_PPS["bmv2"] < peak < TARGET_BUDGET_PPS["pyswitch"]
     assert budget_warnings(scenario, "pyswitch") == []
     (warning,) = budget_warnings(scenario, "bmv2")
-    assert "beyond the bmv2 budget of 3,500/s" in warning
+    assert "beyond the bmv2 budget of 2,500/s" in warning
     monkeypatch.setattr(budget.shutil, "which", lambda name: f"/x/{name}")
     assert budget_warnings(scenario, "auto") == [warning]            # auto resolves to bmv2 here
     monkeypatch.setattr(budget.shutil, "which", lambda name: None)

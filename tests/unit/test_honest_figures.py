@@ -91,6 +91,9 @@ def hand_run():
                                       "bypassed_pkts": 0, "duplicate_pkts": spurious,
                                       "spurious_retx_pkts": spurious}
     records = {"w1": [w(0), w(1)], "w2": [w(0), w(0)], "ps": [ps(3, 0, 0), ps(7, 7, 1)]}
+    for rows in records.values():
+        for iteration, row in enumerate(rows):
+            row["iteration"] = iteration
     job = SimpleNamespace(name="j", policy="atp", workers=["w1", "w2"], ps=["ps"], iterations=2)
     return job, records
 
@@ -128,3 +131,15 @@ def test_run_level_honest_figures():
     assert figures["queue_drops"] == {"s1": {3: 5}} and figures["impairment_drops"] == {"s1": {2: 1}}
     assert figures["unmodelled_losses"] == {"switch s1 port sockets": 4, "host w1 (qdisc)": 2}
     assert evidence.fragments_sent == 12 and len(assess(evidence)) == 3
+
+
+def test_warmup_iterations_leave_out_times_not_counts():
+    job, records = hand_run()
+    records["w1"][0]["comm_s"] = records["w2"][0]["comm_s"] = 2.0          # slow start in iteration 0
+    records["ps"][0]["iteration_s"] = 3.0
+    everything = job_metrics(job, records)
+    steady = job_metrics(job, records, warmup_iterations=1)
+    assert everything["comm_time_s"] == pytest.approx(1.05) and steady["comm_time_s"] == pytest.approx(0.1)
+    assert everything["iteration_time_s"] == pytest.approx(1.75) and steady["iteration_time_s"] == 0.5
+    assert steady["ps_ingress_packets"] == everything["ps_ingress_packets"] == 10
+    assert steady["retransmitted_packets"] == 1 and steady["worker_sent_bytes"] == 13 * FRAME

@@ -32,7 +32,7 @@ import heapq
 MAX_RTO_S = 1.0
 INITIAL_RTO_S = 1.0     # RFC 6298 (2.1): before the first RTT sample
 DUPTHRESH = 3
-PACING_CREDIT_FRAMES = 16
+PACING_CREDIT_FRAMES = 32
 
 
 class RttEstimator:
@@ -62,7 +62,7 @@ class Pacer:
 
     A sender woken late (the agent's loop sleeps in ``select``, and shares two cores with the
     switches and the other agents, against a gap of half a millisecond at 5 Mb/s) may catch up by
-    at most ``credit_frames`` frames (8.6 ms at 5 Mb/s), so it keeps the link's rate on average
+    at most ``credit_frames`` frames (17 ms at 5 Mb/s), so it keeps the link's rate on average
     without bursting after a pause; the host's htb shapes the wire exactly either way, so a
     catch-up waits in the host's qdisc, not in a switch queue.
     """
