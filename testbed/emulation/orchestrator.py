@@ -44,7 +44,7 @@ from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.events import EventLog, InjectionScheduler, htb_rate_argv
 from testbed.emulation.network import build_network, mininet_log_to, neighbor_argv, run_in, stop_network
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
-from testbed.emulation.stall import STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, stall_bound_s
+from testbed.emulation.stall import StallWatch, diagnose, stall_bound_s
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded,
                                      stop_process)
 from testbed.emulation.thrift_guard import ThriftGuard
@@ -66,8 +66,6 @@ READY_TIMEOUT_S = 30.0
 START_LEAD_S = 0.5
 CPU_SAMPLE_INTERVAL_S = 1.0
 RUN_DIR_ATTEMPTS = 5
-#: How long a stalled run waits for its agents to say what they wait for.
-STATUS_WAIT_S = 2.0
 
 
 def run_status(error) -> str:
@@ -501,36 +499,12 @@ class Run:
         return tuple(_line_count(records / f"{name}.jsonl") for name in sorted(self.agents))
 
     def _diagnose_stall(self, watch, counters_at_progress):
-        """Write ``diagnosis.json`` (switch counters that moved since the last progress, slots held,
-        what every agent waits for) and return the one-line reason."""
-        switches = {}
-        for name, runtime in self.runtimes.items():
-            now = runtime.counters()
-            held = {}
-            for (job, sw), (base, count) in self.plan.slot_ranges.items():
-                if sw == name and count:
-                    held[job] = sum(1 for slot in range(base, base + count) if runtime.register_read("agg_count", slot))
-            switches[name] = {"moved_since_progress": counters_moved(counters_at_progress.get(name, {}), now),
-                              "slots_held": held}
-        agents_dir = self.run_dir / "agents"
-        for proc, _, _ in self.agents.values():
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGUSR1)
-        deadline = time.monotonic() + STATUS_WAIT_S
-        waiting = {name for name, (proc, _, _) in self.agents.items() if proc.poll() is None}
-        while waiting and time.monotonic() < deadline:
-            waiting = {n for n in waiting if not (agents_dir / f"{n}.status.json").exists()}
-            time.sleep(0.02)
-        agents = {}
-        for name in self.agents:
-            path = agents_dir / f"{name}.status.json"
-            agents[name] = json.loads(path.read_text()) if path.exists() else {"status": "no answer"}
-        reason = (f"stalled: no iteration completed for {watch.idle_s(time.monotonic()):.0f}s (bound "
-                  f"{watch.bound_s:.0f}s = max({STALL_MIN_S:.0f}s, {STALL_FACTOR:.0f} x the expected iteration time); "
-                  f"see diagnosis.json")
-        (self.run_dir / "diagnosis.json").write_text(json.dumps(
-            {"reason": reason, "switches": switches, "agents": agents}, indent=2, default=str))
-        return reason
+        """Write ``diagnosis.json`` and return the one-line reason (testbed.emulation.stall.diagnose)."""
+        running = {name: proc.pid for name, (proc, _, _) in self.agents.items() if proc.poll() is None}
+        diagnosis = diagnose(self.runtimes, self.plan.slot_ranges, counters_at_progress, running,
+                             list(self.agents), self.run_dir / "agents", watch, time.monotonic())
+        write_text_atomic(self.run_dir / "diagnosis.json", json.dumps(diagnosis, indent=2, default=str))
+        return diagnosis["reason"]
 
     def _monitor(self):
         scenario = self.scenario

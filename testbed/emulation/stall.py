@@ -18,11 +18,18 @@ counters that moved since the last progress and the slots still held; per
 agent what it waits for).
 """
 
+import json
+import os
+import signal
+import time
+
 from testbed.dataplane.wire import INA_HEADER_BYTES
 from testbed.models import fragments_per_submodel
 
 STALL_MIN_S = 10.0
 STALL_FACTOR = 10.0
+#: How long a stalled run waits for its agents to say what they wait for.
+STATUS_WAIT_S = 2.0
 FRAME_OVERHEAD_BYTES = 42
 
 
@@ -67,3 +74,38 @@ def counters_moved(before: dict, after: dict) -> dict:
     """The scalar counters of one switch that changed between two reads: ``{name: delta}``."""
     return {name: value - before.get(name, 0) for name, value in after.items()
             if isinstance(value, (int, float)) and value != before.get(name, 0)}
+
+
+def slots_held(runtime, slot_ranges: dict, switch: str) -> dict:
+    """Per job, the slots of ``switch`` whose ``agg_count`` is not 0 (held by a partial or a kept aggregate)."""
+    return {job: sum(1 for slot in range(base, base + count) if runtime.register_read("agg_count", slot))
+            for (job, sw), (base, count) in slot_ranges.items() if sw == switch and count}
+
+
+def ask_agents(running: dict, names, agents_dir, wait_s: float = STATUS_WAIT_S) -> dict:
+    """SIGUSR1 to every running agent (``{name: pid}``), then each one's ``<name>.status.json`` as it
+    writes it (``{"status": "no answer"}`` for one that is stopped, dead or too slow)."""
+    for pid in running.values():
+        os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + wait_s
+    waiting = set(running)
+    while waiting and time.monotonic() < deadline:
+        waiting = {n for n in waiting if not (agents_dir / f"{n}.status.json").exists()}
+        time.sleep(0.02)
+    answers = {}
+    for name in names:
+        path = agents_dir / f"{name}.status.json"
+        answers[name] = json.loads(path.read_text()) if path.exists() else {"status": "no answer"}
+    return answers
+
+
+def diagnose(runtimes: dict, slot_ranges: dict, counters_at_progress: dict, running: dict, names, agents_dir,
+             watch: StallWatch, now_s: float) -> dict:
+    """The diagnosis of a stalled run: the one-line reason, per switch the counters that moved since the
+    last progress and the slots held, per agent what it waits for."""
+    switches = {name: {"moved_since_progress": counters_moved(counters_at_progress.get(name, {}), runtime.counters()),
+                       "slots_held": slots_held(runtime, slot_ranges, name)}
+                for name, runtime in runtimes.items()}
+    reason = (f"stalled: no iteration completed for {watch.idle_s(now_s):.0f}s (bound {watch.bound_s:.0f}s = "
+              f"max({STALL_MIN_S:.0f}s, {STALL_FACTOR:.0f} x the expected iteration time); see diagnosis.json")
+    return {"reason": reason, "switches": switches, "agents": ask_agents(running, names, agents_dir)}
