@@ -35,7 +35,7 @@ from testbed.agents.common import agent_session, install_status_dump
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, INA_HEADER, INA_HEADER_BYTES,
-                                    INA_UDP_PORT, slot_index)
+                                    INA_UDP_PORT, ina_frame_bytes, slot_index)
 
 FRAME_OVERHEAD_BYTES = 42  # Ethernet + IPv4 + UDP around the INA header and payload
 IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks)
@@ -62,9 +62,8 @@ class Worker:
                 self.targets.append(((p.agg_ip, INA_UDP_PORT), p.agg_node, p.fanin, p.submodel, slot))
                 # RESULTs of one path (aggregation node and PS) come back in order; of two, not.
                 self.path_keys.append((p.agg_ip, p.ps_ip))
-        frame_bytes = FRAME_OVERHEAD_BYTES + INA_HEADER_BYTES + 4 * config.lanes
         self.transport = make_transport(config.transport, window_cap=config.window,
-                                        link_rate_bps=config.link_rate_bps, frame_bytes=frame_bytes,
+                                        link_rate_bps=config.link_rate_bps, frame_bytes=ina_frame_bytes(config.lanes),
                                         min_rto_s=config.retransmit_timeout_s,
                                         first_result_timeout_s=config.first_result_timeout_s,
                                         options=config.transport_options)

@@ -23,21 +23,20 @@ import os
 import signal
 import time
 
-from testbed.dataplane.wire import INA_HEADER_BYTES
+from testbed.dataplane.wire import ina_frame_bytes
 from testbed.models import fragments_per_submodel
 
 STALL_MIN_S = 10.0
 STALL_FACTOR = 10.0
 #: How long a stalled run waits for its agents to say what they wait for.
 STATUS_WAIT_S = 2.0
-FRAME_OVERHEAD_BYTES = 42
 
 
 def expected_iteration_s(scenario, job) -> float:
     """The time one iteration of ``job`` should take at worst without loss (see the module docstring)."""
     topo = scenario.topology
     fragments = sum(fragments_per_submodel(job.submodel_elements, scenario.switch.lanes))
-    frame_bits = 8 * (FRAME_OVERHEAD_BYTES + INA_HEADER_BYTES + 4 * scenario.switch.lanes)
+    frame_bits = 8 * ina_frame_bytes(scenario.switch.lanes)
     slowest_bps = min(topo.host_link(h).rate_bps for h in list(job.workers) + list(job.ps))
     spread_s = 0.0
     for d in scenario.stragglers.compute_delays:

@@ -31,7 +31,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from support import bmv2_available, require_emulation, skip_bmv2_case
 
 from testbed.dataplane.pyswitch.core import LocalRuntime, PySwitchCore
