@@ -611,9 +611,6 @@ class Run:
         samples = counters.load_counter_samples(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() \
             else []
         deltas = counters.interface_deltas(samples)
-        ps_ports = self._ps_ports()
-        switch_egress_fragments = sum(sum(int(v) for v in s.get("port_ina_tx", {}).values())
-                                      for s in self.switch_stats.values())
         figures, evidence = summary_mod.honest_figures(jobs, self.switch_stats, self.host_losses,
                                                        self.cpu.shares() if self.cpu else {})
         distortion = assess(evidence)
@@ -626,15 +623,8 @@ class Run:
             "target": self.target,
             "policy": ",".join(sorted({j.policy for j in scenario.jobs})),
             "iterations": sum(j.iterations for j in scenario.jobs),
-            "aggregation_exact": bool(jobs) and all(j["aggregation_exact"] for j in jobs),
-            "ps_ingress_bytes": sum(j["ps_ingress_bytes"] for j in jobs),
-            "ps_ingress_link_bytes": sum(deltas.get(p, {}).get("tx_bytes", 0) for p in ps_ports),
             "wall_s": wall_s,
-            "iteration_time_s": _mean([j["iteration_time_s"] for j in jobs]),
-            "comm_time_s": _mean([j["comm_time_s"] for j in jobs]),
-            "gradient_sending_rate_bps": _mean([j["gradient_sending_rate_bps"] for j in jobs]),
-            "switch_egress_fragments": switch_egress_fragments,
-            "communication_overhead_bytes": sum(d["tx_bytes"] for d in deltas.values()),
+            **summary_mod.run_metrics(jobs, self.switch_stats, deltas, self._ps_ports()),
             **figures,
             "jobs": jobs,
             "background": self._background_summary(),
@@ -711,11 +701,6 @@ class Run:
                 if samples:
                     table = format_iftop_table(samples, f"{host}-eth0", local_ip=topo.node(host).ip)
                     write_text_atomic(self.run_dir / "iftop" / f"{host}.txt", table + "\n")
-
-
-def _mean(values):
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
 
 
 def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr) -> RunResult:

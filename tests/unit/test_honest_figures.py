@@ -9,7 +9,7 @@ from testbed.emulation.stall import STALL_FACTOR, STALL_MIN_S, StallWatch, count
 from testbed.metrics.cpu import cpu_share, process_cpu_s
 from testbed.metrics.distortion import SPURIOUS_RETX_LIMIT, Evidence, assess
 from testbed.metrics.losses import qdisc_dropped, udp_rcvbuf_errors
-from testbed.metrics.summary import honest_figures, job_metrics
+from testbed.metrics.summary import honest_figures, job_metrics, run_metrics
 
 FRAME = 336   # 42 B Ethernet/IPv4/UDP + 38 B INA header + 64 lanes x 4 B
 
@@ -143,3 +143,18 @@ def test_warmup_iterations_leave_out_times_not_counts():
     assert everything["iteration_time_s"] == pytest.approx(1.75) and steady["iteration_time_s"] == 0.5
     assert steady["ps_ingress_packets"] == everything["ps_ingress_packets"] == 10
     assert steady["retransmitted_packets"] == 1 and steady["worker_sent_bytes"] == 13 * FRAME
+
+
+def test_run_level_paper_metrics_by_hand():
+    job, records = hand_run()
+    jobs = [job_metrics(job, records), {**job_metrics(job, records), "job": "k", "comm_time_s": 0.3,
+                                        "aggregation_exact": False}]
+    stats = {"s1": {"port_ina_tx": {1: 6, 4: 3}}, "s2": {"port_ina_tx": {2: 3}}}   # gradient packets out
+    deltas = {"s1-eth4": {"tx_bytes": 10 * FRAME}, "s1-eth1": {"tx_bytes": 500}, "s2-eth2": {"tx_bytes": 40}}
+    m = run_metrics(jobs, stats, deltas, ["s1-eth4"])
+    assert m["switch_egress_fragments"] == 12
+    assert m["communication_overhead_bytes"] == 10 * FRAME + 540
+    assert m["ps_ingress_link_bytes"] == 10 * FRAME
+    assert m["ps_ingress_bytes"] == 20 * FRAME and m["ina_amount_bytes"] == 4 * FRAME
+    assert m["comm_time_s"] == pytest.approx(0.2) and m["iteration_time_s"] == 0.5
+    assert m["aggregation_exact"] is False
