@@ -611,6 +611,7 @@ class Run:
         samples = counters.load_counter_samples(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() \
             else []
         deltas = counters.interface_deltas(samples)
+        ps_ports = self._ps_ports()
         figures, evidence = summary_mod.honest_figures(jobs, self.switch_stats, self.host_losses,
                                                        self.cpu.shares() if self.cpu else {})
         distortion = assess(evidence)
@@ -624,7 +625,7 @@ class Run:
             "policy": ",".join(sorted({j.policy for j in scenario.jobs})),
             "iterations": sum(j.iterations for j in scenario.jobs),
             "wall_s": wall_s,
-            **summary_mod.run_metrics(jobs, self.switch_stats, deltas, self._ps_ports()),
+            **summary_mod.run_metrics(jobs, self.switch_stats, deltas, ps_ports),
             **figures,
             "jobs": jobs,
             "background": self._background_summary(),

@@ -28,6 +28,8 @@ def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path, quiet):
         scale: 1
         run_timeout: 150s
         topology: {kind: dumbbell, hosts_left: 2, hosts_right: 3, link_rate: 50Mbps}
+        switch: {queue_depth: 64}   # the queue this test was calibrated on: deeper ones lengthen the FCTs of
+                                    # the flows started in the window's last moments past its end
         jobs: [{workers: [hr2], ps: hr3, policy: ps, iterations: 2, model: resnet18, gradient_size: 20kB}]
         background:
           - {distribution: web_search, max_flow_size: 100kB, load: 0.6, senders: [hl1, hl2], receivers: [hr1],

@@ -50,14 +50,15 @@ def check_quickstart_command(tmp_path, target, policy):
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert run_dir.parent.parent == tmp_path
     for name in ("scenario.yaml", "policy.json", "entries/s1.txt", "metrics.jsonl", "iterations.csv",
-                 "summary.json", "plots/iteration_time.png", "logs/s1.log", "logs/ps.log", "iftop/ps.txt"):
+                 "summary.json", "plots/iteration_time.png", "plots/ps_ingress_rate.png", "logs/s1.log",
+                 "logs/ps.log", "iftop/ps.txt"):
         assert (run_dir / name).exists(), name
     summary = json.loads((run_dir / "summary.json").read_text())
     for key in ("scenario", "target", "policy", "iterations", "aggregation_exact", "ps_ingress_bytes", "wall_s",
                 "iteration_time_s", "comm_time_s", "seed", "versions", "git_commit", "distorted",
                 "retransmission_ratio", "cpu"):
         assert key in summary, key
-    assert summary["target"] == target and summary["status"] == "ok"
+    assert summary["target"] == target and summary["status"] == "ok" and "plot_error" not in summary
     assert summary["aggregation_exact"] is True
     assert summary["jobs"][0]["iterations_completed"] == 10
     assert "iteration 10/10" in proc.stderr
