@@ -233,7 +233,7 @@ def _result_multicast(scenario, routes, policy, result):
     pull from the PS, and a PS always answers a single worker's retransmission by unicast."""
     topo = scenario.topology
     next_group = {}
-    rewrites = {}
+    rewritten = set()     # (switch, port) with an ina_mcast_rewrite entry
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
         for k, ps in enumerate(job.ps):
@@ -258,8 +258,8 @@ def _result_multicast(scenario, routes, policy, result):
                 config.entries.append(TableEntry("ina_result", action, (job.job_id, group_ip), params))
                 for child, port in zip(children, ports):
                     node = topo.node(child)
-                    if node.kind == "host" and (sw, port) not in rewrites:
-                        rewrites[(sw, port)] = child
+                    if node.kind == "host" and (sw, port) not in rewritten:
+                        rewritten.add((sw, port))
                         config.entries.append(TableEntry("ina_mcast_rewrite", "mcast_rewrite", (port,),
                                                          (("dstAddr", node.mac), ("ipDstAddr", node.ip))))
 
@@ -296,11 +296,15 @@ def straggler_allowance_s(scenario, job) -> float:
     bound of each distribution; a normal's clip bound) plus ``FIRST_RESULT_MARGIN_S`` for start-up
     jitter and the round trip. Later fragments time out on the measured RTT alone.
     """
-    spread_s = 0.0
-    for d in scenario.stragglers.compute_delays:
-        if any(w in d.workers for w in job.workers):
-            spread_s = max(spread_s, d.value_s if d.distribution == "fixed" else d.high_s)
-    return spread_s + FIRST_RESULT_MARGIN_S + 4 * job.retransmit_timeout_s
+    return compute_delay_spread_s(scenario, job) + FIRST_RESULT_MARGIN_S + 4 * job.retransmit_timeout_s
+
+
+def compute_delay_spread_s(scenario, job) -> float:
+    """The widest compute-delay spread among ``job``'s workers: each distribution's upper bound (a
+    normal's clip bound, a fixed delay's value); 0 without stragglers."""
+    return max((d.value_s if d.distribution == "fixed" else d.high_s
+                for d in scenario.stragglers.compute_delays if any(w in d.workers for w in job.workers)),
+               default=0.0)
 
 
 def _agents(scenario, policy, result):

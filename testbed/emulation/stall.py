@@ -23,6 +23,7 @@ import os
 import signal
 import time
 
+from testbed.controller import compute_delay_spread_s
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.models import fragments_per_submodel
 
@@ -38,11 +39,8 @@ def expected_iteration_s(scenario, job) -> float:
     fragments = sum(fragments_per_submodel(job.submodel_elements, scenario.switch.lanes))
     frame_bits = 8 * ina_frame_bytes(scenario.switch.lanes)
     slowest_bps = min(topo.host_link(h).rate_bps for h in list(job.workers) + list(job.ps))
-    spread_s = 0.0
-    for d in scenario.stragglers.compute_delays:
-        if any(w in d.workers for w in job.workers):
-            spread_s = max(spread_s, d.value_s if d.distribution == "fixed" else d.high_s)
-    return job.compute_time_s + spread_s + fragments * len(job.workers) * frame_bits / slowest_bps
+    return (job.compute_time_s + compute_delay_spread_s(scenario, job)
+            + fragments * len(job.workers) * frame_bits / slowest_bps)
 
 
 def stall_bound_s(scenario) -> float:
