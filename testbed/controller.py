@@ -312,7 +312,6 @@ def _agents(scenario, policy, result):
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
         fragments = fragments_per_submodel(job.submodel_elements, lanes)
-        offsets = [sum(fragments[:g]) for g in range(len(fragments))]
         total = sum(fragments)
         common = dict(job=job.name, job_id=job.job_id, seed=scenario.seed, iterations=job.iterations, lanes=lanes,
                       scale_bits=job.scale_bits, gradient_bound=job.gradient_bound, total_workers=len(job.workers),
@@ -324,7 +323,7 @@ def _agents(scenario, policy, result):
 
         def plan_of(g, worker=None):
             ps = jp.ps_of_submodel[g]
-            sp = SubmodelPlan(g, job.submodel_elements[g], fragments[g], offsets[g], ps, topo.node(ps).ip)
+            sp = SubmodelPlan(g, job.submodel_elements[g], fragments[g], ps, topo.node(ps).ip)
             if worker is not None:
                 # A worker left out of a K-of-N iteration sends straight to its PS, which discards
                 # its gradient: it must not take part in any switch's fan-in.

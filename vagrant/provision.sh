@@ -2,7 +2,8 @@
 # Provision an Ubuntu 22.04 VM for INA Testbed (run as root by `vagrant up`; safe to run again):
 #   1. p4lang's Ubuntu repository (openSUSE build service), then p4lang-p4c, p4lang-bmv2 and mininet;
 #   2. the project: scripts/bootstrap.sh (Debian packages, .venv with the project), plus the [bmv2] extra;
-#   3. inatb doctor, which also compiles p4/ina.p4 with the installed p4c.
+#   3. inatb doctor, which also compiles p4/ina.p4 with the installed p4c;
+#   4. the packet suite on bmv2, which checks the installed p4c and bmv2 against the tested ones.
 # Fails with a message saying what is missing and what to do.
 #
 # Usage: provision.sh [PROJECT_DIR] [OWNER]
@@ -78,4 +79,12 @@ fi
 for check in "bmv2 simple_switch" "p4c" "p4/ina.p4 compiles"; do
     .venv/bin/inatb doctor | grep -q "^ok .*${check}:" || fail "inatb doctor: '${check}' is not ok; the bmv2 target cannot run"
 done
+
+# The installed p4c and bmv2 are checked against the tested ones by the tests CI runs on them: the
+# whole packet suite on bmv2 (INATB_REQUIRE_BMV2=1: a bmv2 case that cannot run fails, never skips).
+# doctor, above, printed both versions; whatever they are, a VM whose bmv2 or p4c behaves differently
+# from the tested pair fails here, naming the case.
+echo "provision: the packet suite on bmv2 (what CI checks on bmv2 1.15.5 and p4c 1.2.5.16)"
+INATB_REQUIRE_BMV2=1 .venv/bin/python -m pytest tests/dataplane -q -k bmv2 -p no:cacheprovider \
+    || fail "the packet suite fails on this VM's p4c/bmv2 (versions above, next to the tested ones): see the failing cases"
 echo "provision: done. Try: cd $project_dir && sudo .venv/bin/inatb run scenarios/quickstart.yaml --target bmv2"

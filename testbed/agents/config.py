@@ -13,7 +13,6 @@ class SubmodelPlan:
     submodel: int
     elements: int
     fragments: int
-    seq_offset: int          # first seq of this sub-model within an iteration
     ps: str                  # owning PS host
     ps_ip: str
     agg_node: int = 0        # worker: id of the first aggregation node (switch or PS)

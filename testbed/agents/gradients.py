@@ -4,18 +4,19 @@ A worker and the PS derive the same numbers independently: the worker sends
 them, the PS recomputes the exact sum over all workers and checks the
 aggregate it received bit for bit. Values are uniform in
 [-bound, bound] x 2^scale_bits, drawn directly as integers (a quantised
-uniform gradient), laid out sub-model by sub-model, each sub-model
-zero-padded to whole fragments of ``lanes`` elements.
+uniform gradient), drawn sub-model by sub-model, each sub-model
+zero-padded to whole fragments of ``lanes`` elements, and returned indexed by
+seq (``wire.fragment_seqs`` interleaves the sub-models' fragments).
 """
 
 import numpy as np
 
-from testbed.dataplane.wire import fragment
+from testbed.dataplane.wire import fragment, fragment_seqs
 
 
 def worker_fragments(seed: int, job_id: int, worker_index: int, iteration: int, submodels, lanes: int,
                      gradient_bound: float, scale_bits: int) -> np.ndarray:
-    """int32 array [total fragments, lanes] of one worker's gradient for one iteration.
+    """int32 array [total fragments, lanes] of one worker's gradient for one iteration; row = seq.
 
     ``submodels``: sequence of (elements, fragments) in sub-model order.
     """
@@ -23,7 +24,17 @@ def worker_fragments(seed: int, job_id: int, worker_index: int, iteration: int, 
     limit = int(round(gradient_bound * (1 << scale_bits)))
     rows = [fragment(rng.integers(-limit, limit + 1, size=elements, dtype=np.int64).astype(np.int32), lanes)
             for elements, _ in submodels]
-    return np.concatenate(rows)
+    return np.concatenate(rows)[_layout_row_of_seq([n for _, n in submodels])]
+
+
+def _layout_row_of_seq(fragments_per_submodel) -> np.ndarray:
+    """For each seq, its row in the sub-model-by-sub-model layout."""
+    rows = np.empty(sum(fragments_per_submodel), dtype=np.int64)
+    first = 0
+    for seqs in fragment_seqs(fragments_per_submodel):
+        rows[seqs] = np.arange(first, first + len(seqs))
+        first += len(seqs)
+    return rows
 
 
 def expected_sum(seed: int, job_id: int, workers, iteration: int, submodels, lanes: int,

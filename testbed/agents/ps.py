@@ -28,13 +28,11 @@ import time
 
 import numpy as np
 
-from testbed.agents.common import agent_session, install_status_dump
+from testbed.agents.common import ECN_CE, agent_session, install_status_dump
 from testbed.agents.gradients import expected_sum
-from testbed.agents.common import ECN_CE
-from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, INA_HEADER,
-                                    INA_HEADER_BYTES, INA_UDP_PORT)
+from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX,
+                                    FRAME_OVERHEAD_BYTES, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT, fragment_seqs)
 
-FRAME_OVERHEAD_BYTES = 42
 TOS_CMSG_BYTES = socket.CMSG_SPACE(1)    # IP_TOS ancillary data: one byte
 
 
@@ -47,10 +45,8 @@ class ParameterServer:
         participants = config.participants or range(config.total_workers)
         self.participants = list(participants)
         self.full_mask = sum(1 << i for i in participants)
-        self.owned = {}
-        for p in config.submodels:
-            for k in range(p.fragments):
-                self.owned[p.seq_offset + k] = p.submodel
+        seqs_of = fragment_seqs([n for _, n in config.layout])
+        self.owned = {seq: p.submodel for p in config.submodels for seq in seqs_of[p.submodel]}
         self.worker_addrs = [(ip, INA_UDP_PORT) for _, ip in sorted(config.workers)]
         # Where a complete aggregate's RESULT goes: once to the job's group (the switches replicate it
         # to every worker), or to every worker in turn (BytePS's pull).

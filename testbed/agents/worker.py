@@ -23,7 +23,9 @@ uses a normal with std 0.2 s clipped to [0, 1] s), from an RNG seeded by
 (seed, job, worker) so a run is repeatable. Each delay is in the iteration's
 record (``straggler_delay_s``) and so in the run's event log.
 
-The slot of a fragment at its aggregation node is ``slot_base + seq mod
+Fragment ``k`` of sub-model ``g`` has seq ``wire.fragment_seqs(layout)[g][k]``:
+the sub-models are interleaved, so sending in seq order sends them side by
+side. The slot of a fragment at its aggregation node is ``slot_base + seq mod
 slot_count`` (wire.slot_index), the range the controller gave the job there.
 """
 
@@ -34,10 +36,9 @@ import time
 from testbed.agents.common import agent_session, install_status_dump
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
-from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, INA_HEADER, INA_HEADER_BYTES,
-                                    INA_UDP_PORT, ina_frame_bytes, slot_index)
+from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, FRAME_OVERHEAD_BYTES, INA_HEADER,
+                                    INA_HEADER_BYTES, INA_UDP_PORT, fragment_seqs, ina_frame_bytes, slot_index)
 
-FRAME_OVERHEAD_BYTES = 42  # Ethernet + IPv4 + UDP around the INA header and payload
 IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks)
 
 
@@ -53,15 +54,15 @@ class Worker:
         self.iteration, self.phase = 0, "starting"
         self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
         # Per fragment: (destination address, header fields that do not change).
-        self.targets = []
-        self.path_keys = []
+        seqs_of = fragment_seqs([n for _, n in config.layout])
+        self.targets = [None] * config.total_fragments
+        self.path_keys = [None] * config.total_fragments
         for p in config.submodels:
-            for k in range(p.fragments):
-                seq = p.seq_offset + k
+            for seq in seqs_of[p.submodel]:
                 slot = slot_index(seq, p.slot_base, p.slot_count) if p.slot_count else 0
-                self.targets.append(((p.agg_ip, INA_UDP_PORT), p.agg_node, p.fanin, p.submodel, slot))
+                self.targets[seq] = ((p.agg_ip, INA_UDP_PORT), p.agg_node, p.fanin, p.submodel, slot)
                 # RESULTs of one path (aggregation node and PS) come back in order; of two, not.
-                self.path_keys.append((p.agg_ip, p.ps_ip))
+                self.path_keys[seq] = (p.agg_ip, p.ps_ip)
         self.transport = make_transport(config.transport, window_cap=config.window,
                                         link_rate_bps=config.link_rate_bps, frame_bytes=ina_frame_bytes(config.lanes),
                                         min_rto_s=config.retransmit_timeout_s,

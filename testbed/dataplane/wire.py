@@ -48,6 +48,8 @@ IPV4_OFFSET = ETH_HEADER_BYTES
 UDP_OFFSET = IPV4_OFFSET + IPV4_HEADER_BYTES
 INA_OFFSET = UDP_OFFSET + UDP_HEADER_BYTES
 PAYLOAD_OFFSET = INA_OFFSET + INA_HEADER_BYTES  # 80
+#: Bytes of a frame around a UDP payload (Ethernet + IPv4 + UDP): a socket's datagram + this = frame bytes.
+FRAME_OVERHEAD_BYTES = INA_OFFSET
 
 FLAG_DATA = 0x0001        # a gradient contribution (raw or partial aggregate)
 FLAG_GACK = 0x0002        # per-gradient ack (PA-ATP)
@@ -241,6 +243,26 @@ def parse_frame(frame: bytes) -> ParsedFrame:
         lanes = bytes_to_lanes(frame, ina.elems, PAYLOAD_OFFSET).astype(np.int32)
     return ParsedFrame(bytes_to_mac(frame[0:6]), bytes_to_mac(frame[6:12]), socket.inet_ntoa(ip[12:16]),
                        socket.inet_ntoa(ip[16:20]), ip[8], ip[1] & 3, dst_port, ina, lanes, ok)
+
+
+def fragment_seqs(fragments_per_submodel) -> list:
+    """The seq of every fragment of every sub-model: ``result[g][k]`` is fragment ``k`` of sub-model ``g``.
+
+    Sub-models are interleaved in proportion to their sizes: fragment ``k`` of a sub-model of ``n``
+    fragments sits at the fraction ``(k + 1/2) / n`` of the iteration (ties in sub-model order). A
+    worker sends in seq order, so its sub-models leave side by side, each toward its own
+    aggregation node and PS, and all finish together, as the fluid model lets them flow; sent one
+    after the other they would share the host link in turn and the slowest path would set the pace
+    of each in turn. Every in-flight window is still one run of consecutive seqs, so
+    :func:`slot_index` keeps the fragments of one window in distinct slots. Workers and PSs derive
+    the same mapping from the job's layout; one sub-model is the identity.
+    """
+    counts = [int(n) for n in fragments_per_submodel]
+    order = sorted(((2 * k + 1) / (2 * n), g, k) for g, n in enumerate(counts) for k in range(n))
+    seqs = [[0] * n for n in counts]
+    for seq, (_, g, k) in enumerate(order):
+        seqs[g][k] = seq
+    return seqs
 
 
 def slot_index(seq: int, slot_base: int, slot_count: int) -> int:

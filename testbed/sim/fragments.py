@@ -1,7 +1,8 @@
 """The fragment-level model of switch memory, where arrival order matters (GOAT §III-A/B, Fig. 2).
 
 One iteration of every job, fragment by fragment, on a discrete clock: worker
-w sends its fragments (sub-model by sub-model, ``seq`` order) one per time
+w sends its fragments in ``seq`` order (the sub-models interleaved as the
+agents interleave them, ``wire.fragment_seqs``) one per time
 unit from ``simulation.worker_start[w]`` (fragment times; GOAT Fig. 2(b)'s
 asynchronous arrivals), and each link hop takes one time unit. Packets follow
 the controller's routes (:mod:`testbed.sim.routes`); ties at a node keep the
@@ -45,6 +46,7 @@ import itertools
 from dataclasses import dataclass
 
 from testbed.dataplane import program
+from testbed.dataplane.wire import fragment_seqs
 from testbed.models import fragments_per_submodel
 
 
@@ -79,9 +81,9 @@ class FragmentModel:
 
     # -- sizing --------------------------------------------------------------------------
     def layout(self, job):
+        """Fragments per sub-model, and the seq of each: ``seqs[g][k]``."""
         fragments = fragments_per_submodel(job.submodel_elements, self.lanes)
-        offsets = [sum(fragments[:g]) for g in range(len(fragments))]
-        return fragments, offsets
+        return fragments, fragment_seqs(fragments)
 
     def event_estimate(self) -> int:
         total = 0
@@ -138,16 +140,16 @@ class FragmentModel:
             arrive(time + 1, nodes[1], packet)
 
         for name, (job, jp) in self.jobs.items():
-            fragments, offsets = self.layout(job)
+            fragments, seqs = self.layout(job)
+            in_seq_order = sorted((seq, g) for g, of_g in enumerate(seqs) for seq in of_g)
             for w in job.workers:
                 clock = starts.get(w, 0)
-                for g in range(len(fragments)):
-                    for k in range(fragments[g]):
-                        packet = Packet(name, w, jp.first_hop[w][g], g, offsets[g] + k, 1, frozenset([w]))
-                        nodes = self.routes.walk(w, packet.dst)
-                        arrive(clock + 1, nodes[1], packet)
-                        clock += 1
-                        sent[name] = sent.get(name, 0) + 1
+                for seq, g in in_seq_order:
+                    packet = Packet(name, w, jp.first_hop[w][g], g, seq, 1, frozenset([w]))
+                    nodes = self.routes.walk(w, packet.dst)
+                    arrive(clock + 1, nodes[1], packet)
+                    clock += 1
+                    sent[name] = sent.get(name, 0) + 1
 
         def fanin(jp, g, node):
             key = (jp.job, g, node)

@@ -29,9 +29,9 @@ scale: 0.00005
 run_timeout: 180s
 topology: {kind: leaf-spine, link_rate: 100Gbps, spines: 2, leaves: 2, hosts_per_leaf: 5}
 jobs:
-  - {name: a, gradient_size: 2GB, workers: [h1, h2, h6, h7], ps: [h8], policy: goat, iterations: 4,
+  - {name: a, gradient_size: 2GB, workers: [h1, h2, h6, h7], ps: [h8], policy: goat, iterations: 7,
      compute_time: 20ms, submodels: 4}
-  - {name: b, gradient_size: 2GB, workers: [h3, h4, h9, h10], ps: [h5], policy: goat, iterations: 4,
+  - {name: b, gradient_size: 2GB, workers: [h3, h4, h9, h10], ps: [h5], policy: goat, iterations: 7,
      compute_time: 20ms, submodels: 4}
 metrics: {warmup_iterations: 1}
 """

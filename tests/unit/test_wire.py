@@ -54,3 +54,29 @@ def test_frame_build_and_parse():
 def test_slot_index_spreads_a_window_over_distinct_slots():
     slots = {wire.slot_index(seq, 100, 32) for seq in range(1000, 1032)}
     assert slots == set(range(100, 132))
+
+
+def test_fragment_seqs_interleave_sub_models_in_proportion():
+    # Midpoints: A at 1/8, 3/8, 5/8, 7/8; B and C at 1/4, 3/4; ties go to the lower sub-model.
+    assert wire.fragment_seqs([4, 2, 2]) == [[0, 3, 4, 7], [1, 5], [2, 6]]
+    assert wire.fragment_seqs([3, 1]) == [[0, 1, 3], [2]]
+    assert wire.fragment_seqs([5]) == [[0, 1, 2, 3, 4]]
+
+
+def test_fragment_seqs_number_every_fragment_once_in_sub_model_order():
+    counts = [7, 1, 30, 12]
+    seqs = wire.fragment_seqs(counts)
+    assert sorted(s for g in seqs for s in g) == list(range(sum(counts)))
+    assert all(g == sorted(g) for g in seqs)   # each sub-model's fragments leave in order
+
+
+def test_gradient_rows_follow_the_seqs_of_the_layout():
+    from testbed.agents.gradients import worker_fragments
+    layout = [(3 * 4, 3), (4, 1)]     # sub-model 0: 3 fragments of 4 lanes, sub-model 1: one
+    rows = worker_fragments(1, 1, 0, 0, layout, 4, 1.0, 8)
+    drawn = np.random.default_rng([1, 1, 0, 0])
+    limit = 256
+    sub0 = drawn.integers(-limit, limit + 1, size=12, dtype=np.int64).reshape(3, 4)
+    sub1 = drawn.integers(-limit, limit + 1, size=4, dtype=np.int64).reshape(1, 4)
+    seqs = wire.fragment_seqs([3, 1])
+    assert (rows[seqs[0]] == sub0).all() and (rows[seqs[1]] == sub1).all()
