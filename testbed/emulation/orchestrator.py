@@ -39,6 +39,7 @@ from testbed import __version__, controller
 from testbed.atomic_io import write_text_atomic
 from testbed.budget import resolve_target as resolve_auto
 from testbed.dataplane.runtime import install
+from testbed.dataplane.wire import ina_frame_bytes
 from testbed.emulation import background
 from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.events import EventLog, InjectionScheduler, htb_rate_argv
@@ -625,7 +626,8 @@ class Run:
             "policy": ",".join(sorted({j.policy for j in scenario.jobs})),
             "iterations": sum(j.iterations for j in scenario.jobs),
             "wall_s": wall_s,
-            **summary_mod.run_metrics(jobs, self.switch_stats, deltas, ps_ports),
+            **summary_mod.run_metrics(jobs, self.switch_stats, deltas, ps_ports,
+                                      ina_frame_bytes(scenario.switch.lanes)),
             **figures,
             "jobs": jobs,
             "background": self._background_summary(),

@@ -19,9 +19,9 @@ Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
 - ``ps_ingress_fragments_per_iteration``: INA frames received by the PSs
   per completed iteration (GOAT Fig. 2's count);
 - ``retransmission_ratio``: retransmissions / original fragments;
-- ``switch_egress_fragments`` / ``communication_overhead_bytes``: INA
-  packets / kernel bytes leaving switch ports (GOAT's communication
-  overhead over all links);
+- ``switch_egress_fragments`` / ``communication_overhead_bytes``: gradient
+  packets (not RESULTs) leaving switch ports, in packets / frame bytes
+  (GOAT's communication overhead over all links, as the simulator counts it);
 - ``training_throughput_iter_per_s``; ``aggregation_exact``.
 """
 
@@ -105,7 +105,7 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
-def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list) -> dict:
+def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, frame_bytes: int) -> dict:
     """The run's headline paper metrics from its jobs' (``job_metrics``), the switches' counters and the
     kernel counters of the switch ports (``counters.interface_deltas``; a switch port's tx is its
     neighbour's rx):
@@ -114,9 +114,11 @@ def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list) ->
     - ``ps_ingress_link_bytes``: kernel bytes into the PSs' links (everything, not only INA frames);
     - ``iteration_time_s``, ``comm_time_s``, ``gradient_sending_rate_bps``: means over jobs;
     - ``switch_egress_fragments``: gradient packets (not RESULTs) leaving switch ports (GOAT Fig. 2);
-    - ``communication_overhead_bytes``: kernel bytes leaving switch ports (GOAT §VII-A sums gradients
-      over links; this counts every frame the switches send, RESULTs and background included).
+    - ``communication_overhead_bytes``: those packets in frame bytes (``frame_bytes`` each: every INA
+      frame of a run is full-size), GOAT §IV's objective: gradients sent over the links, RESULTs not;
+    - ``switch_tx_link_bytes``: kernel bytes leaving switch ports, every frame (RESULTs, background).
     """
+    egress_fragments = sum(sum(int(v) for v in st.get("port_ina_tx", {}).values()) for st in switch_stats.values())
     return {
         "aggregation_exact": bool(jobs) and all(j["aggregation_exact"] for j in jobs),
         "ps_ingress_bytes": sum(j["ps_ingress_bytes"] for j in jobs),
@@ -125,9 +127,9 @@ def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list) ->
         "iteration_time_s": _mean([j["iteration_time_s"] for j in jobs]),
         "comm_time_s": _mean([j["comm_time_s"] for j in jobs]),
         "gradient_sending_rate_bps": _mean([j["gradient_sending_rate_bps"] for j in jobs]),
-        "switch_egress_fragments": sum(sum(int(v) for v in st.get("port_ina_tx", {}).values())
-                                       for st in switch_stats.values()),
-        "communication_overhead_bytes": sum(d["tx_bytes"] for d in deltas.values()),
+        "switch_egress_fragments": egress_fragments,
+        "communication_overhead_bytes": egress_fragments * frame_bytes,
+        "switch_tx_link_bytes": sum(d["tx_bytes"] for d in deltas.values()),
     }
 
 

@@ -20,7 +20,7 @@ The result is a JSON-able dict whose keys end in their unit:
 - ``ps_ingress_fragments`` / ``ps_ingress_bytes``: gradient fragments (and
   their frame bytes, Ethernet to the last lane, as ``inatb run`` counts
   them: 336 B at 64 lanes) reaching the PSs in one iteration;
-- ``switch_egress_fragments`` / ``switch_egress_bytes``: everything switches
+- ``switch_egress_fragments`` / ``communication_overhead_bytes``: everything switches
   send (GOAT's count of communication overhead in Fig. 2);
 - ``sent_fragments`` / ``sent_bytes``: what the workers send;
   ``ina_amount_bytes``: GOAT §VII-A's in-network aggregation amount, sent
@@ -91,7 +91,7 @@ def evaluate(scenario, policy) -> dict:
             "min_sending_rate_bps": min(rates[w] for w in job.workers),
             "comm_time_s": _comm_time_s(scenario, jp, routes, rates, fragment_bytes, sent / len(job.workers)),
             "ps_ingress_fragments": ps_frag, "ps_ingress_bytes": ps_frag * fragment_bytes,
-            "switch_egress_fragments": egress, "switch_egress_bytes": egress * fragment_bytes,
+            "switch_egress_fragments": egress, "communication_overhead_bytes": egress * fragment_bytes,
             "sent_fragments": sent, "sent_bytes": sent * fragment_bytes,
             "ina_amount_bytes": (sent - ps_frag) * fragment_bytes,
             "participants": list(jp.participants),
@@ -108,7 +108,7 @@ def evaluate(scenario, policy) -> dict:
         "ps_ingress_fragments": total("ps_ingress_fragments"),
         "ps_ingress_bytes": total("ps_ingress_bytes"),
         "switch_egress_fragments": total("switch_egress_fragments"),
-        "switch_egress_bytes": total("switch_egress_bytes"),
+        "communication_overhead_bytes": total("communication_overhead_bytes"),
         "sent_fragments": total("sent_fragments"),
         "sent_bytes": total("sent_bytes"),
         "ina_amount_bytes": total("ina_amount_bytes"),
@@ -158,7 +158,7 @@ def format_simulation(result: dict) -> str:
              f"  PS ingress             {result['ps_ingress_fragments']} fragments, {result['ps_ingress_bytes']} B"
              f" per iteration",
              f"  switch egress          {result['switch_egress_fragments']} fragments, "
-             f"{result['switch_egress_bytes']} B  ({result['fragment_model']} fragment model)",
+             f"{result['communication_overhead_bytes']} B  ({result['fragment_model']} fragment model)",
              f"  in-network aggregation {result['ina_amount_bytes']} B of {result['sent_bytes']} B sent",
              f"  policy                 {result['policy_s']:.3f} s (LP {result['solve_s']:.3f} s); "
              f"evaluation {result['evaluate_s']:.3f} s",

@@ -151,9 +151,10 @@ def test_run_level_paper_metrics_by_hand():
                                         "aggregation_exact": False}]
     stats = {"s1": {"port_ina_tx": {1: 6, 4: 3}}, "s2": {"port_ina_tx": {2: 3}}}   # gradient packets out
     deltas = {"s1-eth4": {"tx_bytes": 10 * FRAME}, "s1-eth1": {"tx_bytes": 500}, "s2-eth2": {"tx_bytes": 40}}
-    m = run_metrics(jobs, stats, deltas, ["s1-eth4"])
+    m = run_metrics(jobs, stats, deltas, ["s1-eth4"], FRAME)
     assert m["switch_egress_fragments"] == 12
-    assert m["communication_overhead_bytes"] == 10 * FRAME + 540
+    assert m["communication_overhead_bytes"] == 12 * FRAME           # gradients only, as GOAT counts
+    assert m["switch_tx_link_bytes"] == 10 * FRAME + 540             # every frame out of a switch port
     assert m["ps_ingress_link_bytes"] == 10 * FRAME
     assert m["ps_ingress_bytes"] == 20 * FRAME and m["ina_amount_bytes"] == 4 * FRAME
     assert m["comm_time_s"] == pytest.approx(0.2) and m["iteration_time_s"] == 0.5

@@ -31,7 +31,7 @@ STAR = textwrap.dedent("""\
         window: 8
     """)
 KEYS = {"min_sending_rate_bps", "worker_sending_rate_bps", "ps_ingress_fragments", "ps_ingress_bytes",
-        "switch_egress_fragments", "switch_egress_bytes", "ina_amount_bytes", "switch_load", "solve_s"}
+        "switch_egress_fragments", "communication_overhead_bytes", "ina_amount_bytes", "switch_load", "solve_s"}
 
 
 def run(text, *overrides):
