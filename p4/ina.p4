@@ -7,7 +7,8 @@
  * action / register / counter / meter names, keys and widths (testbed/dataplane/program.py is the shared declaration list;
  * tests/dataplane/test_program_mirror.py reads this file and fails on any difference), same
  * semantics (tests/dataplane/test_packets.py runs the same packet cases on both targets).
- * p4/README.md documents every object and the slot-release modes.
+ * p4/README.md documents every object, the slot-release modes and the link impairments (loss,
+ * duplication, reordering per egress port: the end of Egress, and the first check of Ingress).
  *
  * Wire: Ethernet / IPv4 (IHL 5) / UDP (dst port 40000) / INA header (38 B) / `elems` signed
  * 32-bit lanes (testbed/dataplane/wire.py).
@@ -43,6 +44,8 @@
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  IPPROTO_UDP = 17;
 const bit<16> INA_UDP_PORT = 40000;
+const bit<32> PKT_INSTANCE_TYPE_EGRESS_CLONE = 2;  /* bmv2: an egress-to-egress clone (an impairment's duplicate) */
+const bit<32> PKT_INSTANCE_TYPE_RECIRC = 4;        /* bmv2: a recirculated packet (a reordered one), in Ingress */
 const bit<32> PKT_INSTANCE_TYPE_REPLICATION = 5;   /* bmv2: a multicast copy */
 const bit<2>  METER_GREEN = 0;
 
@@ -62,6 +65,15 @@ const bit<8> RELEASE_ON_RESULT = 1;
    job, plus one for a worker that fell behind and catches up; K-of-N workers that skip ahead send to
    the PS, not the switch. Anything further ahead is garbage and would pin the slot for the run. */
 const bit<32> MAX_ITERATION_LEAD = 2;
+
+/* Link impairments (program.IMPAIR_*): a draw is uniform in [0, IMPAIR_DRAW_MAX]; a port's impair_* register
+   holds the threshold round(p * (IMPAIR_DRAW_MAX + 1)) of probability p, and the packet is impaired when the
+   draw is below it (0: never, 2^31: always). A duplicate of a packet leaving port p is cloned to mirror
+   session IMPAIR_SESSION_BASE + p, which the runtime maps to port p. A reordered packet is recirculated with
+   the field list IMPAIR_FIELD_LIST (meta.impair_reordered, meta.impair_port). */
+const bit<32> IMPAIR_DRAW_MAX = 0x7FFFFFFF;
+const bit<32> IMPAIR_SESSION_BASE = 1000;
+#define IMPAIR_FIELD_LIST 1
 
 /* ina_stats indices (program.STAT_INDICES) */
 const bit<32> ST_INA_RX             = 0;
@@ -184,6 +196,13 @@ struct metadata_t {
     bit<2>  color;
     /* Egress */
     bit<32> ecn_threshold;
+    bit<32> impair_threshold;     /* the port's impair_* register being applied */
+    bit<32> impair_draw;          /* random in [0, IMPAIR_DRAW_MAX] */
+    /* preserved through recirculation: the packet is a reordered one, and the port it goes back to */
+    @field_list(IMPAIR_FIELD_LIST)
+    bit<1>  impair_reordered;
+    @field_list(IMPAIR_FIELD_LIST)
+    bit<9>  impair_port;
 }
 
 /* ----------------------------------------------------------------- parser */
@@ -386,6 +405,13 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     }
 
     apply {
+        /* A packet Egress reordered (recirculated) comes back here once, with its port preserved: no INA
+           processing, no forwarding, no counting (it was counted on its first pass); straight back to the
+           tail of that port's queue, behind what arrived meanwhile. */
+        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_RECIRC && meta.impair_reordered == 1) {
+            standard_metadata.egress_spec = meta.impair_port;
+            return;
+        }
         /* Default verdict: drop (bmv2 would otherwise send to port 0). */
         mark_to_drop(standard_metadata);
         if (!hdr.ipv4.isValid() || hdr.ipv4.version != 4 || hdr.ipv4.ihl != 5) {
@@ -607,6 +633,12 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     @name(".Egress.ecn_threshold")   register<bit<32>>(1) ecn_threshold;        /* queue depth (packets) that marks CE; 0 = off */
     @name(".Egress.port_ina_tx")     counter(INA_PORTS, CounterType.packets) port_ina_tx;
     @name(".Egress.port_ecn_marked") counter(INA_PORTS, CounterType.packets) port_ecn_marked;
+    @name(".Egress.impair_drop")      register<bit<32>>(INA_PORTS) impair_drop;         /* loss threshold per port */
+    @name(".Egress.impair_duplicate") register<bit<32>>(INA_PORTS) impair_duplicate;    /* duplication threshold */
+    @name(".Egress.impair_reorder")   register<bit<32>>(INA_PORTS) impair_reorder;      /* reordering threshold */
+    @name(".Egress.port_impair_dropped")    counter(INA_PORTS, CounterType.packets) port_impair_dropped;
+    @name(".Egress.port_impair_duplicated") counter(INA_PORTS, CounterType.packets) port_impair_duplicated;
+    @name(".Egress.port_impair_reordered")  counter(INA_PORTS, CounterType.packets) port_impair_reordered;
 
     @name(".Egress.mcast_rewrite")
     action mcast_rewrite(bit<48> dstAddr, bit<32> ipDstAddr) {
@@ -629,6 +661,11 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     }
 
     apply {
+        /* The second pass of an impaired packet (its duplicate, or the packet reordered and back from
+           recirculation) leaves as its first pass left it: not marked, counted or impaired again. */
+        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE || meta.impair_reordered == 1) {
+            return;
+        }
         if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_REPLICATION) {
             /* a multicast copy never goes back out of its ingress port */
             if (standard_metadata.egress_port == standard_metadata.ingress_port) {
@@ -650,6 +687,39 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
         /* gradient packets (raw, aggregate, bypassed) leaving each port; RESULTs are not counted */
         if (hdr.ina.isValid() && (hdr.ina.flags & FLAG_RESULT) == 0 && standard_metadata.egress_port < INA_PORTS) {
             port_ina_tx.count((bit<32>)standard_metadata.egress_port);
+        }
+        /* Link impairments, last: the packet has left the queue and is on the port's link. Each one draws
+           only where its threshold is not 0; a dropped packet is neither duplicated nor reordered. */
+        if (standard_metadata.egress_port < INA_PORTS) {
+            impair_drop.read(meta.impair_threshold, (bit<32>)standard_metadata.egress_port);
+            if (meta.impair_threshold != 0) {
+                random<bit<32>>(meta.impair_draw, 0, IMPAIR_DRAW_MAX);
+                if (meta.impair_draw < meta.impair_threshold) {
+                    mark_to_drop(standard_metadata);
+                    port_impair_dropped.count((bit<32>)standard_metadata.egress_port);
+                    return;
+                }
+            }
+            impair_duplicate.read(meta.impair_threshold, (bit<32>)standard_metadata.egress_port);
+            if (meta.impair_threshold != 0) {
+                random<bit<32>>(meta.impair_draw, 0, IMPAIR_DRAW_MAX);
+                if (meta.impair_draw < meta.impair_threshold) {
+                    /* the copy (headers as this packet leaves) joins the tail of the session's port queue */
+                    clone(CloneType.E2E, IMPAIR_SESSION_BASE + (bit<32>)standard_metadata.egress_port);
+                    port_impair_duplicated.count((bit<32>)standard_metadata.egress_port);
+                }
+            }
+            impair_reorder.read(meta.impair_threshold, (bit<32>)standard_metadata.egress_port);
+            if (meta.impair_threshold != 0) {
+                random<bit<32>>(meta.impair_draw, 0, IMPAIR_DRAW_MAX);
+                if (meta.impair_draw < meta.impair_threshold) {
+                    /* once round again (see Ingress's first check): it rejoins this port's queue at its tail */
+                    meta.impair_reordered = 1;
+                    meta.impair_port = standard_metadata.egress_port;
+                    recirculate_preserving_field_list(IMPAIR_FIELD_LIST);
+                    port_impair_reordered.count((bit<32>)standard_metadata.egress_port);
+                }
+            }
         }
     }
 }

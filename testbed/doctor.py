@@ -97,8 +97,8 @@ def checks():
     if root and shutil.which("tc"):
         qdiscs = _tc_qdiscs()
         yield "tc qdiscs", "htb" in qdiscs, (", ".join(qdiscs) or "none") + (
-            "" if "netem" in qdiscs else " (no netem: loss/duplication/reordering are injected by pyswitch, "
-                                         "delay by the switch queues)")
+            "" if "netem" in qdiscs else " (no netem: loss/duplication/reordering are injected by the switches, "
+                                         "ina.p4 and pyswitch alike; delay comes from the switch queues)")
     yield _binary("ethtool", "ethtool", "user-space switches see bad checksums: install ethtool")
     yield _binary("iftop", IFTOP, "no cross-check of the iftop-style table: install iftop")
     yield _binary("simple_switch", BMV2, "no bmv2 target; runs use pyswitch (install p4lang-bmv2: vagrant/README.md)",

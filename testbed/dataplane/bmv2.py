@@ -34,8 +34,15 @@ Design:
   and packets (``set_egress_queue_depth``): the byte rate is turned into
   packets/s of a full INA frame of the program's lanes (``frame_bytes``), as
   ``SwitchConfig.to_cli_lines`` does; pyswitch shapes bytes exactly.
-- Loss, duplication and reordering exist only in pyswitch:
-  ``set_port_impairment`` raises DataplaneError saying so.
+- ``set_port_impairment``: the thresholds go to the Egress registers
+  ``impair_drop`` / ``impair_duplicate`` / ``impair_reorder`` (checked as
+  pyswitch checks them, ``impairment_thresholds``), after the mirror session
+  ``program.impair_session(port)`` -> ``port`` that the duplicates are
+  cloned to (``mirroring_session_add`` of the ``simple_switch`` service).
+  The seed is not used: bmv2's random extern cannot be seeded (p4/README.md).
+- ``counters`` reads the impairment registers whole (``bm_register_read_all``)
+  and the impairment counters of the impaired ports only, so a switch without
+  impairments costs three calls more than before.
 """
 
 import socket
@@ -44,7 +51,7 @@ from pathlib import Path
 
 from testbed.dataplane import program
 from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_object, check_switch_limits,
-                                       encode_value, queue_rate_pps, validate_entry)
+                                       encode_value, impairment_thresholds, queue_rate_pps, validate_entry)
 from testbed.dataplane.runtime import SwitchRuntime
 from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes
 from testbed.errors import DataplaneError, EnvironmentMissingError
@@ -58,7 +65,8 @@ LOG_LEVEL = "warn"               # per-packet trace logging would dominate bmv2'
 ERROR_ENUMS = {"InvalidTableOperation": "TableOperationErrorCode",
                "InvalidRegisterOperation": "RegisterOperationErrorCode",
                "InvalidCounterOperation": "CounterOperationErrorCode",
-               "InvalidMeterOperation": "MeterOperationErrorCode"}
+               "InvalidMeterOperation": "MeterOperationErrorCode",
+               "InvalidMirroringOperation": "MirroringOperationErrorCode"}
 
 
 def port_map(ports) -> str:
@@ -191,8 +199,10 @@ def connect_clients(host: str, thrift_port: int):
 
 
 def _types():
+    """The Thrift types of the ``standard`` and ``simple_switch`` services."""
     from bm_runtime.standard import ttypes
-    return ttypes
+    from sswitch_runtime import ttypes as sswitch_ttypes
+    return ttypes, sswitch_ttypes
 
 
 class Bmv2Runtime(SwitchRuntime):
@@ -200,7 +210,8 @@ class Bmv2Runtime(SwitchRuntime):
 
     def __init__(self, thrift_port: int = 9090, host: str = "127.0.0.1", switch: str = "?",
                  lanes: int = DEFAULT_LANES, slots: int = program.DEFAULT_SLOTS, clients=None, ttypes=None):
-        """``clients``/``ttypes`` replace the Thrift connection and types (unit tests pass fakes)."""
+        """``clients``/``ttypes`` replace the Thrift connection and the (standard, simple_switch) types
+        (unit tests pass fakes)."""
         self.switch = switch
         self.lanes = lanes
         self.slots = slots
@@ -209,7 +220,7 @@ class Bmv2Runtime(SwitchRuntime):
         if clients is None:
             clients, self._transport = connect_clients(host, thrift_port)
         self.standard, self.pre, self.sswitch = clients
-        self.ttypes = ttypes or _types()
+        self.ttypes, self.sswitch_ttypes = ttypes or _types()
         self._mc_nodes = {}     # group id -> (group handle, node handle)
 
     # -- helpers --------------------------------------------------------------------
@@ -218,7 +229,8 @@ class Bmv2Runtime(SwitchRuntime):
             return fn(*args)
         except Exception as exc:   # InvalidTableOperation, InvalidRegisterOperation, ... or a transport error
             code = getattr(exc, "code", None)
-            enum = getattr(self.ttypes, ERROR_ENUMS.get(type(exc).__name__, ""), None)
+            enum_name = ERROR_ENUMS.get(type(exc).__name__, "")
+            enum = getattr(self.ttypes, enum_name, None) or getattr(self.sswitch_ttypes, enum_name, None)
             names = getattr(enum, "_VALUES_TO_NAMES", {})
             detail = names.get(code, f"error code {code}") if code is not None else (str(exc) or "")
             raise DataplaneError(f"switch {self.switch}: bmv2 refused {what}: {type(exc).__name__} {detail}".rstrip())
@@ -278,6 +290,12 @@ class Bmv2Runtime(SwitchRuntime):
         _, qname = self._register(name)
         self._call(f"register_reset {name}", self.standard.bm_register_reset, CXT, qname)
 
+    def register_read_all(self, name: str) -> list:
+        decl, qname = self._register(name)
+        what = f"switch {self.switch}: register_read_all {name}"
+        return [from_i64(value, decl.bits, what)
+                for value in self._call(f"register_read_all {name}", self.standard.bm_register_read_all, CXT, qname)]
+
     def _counter(self, name: str, index=None):
         decl = check_object("counter", name, index, self.slots, self.lanes)
         return program.qualified_name(decl.control, name)
@@ -317,8 +335,12 @@ class Bmv2Runtime(SwitchRuntime):
         self._call(f"set_queue_depth port {port}", self.sswitch.set_egress_queue_depth, port, max(1, depth_pkts))
 
     def set_port_impairment(self, port, drop, duplicate, reorder, seed) -> None:
-        raise DataplaneError(f"switch {self.switch}: bmv2 cannot inject loss, duplication or reordering "
-                             f"(port {port}); impairments are a pyswitch feature: use target pyswitch")
+        thresholds = impairment_thresholds(port, drop, duplicate, reorder)
+        session = program.impair_session(port)
+        self._call(f"mirroring_session_add {session} port {port}", self.sswitch.mirroring_session_add, session,
+                   self.sswitch_ttypes.MirroringSessionConfig(port=port))
+        for name, value in zip(program.IMPAIR_REGISTERS, thresholds):
+            self.register_write(name, port, value)
 
     def close(self) -> None:
         if self._transport is not None:

@@ -1,14 +1,15 @@
 """Plain data that the controller produces and a SwitchRuntime installs.
 
 A :class:`SwitchConfig` is everything one switch needs for a run: table
-entries, multicast groups, register writes, meter rates, port shaping and (for
-pyswitch) port impairments. :func:`validate_entry` checks an entry against the
+entries, multicast groups, register writes, meter rates, port shaping and port
+impairments. :func:`validate_entry` checks an entry against the
 program declarations (``program.py``) so both targets reject the same mistakes
 with the same message. :meth:`SwitchConfig.to_cli_lines` renders it as
 ``simple_switch_CLI`` commands: the run directory's ``entries/<switch>.txt``.
 :func:`check_switch_limits` adds the checks that need the switch's size
 (slot ranges, supported release modes); both runtimes call it on every
-``table_add`` so pyswitch and bmv2 refuse the same entries.
+``table_add`` so pyswitch and bmv2 refuse the same entries;
+:func:`impairment_thresholds` is the same for ``set_port_impairment``.
 """
 
 import ipaddress
@@ -43,7 +44,10 @@ class PortShaping:
 
 @dataclass(frozen=True)
 class PortImpairment:
-    """pyswitch-only: loss, duplication and reordering on a port's egress (netem is missing here)."""
+    """Loss, duplication and reordering on a port's egress, in the P4 program on either target (not netem).
+
+    ``seed`` seeds pyswitch's per-port draws; bmv2's random extern cannot be seeded (p4/README.md).
+    """
     port: int
     drop: float = 0.0
     duplicate: float = 0.0
@@ -91,7 +95,12 @@ class SwitchConfig:
             lines.append(f"set_queue_rate {queue_rate_pps(s.rate_bps, ina_frame_bytes(self.lanes))} {s.port}")
             lines.append(f"set_queue_depth {s.depth_pkts} {s.port}")
         for i in self.port_impairments:
-            lines.append(f"// pyswitch: impair port {i.port} drop={i.drop} duplicate={i.duplicate} reorder={i.reorder}")
+            lines.append(f"// impair port {i.port}: drop={i.drop} duplicate={i.duplicate} reorder={i.reorder} "
+                         f"(seed {i.seed}: pyswitch only)")
+            lines.append(f"mirroring_add {program.impair_session(i.port)} {i.port}")
+            for name, probability in zip(program.IMPAIR_REGISTERS, (i.drop, i.duplicate, i.reorder)):
+                lines.append(f"register_write {program.REGISTERS[name].control}.{name} {i.port} "
+                             f"{program.impair_threshold(probability)}")
         return lines
 
     def to_dict(self):
@@ -177,6 +186,18 @@ def check_object(kind: str, name: str, index=None, slots: int = program.DEFAULT_
     if index is not None and not 0 <= index < size:
         raise DataplaneError(f"{kind} {name}: index {index} out of range [0, {size})")
     return decl
+
+
+def impairment_thresholds(port: int, drop: float, duplicate: float, reorder: float) -> tuple:
+    """The ``impair_drop``, ``impair_duplicate`` and ``impair_reorder`` values of ``port`` for the given
+    probabilities; DataplaneError for a port without impairment registers or a probability outside [0, 1]."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < program.MAX_PORTS:
+        raise DataplaneError(f"impairment on port {port!r}: the program's impairment registers and counters "
+                             f"hold ports 0..{program.MAX_PORTS - 1}")
+    for label, value in (("drop", drop), ("duplicate", duplicate), ("reorder", reorder)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise DataplaneError(f"port {port}: {label} probability {value!r} outside [0, 1]")
+    return tuple(program.impair_threshold(p) for p in (drop, duplicate, reorder))
 
 
 def check_multicast_group(group_id: int, ports) -> None:

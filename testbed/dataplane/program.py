@@ -15,6 +15,14 @@ Slot release modes (``ina_aggregate``'s ``release_mode``; p4/README.md has
 the full semantics): release on emit and release on RESULT are implemented by
 both targets; the SwitchML shadow copy is declared for the policy layer but
 refused at install time by both (``SUPPORTED_RELEASE_MODES``).
+
+Link impairments (loss, duplication, reordering per egress port; p4/README.md
+has the semantics): a probability is held as a threshold out of
+``IMPAIR_SCALE`` in the Egress registers ``impair_drop``,
+``impair_duplicate`` and ``impair_reorder`` (``impair_threshold``); a
+packet is impaired when a uniform draw in ``[0, IMPAIR_SCALE)`` is below the
+threshold. Duplicates are egress-to-egress clones to the mirror session
+``impair_session(port)``, which the runtime maps to the port itself.
 """
 
 from dataclasses import dataclass, field
@@ -36,6 +44,19 @@ SUPPORTED_RELEASE_MODES = (RELEASE_ON_EMIT, RELEASE_ON_RESULT)
 #: their PS, never to a switch. A packet further ahead is garbage (or a misconfigured sender): it goes
 #: on to bypass_dst unchanged (``lead_bypassed``) instead of pinning the slot for the rest of the run.
 MAX_ITERATION_LEAD = 2
+
+#: Impairment draws are uniform in [0, IMPAIR_SCALE) (ina.p4: ``random(draw, 0, IMPAIR_DRAW_MAX)``,
+#: IMPAIR_DRAW_MAX = IMPAIR_SCALE - 1); a probability p is the threshold round(p * IMPAIR_SCALE), so 0 never
+#: and 1 always impairs, with a resolution of 2^-31.
+IMPAIR_SCALE = 1 << 31
+#: The duplicate of a packet leaving port p is cloned to mirror session IMPAIR_SESSION_BASE + p
+#: (ina.p4's constant of the same name), which set_port_impairment maps to port p.
+IMPAIR_SESSION_BASE = 1000
+#: The impairment registers (thresholds per port) in the order drop, duplicate, reorder, and the
+#: per-port counters of what they did, under the labels of the runtimes' ``impairment`` stats.
+IMPAIR_REGISTERS = ("impair_drop", "impair_duplicate", "impair_reorder")
+IMPAIR_COUNTERS = {"dropped": "port_impair_dropped", "duplicated": "port_impair_duplicated",
+                   "reordered": "port_impair_reordered"}
 
 
 @dataclass(frozen=True)
@@ -155,6 +176,9 @@ REGISTERS = {
         Register("agg_iteration", "Ingress", 32, "SLOTS"),
         Register("agg_seq", "Ingress", 32, "SLOTS"),
         Register("ecn_threshold", "Egress", 32, "1"),    # queue depth (packets) that marks CE; 0 = off
+        Register("impair_drop", "Egress", 32, "PORTS"),       # per port: loss threshold out of IMPAIR_SCALE
+        Register("impair_duplicate", "Egress", 32, "PORTS"),  # per port: duplication threshold
+        Register("impair_reorder", "Egress", 32, "PORTS"),    # per port: reordering threshold
     )
 }
 
@@ -182,6 +206,9 @@ COUNTERS = {
         Counter("ina_stats", "Ingress", "STATS", STAT_INDICES),
         Counter("port_ina_tx", "Egress", "PORTS"),      # INA gradient packets (not RESULTs) leaving each port
         Counter("port_ecn_marked", "Egress", "PORTS"),  # packets marked CE on each port (Egress sees enq_qdepth)
+        Counter("port_impair_dropped", "Egress", "PORTS"),     # packets the port's impairment dropped
+        Counter("port_impair_duplicated", "Egress", "PORTS"),  # packets it duplicated (the copy is not counted)
+        Counter("port_impair_reordered", "Egress", "PORTS"),   # packets it sent round again (recirculated)
     )
 }
 
@@ -193,6 +220,16 @@ def register_size(register, slots: int = DEFAULT_SLOTS, lanes: int = DEFAULT_LAN
     sizes = {"SLOTS": slots, "SLOTS*LANES": slots * lanes, "1": 1, "PORTS": MAX_PORTS,
              "STATS": len(STAT_INDICES)}
     return sizes[register.size_expr]
+
+
+def impair_threshold(probability: float) -> int:
+    """The register value of an impairment probability in [0, 1]: round(p * IMPAIR_SCALE)."""
+    return int(round(float(probability) * IMPAIR_SCALE))
+
+
+def impair_session(port: int) -> int:
+    """The mirror session the duplicates of ``port`` are cloned to (ina.p4: IMPAIR_SESSION_BASE + port)."""
+    return IMPAIR_SESSION_BASE + int(port)
 
 
 def qualified_name(control: str, name: str) -> str:

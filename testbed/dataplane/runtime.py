@@ -49,15 +49,24 @@ class SwitchRuntime(abc.ABC):
     @abc.abstractmethod
     def set_port_shaping(self, port: int, rate_bps: float, depth_pkts: int) -> None: ...
 
+    @abc.abstractmethod
     def set_port_impairment(self, port: int, drop: float, duplicate: float, reorder: float, seed: int) -> None:
-        raise DataplaneError(f"{type(self).__name__} cannot inject loss/duplication/reordering; use target pyswitch")
+        """Loss, duplication and reordering probabilities of ``port``'s egress: the thresholds of the
+        Egress registers ``impair_drop`` / ``impair_duplicate`` / ``impair_reorder`` and the mirror
+        session ``program.impair_session(port)`` -> ``port`` for the duplicates. ``seed`` seeds the
+        port's draws where the target can (pyswitch; bmv2's random extern cannot be seeded)."""
+
+    @abc.abstractmethod
+    def register_read_all(self, name: str) -> list:
+        """Every entry of register ``name`` (bmv2's ``bm_register_read_all``)."""
 
     def counter_reset(self, name: str) -> None:
         raise DataplaneError(f"{type(self).__name__} cannot reset counters")
 
     def counters(self) -> dict:
-        """Every ``ina_stats`` counter by name, ``ecn_marked`` (total), and per-port INA / CE counts
-        (``port_ina_tx``, ``port_ecn_marked``: {port: packets}, non-zero ports only)."""
+        """Every ``ina_stats`` counter by name, ``ecn_marked`` (total), per-port INA / CE counts
+        (``port_ina_tx``, ``port_ecn_marked``: {port: packets}, non-zero ports only) and what each
+        impaired port's impairment did (``impairment``, see :func:`impairment_stats`)."""
         stats = {name: self.counter_read("ina_stats", index)[0] for name, index in program.STAT_INDICES.items()}
         for counter in ("port_ina_tx", "port_ecn_marked"):
             per_port = {}
@@ -67,10 +76,22 @@ class SwitchRuntime(abc.ABC):
                     per_port[port] = packets
             stats[counter] = per_port
         stats["ecn_marked"] = sum(stats["port_ecn_marked"].values())
+        thresholds = {name: self.register_read_all(name) for name in program.IMPAIR_REGISTERS}
+        stats["impairment"] = impairment_stats(thresholds, lambda counter, port: self.counter_read(counter, port)[0])
         return stats
 
     def close(self) -> None:
         pass
+
+
+def impairment_stats(thresholds: dict, count) -> dict:
+    """``{port: {"dropped": n, "duplicated": n, "reordered": n}}`` for every impaired port: one whose
+    ``impair_drop``, ``impair_duplicate`` or ``impair_reorder`` threshold is not 0. ``thresholds`` maps
+    each of those registers to its per-port values; ``count(counter, port)`` reads a counter. Both
+    targets report ``impairment`` by this rule, so their stats have the same shape."""
+    impaired = [port for port in range(program.MAX_PORTS) if any(values[port] for values in thresholds.values())]
+    return {port: {label: count(counter, port) for label, counter in program.IMPAIR_COUNTERS.items()}
+            for port in impaired}
 
 
 def install(config: SwitchConfig, runtime: SwitchRuntime) -> None:
@@ -113,6 +134,9 @@ class VerbRuntime(SwitchRuntime):
     def register_reset(self, name: str) -> None:
         self.call("register_reset", name=name)
 
+    def register_read_all(self, name: str) -> list:
+        return self.call("register_read_all", name=name)
+
     def counter_read(self, name: str, index: int) -> tuple:
         return tuple(self.call("counter_read", name=name, index=index))
 
@@ -120,8 +144,11 @@ class VerbRuntime(SwitchRuntime):
         self.call("counter_reset", name=name)
 
     def counters(self) -> dict:
-        """As SwitchRuntime.counters, plus pyswitch's queue drops and impairment counts, in one request."""
-        return self.call("stats")
+        """As SwitchRuntime.counters, plus pyswitch's queue drops, in one request. Its per-port tables are
+        keyed by port number, as on bmv2 (JSON would give the process's as strings)."""
+        stats = self.call("stats")
+        return {name: {int(port): v for port, v in value.items()} if isinstance(value, dict) else value
+                for name, value in stats.items()}
 
     def mc_group_create(self, group_id: int, ports) -> None:
         self.call("mc_group_create", group_id=group_id, ports=list(ports))

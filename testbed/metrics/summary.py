@@ -140,7 +140,8 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict)
     - ``spurious_retransmissions``: retransmissions of a contribution its aggregation node already
       held: RETX duplicates at switches (``partial_flushed``) plus at PSs (counted at every node such
       a retransmission reaches, so an upper bound);
-    - ``queue_drops`` / ``impairment_drops``: per switch and port (pyswitch; bmv2 does not count them);
+    - ``queue_drops``: per switch and port, tail drops of the egress queues (pyswitch; bmv2 does not count them);
+    - ``impairment_drops``: per switch and port, packets the link impairment dropped (both targets count them);
     - ``unmodelled_losses``: per place, packets lost outside modelled queues and impairments;
     - ``cpu``: per process mean and peak share of a core, and the machine's.
     """

@@ -12,9 +12,10 @@ import pytest
 from testbed.dataplane.entries import encode_value, queue_rate_pps
 from testbed.dataplane.wire import ina_frame_bytes
 from bm_runtime.standard import ttypes
+from sswitch_runtime import ttypes as sswitch_ttypes
 
 from testbed.dataplane import bmv2, p4build, program
-from testbed.dataplane.entries import SwitchConfig, TableEntry
+from testbed.dataplane.entries import PortImpairment, SwitchConfig, TableEntry
 from testbed.dataplane.runtime import install
 from testbed.errors import DataplaneError, EnvironmentMissingError
 
@@ -159,7 +160,8 @@ def fake():
                            "bm_counter_read": ttypes.BmCounterValue(bytes=0, packets=5)})
     pre = FakeClient({"bm_mc_mgrp_create": 11, "bm_mc_node_create": 3})
     sswitch = FakeClient()
-    runtime = bmv2.Bmv2Runtime(switch="s1", lanes=64, slots=64, clients=(standard, pre, sswitch), ttypes=ttypes)
+    runtime = bmv2.Bmv2Runtime(switch="s1", lanes=64, slots=64, clients=(standard, pre, sswitch),
+                               ttypes=(ttypes, sswitch_ttypes))
     return runtime, standard, pre, sswitch
 
 
@@ -235,17 +237,58 @@ def test_registers_counters_meters_multicast_queues(fake):
                          ("bm_mc_node_associate", (0, 11, 3))]
     runtime.set_port_shaping(2, 100e6, 64)
     assert sswitch.calls == [("set_egress_queue_rate", (2, 37202)), ("set_egress_queue_depth", (2, 64))]
-    with pytest.raises(DataplaneError, match="use target pyswitch"):
-        runtime.set_port_impairment(1, 0.1, 0.0, 0.0, 1)
+
+
+def test_set_port_impairment_maps_the_mirror_session_then_writes_thresholds(fake):
+    runtime, standard, _, sswitch = fake
+    runtime.set_port_impairment(3, 0.25, 1.0, 0.0, 7)
+    assert sswitch.calls == [("mirroring_session_add", (1003, sswitch_ttypes.MirroringSessionConfig(port=3)))]
+    assert standard.calls == [("bm_register_write", (0, "Egress.impair_drop", 3, 1 << 29)),
+                              ("bm_register_write", (0, "Egress.impair_duplicate", 3, 1 << 31)),
+                              ("bm_register_write", (0, "Egress.impair_reorder", 3, 0))]
+    sswitch.fail["mirroring_session_add"] = sswitch_ttypes.InvalidMirroringOperation(code=1)
+    with pytest.raises(DataplaneError, match="switch s1: bmv2 refused mirroring_session_add 1004 .*SESSION_NOT_FOUND"):
+        runtime.set_port_impairment(4, 0.1, 0.0, 0.0, 7)
+
+
+@pytest.mark.parametrize("args, message", [
+    ((1, 1.01, 0.0, 0.0), r"port 1: drop probability 1.01 outside \[0, 1\]"),
+    ((1, 0.0, -0.1, 0.0), r"port 1: duplicate probability -0.1 outside"),
+    ((1, 0.0, 0.0, float("nan")), r"port 1: reorder probability nan outside"),
+    ((1, 0.0, 0.0, True), r"reorder probability True outside"),
+    ((64, 0.1, 0.0, 0.0), r"impairment on port 64: .* hold ports 0\.\.63"),
+    ((-1, 0.1, 0.0, 0.0), r"impairment on port -1"),
+])
+def test_bad_impairments_are_refused_before_any_call(fake, args, message):
+    runtime, standard, _, sswitch = fake
+    with pytest.raises(DataplaneError, match=message):
+        runtime.set_port_impairment(*args, 1)
+    assert standard.calls == [] and sswitch.calls == []
+
+
+def test_impairment_thresholds():
+    from testbed.dataplane.entries import impairment_thresholds
+    assert impairment_thresholds(0, 0.0, 1.0, 0.5) == (0, program.IMPAIR_SCALE, program.IMPAIR_SCALE // 2)
+    assert program.impair_threshold(0.3) == round(0.3 * 2**31)
+    assert program.impair_threshold(2**-32) == 0       # below the resolution of 2^-31: never
 
 
 def test_counters_summary(fake):
     runtime, standard, _, _ = fake
     standard.answers["bm_counter_read"] = lambda cxt, name, index: ttypes.BmCounterValue(
         bytes=0, packets=index + 1 if name == "Ingress.ina_stats" or index == 4 else 0)
+    thresholds = {"Egress.impair_drop": {4: 99}, "Egress.impair_reorder": {2: 1}}
+    standard.answers["bm_register_read_all"] = lambda cxt, name: [thresholds.get(name, {}).get(port, 0)
+                                                                  for port in range(program.MAX_PORTS)]
     stats = runtime.counters()
     assert stats["ina_rx"] == 1 and stats["result_released"] == program.STAT_INDICES["result_released"] + 1
     assert stats["port_ina_tx"] == {4: 5} and stats["ecn_marked"] == 5
+    # the impaired ports (a threshold not 0) only, in pyswitch's shape
+    assert stats["impairment"] == {2: {"dropped": 0, "duplicated": 0, "reordered": 0},
+                                   4: {"dropped": 5, "duplicated": 5, "reordered": 5}}
+    reads = [args[1] for name, args in standard.calls if name == "bm_counter_read" and "impair" in args[1]]
+    assert sorted(set(reads)) == ["Egress.port_impair_dropped", "Egress.port_impair_duplicated",
+                                  "Egress.port_impair_reordered"] and len(reads) == 6
 
 
 def test_install_a_whole_config(fake):
@@ -261,6 +304,11 @@ def test_install_a_whole_config(fake):
 
 def test_cli_lines_name_objects_as_bmv2_does():
     config = SwitchConfig("s1", 1)
+    config.port_impairments.append(PortImpairment(2, drop=0.5, duplicate=0.0, reorder=1.0, seed=9))
+    assert config.to_cli_lines()[-4:] == ["mirroring_add 1002 2", "register_write Egress.impair_drop 2 1073741824",
+                                          "register_write Egress.impair_duplicate 2 0",
+                                          "register_write Egress.impair_reorder 2 2147483648"]
+    config.port_impairments.clear()
     config.entries.append(TableEntry("route", "NoAction", ("10.0.0.1", "10.0.0.2")))
     from testbed.dataplane.entries import MulticastGroup
     config.multicast_groups = [MulticastGroup(7, (1, 2)), MulticastGroup(3, (2,))]

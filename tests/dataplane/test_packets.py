@@ -11,6 +11,9 @@ The switch under test has four ports: workers W1..W3 behind ports 1..3 and
 the parameter server behind port 4; its own INA address is 10.0.1.1.
 """
 
+import collections
+import math
+
 import numpy as np
 import pytest
 
@@ -500,6 +503,132 @@ def test_aggregation_capacity_cap(target):
     assert sorted(parse_frame(f).ina.seq for _, f in out) == list(range(aggregated, 10))
 
 
+# -- link impairments ------------------------------------------------------------------------
+
+def gradient(seq, worker=1, elems=4, ecn=0):
+    """A gradient packet of ``worker`` to the PS, which the switch forwards as it is (no ina_filter entry)."""
+    ip, mac = HOSTS[worker]
+    header = InaHeader(job=1, flags=FLAG_DATA, elems=elems, agg_node=PS_NODE, fanin=1, count=1, seq=seq,
+                       bitmap=1 << worker)
+    return build_ina_frame(SW_MAC, mac, ip, PS_IP, header, lanes_of(seq, elems), ecn=ecn)
+
+
+def impairment_counts(target, port):
+    return {label: target.runtime.counter_read(counter, port)[0] for label, counter in program.IMPAIR_COUNTERS.items()}
+
+
+def seqs_of(frames, port=PS_PORT):
+    assert all(p == port for p, _ in frames), [p for p, _ in frames]
+    return [parse_frame(f).ina.seq for _, f in frames]
+
+
+def binomial_bounds(n, p, sds=5.0):
+    """[low, high] of a Binomial(n, p) count, ``sds`` standard deviations either side of the mean."""
+    spread = sds * math.sqrt(n * p * (1 - p))
+    return n * p - spread, n * p + spread
+
+
+def test_impairment_drop_one_loses_everything_probability_zero_nothing(target):
+    """drop 1: nothing leaves the port, every packet counted (after port_ina_tx: it was sent, the link lost
+    it); a port whose probabilities are all 0 is untouched and not reported."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.set_port_impairment(PS_PORT, 1.0, 0.0, 0.0, 1)
+    rt.set_port_impairment(2, 0.0, 0.0, 0.0, 1)
+    n = 20
+    to_ps = [(1, gradient(seq)) for seq in range(n)]
+    to_w2 = [(1, build_frame(SW_MAC, HOSTS[1][1], HOSTS[1][0], HOSTS[2][0], bytes([seq]) * 60, src_port=5000,
+                             dst_port=5001)) for seq in range(n)]
+    target.send_seq(to_ps + to_w2)
+    out = target.recv(n, timeout_s=3.0) + target.quiet()
+    assert [port for port, _ in out] == [2] * n                               # none to the PS
+    assert [frame[42] for _, frame in out] == list(range(n))                  # port 2: each once, in order
+    assert all(parse_frame(f).ttl == 63 and parse_frame(f).ip_checksum_ok for _, f in out)
+    assert impairment_counts(target, PS_PORT) == {"dropped": n, "duplicated": 0, "reordered": 0}
+    assert impairment_counts(target, 2) == {"dropped": 0, "duplicated": 0, "reordered": 0}
+    assert rt.counter_read("port_ina_tx", PS_PORT)[0] == n
+    assert rt.counters()["impairment"] == {PS_PORT: {"dropped": n, "duplicated": 0, "reordered": 0}}
+
+
+def test_impairment_duplicate_one_sends_each_packet_twice_counted_and_marked_once(target):
+    """duplicate 1 on a shaped port with ECN marking: every packet leaves twice, the copy identical to the
+    packet as it left (CE included), yet port_ina_tx and port_ecn_marked count it once."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.register_write("ecn_threshold", 0, 2)
+    rt.set_port_shaping(PS_PORT, 80_000, 64)         # 10 kB/s: a burst of INA frames queues up
+    rt.set_port_impairment(PS_PORT, 0.0, 1.0, 0.0, 1)
+    n = 8
+    target.send_seq([(1, gradient(seq, elems=LANES, ecn=2)) for seq in range(n)])
+    out = target.recv(2 * n, timeout_s=8.0) + target.quiet()
+    copies = collections.defaultdict(list)
+    for seq, (_, frame) in zip(seqs_of(out), out):
+        copies[seq].append(frame)
+    assert sorted(copies) == list(range(n)) and all(len(c) == 2 for c in copies.values())
+    assert all(a == b for a, b in copies.values())
+    assert all(parse_frame(f).ttl == 63 and parse_frame(f).ip_checksum_ok for _, f in out)
+    marked = sum(parse_frame(a).ecn == 3 for a, _ in copies.values())
+    assert marked >= 1                                  # the queue built up, so the marking rule was exercised
+    assert rt.counter_read("port_ecn_marked", PS_PORT)[0] == marked
+    assert rt.counter_read("port_ina_tx", PS_PORT)[0] == n
+    assert impairment_counts(target, PS_PORT) == {"dropped": 0, "duplicated": n, "reordered": 0}
+
+
+def test_impairment_reorder_one_sends_each_packet_once(target):
+    """reorder 1: every packet goes round once more (bmv2: recirculated) and leaves exactly once, with its
+    first pass's TTL; Ingress counts it once, Egress once."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.set_port_impairment(PS_PORT, 0.0, 0.0, 1.0, 1)
+    n = 20
+    target.send_seq([(1, gradient(seq)) for seq in range(n)])
+    out = target.recv(n, timeout_s=3.0) + target.quiet()
+    assert sorted(seqs_of(out)) == list(range(n))
+    assert all(parse_frame(f).ttl == 63 and parse_frame(f).ip_checksum_ok for _, f in out)
+    assert impairment_counts(target, PS_PORT) == {"dropped": 0, "duplicated": 0, "reordered": n}
+    assert rt.counter_read("port_ina_tx", PS_PORT)[0] == n
+    assert (stat(target, "ina_rx"), stat(target, "forwarded")) == (n, n)
+
+
+def test_impairment_probabilities_are_drawn_per_packet(target):
+    """0.3 of each over 300 packets: what leaves matches the counters exactly, and the counts lie within
+    5 standard deviations of their binomial means (duplication and reordering are drawn for the packets
+    the loss spared)."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.set_port_impairment(PS_PORT, 0.3, 0.3, 0.3, 5)
+    n, batch = 300, 20              # batches: a bmv2 port queue (64 packets) never fills with copies
+    out = []
+    for start in range(0, n, batch):
+        target.send_seq([(1, gradient(seq)) for seq in range(start, start + batch)])
+        out += target.quiet(0.1)
+    out += target.quiet(0.5)
+    counts = impairment_counts(target, PS_PORT)
+    seen = collections.Counter(seqs_of(out))
+    assert len(out) == n - counts["dropped"] + counts["duplicated"]
+    assert len(seen) == n - counts["dropped"] and max(seen.values()) <= 2
+    assert sum(1 for c in seen.values() if c == 2) == counts["duplicated"]
+    assert rt.counter_read("port_ina_tx", PS_PORT)[0] == n
+    low, high = binomial_bounds(n, 0.3)
+    assert low <= counts["dropped"] <= high, counts
+    survivors = n - counts["dropped"]
+    for label in ("duplicated", "reordered"):
+        low, high = binomial_bounds(survivors, 0.3)
+        assert low <= counts[label] <= high, counts
+
+
+def test_duplicate_without_its_mirror_session_is_counted_but_not_sent(target):
+    """The impair_duplicate register alone (no set_port_impairment, so no mirror session): the clone goes
+    nowhere, as bmv2 drops a clone to an unconfigured session; the draw is still counted."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.register_write("impair_duplicate", PS_PORT, program.IMPAIR_SCALE)
+    target.send_seq([(1, gradient(seq)) for seq in range(4)])
+    out = target.recv(4, timeout_s=3.0) + target.quiet()
+    assert seqs_of(out) == [0, 1, 2, 3]
+    assert impairment_counts(target, PS_PORT) == {"dropped": 0, "duplicated": 4, "reordered": 0}
+
+
 # -- bad input --------------------------------------------------------------------------
 
 def test_bad_entries_are_refused_clearly(target):
@@ -533,6 +662,10 @@ def test_bad_entries_are_refused_clearly(target):
         rt.register_write("agg_count", 0, 1 << 16)
     with pytest.raises(DataplaneError, match="unknown counter"):
         rt.counter_read("nope", 0)
+    with pytest.raises(DataplaneError, match=r"drop probability 1.5 outside \[0, 1\]"):
+        rt.set_port_impairment(1, 1.5, 0.0, 0.0, 1)
+    with pytest.raises(DataplaneError, match=r"impairment on port 64: .* hold ports 0\.\.63"):
+        rt.set_port_impairment(program.MAX_PORTS, 0.1, 0.0, 0.0, 1)
     rt.table_add(aggregate_entry(job=1, base=SLOTS - 8, count=8))    # the last slots are fine
 
 

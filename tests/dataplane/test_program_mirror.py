@@ -170,6 +170,10 @@ def test_flags_and_release_modes_match_wire_and_program():
     assert int(re.search(r"const bit<16> INA_UDP_PORT = (\d+);", text).group(1)) == wire.INA_UDP_PORT
     assert int(re.search(r"const bit<32> MAX_ITERATION_LEAD = (\d+);", text).group(1)) == \
         program.MAX_ITERATION_LEAD
+    assert int(re.search(r"const bit<32> IMPAIR_DRAW_MAX = (0x[0-9A-Fa-f]+);", text).group(1), 16) == \
+        program.IMPAIR_SCALE - 1
+    assert int(re.search(r"const bit<32> IMPAIR_SESSION_BASE = (\d+);", text).group(1)) == \
+        program.IMPAIR_SESSION_BASE
     assert f"#define INA_LANES {wire.DEFAULT_LANES}" in text
     assert f"#define INA_SLOTS {program.DEFAULT_SLOTS}" in text
 

@@ -100,13 +100,21 @@ def test_atp_ps_ingress_is_at_most_30_percent_of_ps(target, emulation, tmp_path,
     assert_clean()
 
 
-def test_sum_stays_exact_at_one_percent_loss(emulation, tmp_path, quiet):
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+def test_sum_stays_exact_at_one_percent_loss(target, emulation, tmp_path, quiet):
+    """1% loss, duplication and reordering on every link, applied by the P4 program's Egress on bmv2 and
+    by pyswitch's model of it: the sums stay exact, and each target reports what its impairments did."""
+    if target == "bmv2":
+        require_bmv2()
     scenario = load_scenario(QUICKSTART, ["jobs.0.iterations=10",
                                           "impairments=[{link: all, drop: 0.01, duplicate: 0.01, reorder: 0.01}]"])
-    result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
+    result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
     summary = result.summary
-    dropped = sum(port["dropped"] for port in summary["switches"]["s1"]["impairment"].values())
+    impairment = summary["switches"]["s1"]["impairment"]
+    assert len(impairment) == len(load_scenario(QUICKSTART).topology.links), impairment   # every s1 port
+    dropped = sum(port["dropped"] for port in impairment.values())
     assert dropped > 0, "the impairment dropped nothing; the test would prove nothing"
+    assert summary["impairment_drops"]["s1"] and sum(summary["impairment_drops"]["s1"].values()) == dropped
     assert summary["jobs"][0]["retransmitted_packets"] > 0
     assert summary["aggregation_exact"] is True
     assert_clean()

@@ -10,8 +10,8 @@ mirror the program's controls one to one:
                    release and multicast, ``agg_capacity`` meter
 ``egress.py``      ``Egress``: multicast-copy rewrite (ina_mcast_rewrite),
                    ECN marking on enq_qdepth, port queues shaped like bmv2's
-                   ``set_queue_rate``/``set_queue_depth``, and pyswitch-only
-                   loss / duplication / reordering
+                   ``set_queue_rate``/``set_queue_depth``, and link loss /
+                   duplication / reordering per port (seeded draws)
 ``core.py``        one switch's state and its control operations (the verbs
                    of SwitchRuntime), usable in-process by packet tests
 ``process.py``     the switch process: AF_PACKET ports, epoll loop, Unix

@@ -7,11 +7,11 @@ same code. ``control(request)`` is the single dispatcher of runtime verbs.
 
 from testbed.dataplane import program
 from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_object, check_switch_limits,
-                                      validate_entry)
-from testbed.dataplane.pyswitch.egress import Egress, Impairment, PortQueue
+                                      impairment_thresholds, validate_entry)
+from testbed.dataplane.pyswitch.egress import Egress, PortQueue
 from testbed.dataplane.pyswitch.ingress import Ingress, TokenBucket
 from testbed.dataplane.pyswitch.tables import Table
-from testbed.dataplane.runtime import VerbRuntime
+from testbed.dataplane.runtime import VerbRuntime, impairment_stats
 from testbed.errors import DataplaneError
 
 
@@ -66,45 +66,51 @@ class PySwitchCore:
         self.tables[table].clear()
 
     def _register(self, name, index=None):
+        """The declaration of register ``name`` (index checked) and the list holding it (None for
+        ``agg_value``, a lanes-wide array)."""
         decl = check_object("register", name, index, self.ingress.slots, self.ingress.lanes)
-        return decl, program.register_size(decl, self.ingress.slots, self.ingress.lanes)
+        if name == "agg_value":
+            return decl, None
+        return decl, getattr(self.egress if decl.control == "Egress" else self.ingress, name)
 
     def _op_register_read(self, name, index):
-        self._register(name, index)
-        if name == "agg_value":  # bit<32> as bmv2 reports it: unsigned
+        _, values = self._register(name, index)
+        if values is None:  # agg_value: bit<32> as bmv2 reports it, unsigned
             return int(self.ingress.agg_value[index // self.ingress.lanes, index % self.ingress.lanes]) & 0xFFFFFFFF
-        if name == "ecn_threshold":
-            return self.egress.ecn_threshold[index]
-        return getattr(self.ingress, name)[index]
+        return values[index]
+
+    def _op_register_read_all(self, name):
+        _, values = self._register(name)
+        if values is None:
+            return [int(v) & 0xFFFFFFFF for v in self.ingress.agg_value.reshape(-1)]
+        return list(values)
 
     def _op_register_write(self, name, index, value):
-        decl, _ = self._register(name, index)
+        decl, values = self._register(name, index)
         if not 0 <= int(value) < (1 << decl.bits):
             raise DataplaneError(f"register {name}: value {value} does not fit bit<{decl.bits}>")
-        if name == "agg_value":
+        if values is None:
             lanes = self.ingress.lanes
             self.ingress.agg_value[index // lanes, index % lanes] = int(value) - (1 << 32) * (int(value) >= 1 << 31)
-        elif name == "ecn_threshold":
-            self.egress.ecn_threshold[index] = int(value)
         else:
-            getattr(self.ingress, name)[index] = int(value)
+            values[index] = int(value)
 
     def _op_register_reset(self, name):
-        self._register(name)
-        if name == "agg_value":
+        _, values = self._register(name)
+        if values is None:
             self.ingress.agg_value[:] = 0
-        elif name == "ecn_threshold":
-            self.egress.ecn_threshold[0] = 0
         else:
-            values = getattr(self.ingress, name)
             values[:] = [0] * len(values)
 
     def _counter_array(self, name):
-        arrays = {"ina_stats": self.ingress.stats, "port_ina_tx": self.egress.port_ina_tx,
-                  "port_ecn_marked": self.egress.port_ecn_marked}
-        if name not in arrays:
+        """The list of counter ``name``: on the Egress or Ingress object under its own name (``ina_stats``
+        is Ingress's ``stats``)."""
+        decl = program.COUNTERS.get(name)
+        if decl is None:
             raise DataplaneError(f"unknown counter {name!r}; the program has {', '.join(sorted(program.COUNTERS))}")
-        return arrays[name]
+        if name == "ina_stats":
+            return self.ingress.stats
+        return getattr(self.egress if decl.control == "Egress" else self.ingress, name)
 
     def _op_counter_read(self, name, index):
         check_object("counter", name, index, self.ingress.slots, self.ingress.lanes)
@@ -121,8 +127,8 @@ class PySwitchCore:
         stats["port_ina_tx"] = {p: c for p, c in enumerate(self.egress.port_ina_tx) if c}
         stats["port_ecn_marked"] = {p: c for p, c in enumerate(self.egress.port_ecn_marked) if c}
         stats["queue_dropped"] = {p: q.dropped for p, q in self.egress.queues.items()}
-        stats["impairment"] = {p: {"dropped": i.dropped, "duplicated": i.duplicated, "reordered": i.reordered}
-                               for p, i in self.egress.impairments.items()}
+        stats["impairment"] = impairment_stats({name: getattr(self.egress, name) for name in program.IMPAIR_REGISTERS},
+                                               lambda counter, port: getattr(self.egress, counter)[port])
         return stats
 
     def _op_mc_group_create(self, group_id, ports):
@@ -145,10 +151,13 @@ class PySwitchCore:
             self.egress.queues[port] = PortQueue(rate_bps, depth_pkts)
 
     def _op_set_port_impairment(self, port, drop, duplicate, reorder, seed):
-        for label, value in (("drop", drop), ("duplicate", duplicate), ("reorder", reorder)):
-            if not 0.0 <= value < 1.0:
-                raise DataplaneError(f"port {port}: {label} probability {value} outside [0, 1)")
-        self.egress.impairments[port] = Impairment(drop, duplicate, reorder, seed)
+        """As bmv2's runtime does it: the mirror session of the port's duplicates, then the thresholds;
+        and, what bmv2 cannot do, the port's draws restart from ``seed``."""
+        thresholds = impairment_thresholds(port, drop, duplicate, reorder)
+        self.egress.mirror_sessions[program.impair_session(port)] = port
+        self.egress.seed_port(port, seed)
+        for name, value in zip(program.IMPAIR_REGISTERS, thresholds):
+            getattr(self.egress, name)[port] = value
 
 
 class LocalRuntime(VerbRuntime):

@@ -1,27 +1,53 @@
 """``Egress`` control and the traffic manager of pyswitch.
 
 bmv2 shapes each egress port with ``set_queue_rate`` (packets/s) and
-``set_queue_depth`` (packets); the P4 egress pipeline then sees
-``standard_metadata.enq_qdepth``, the queue depth when the packet was
-enqueued (packets ahead of it), and marks IPv4 CE when it reaches
-``ecn_threshold`` (DCTCP-style, REFERENCE.md). pyswitch keeps the same
-semantics with a byte-accurate token bucket per port (``rate_bps``), tail
-drop past the depth *before* the egress pipeline (bmv2's traffic manager
-drops before Egress runs, so a dropped packet is neither marked nor
-counted), and the same marking rule on ECN-capable packets (ECT(0)/ECT(1)),
-counted per port in ``port_ecn_marked``.
+``set_queue_depth`` (packets), and runs the P4 Egress control on a packet
+when it leaves its port's queue; Egress sees ``standard_metadata.enq_qdepth``,
+the queue depth when the packet was enqueued (packets ahead of it). pyswitch
+keeps that order: :meth:`Egress.enqueue` is the traffic manager (tail drop
+past the depth, so a dropped packet is neither marked nor counted; the queue
+depth is recorded with the packet), :meth:`Egress.depart` is the Egress
+control, run when the packet leaves: at once when its port is unshaped or
+idle with tokens to spare, else from :meth:`Egress.drain` when the port's
+byte-accurate token bucket (``rate_bps``) lets the head of the queue go.
+Each departure spends its frame's tokens, whatever Egress then does with it
+(bmv2 fixes a packet's departure slot when it is enqueued).
 
-Multicast copies (``replica=True``, bmv2's instance_type REPLICATION) first
-go through ``ina_mcast_rewrite`` keyed by the egress port: the host behind
-the port gets the copy addressed to it (destination MAC and IPv4, UDP
-checksum 0).
+Egress, in ina.p4's order:
 
-Loss, duplication and reordering per port are pyswitch-only (netem is
-missing on these machines): drawn from a seeded RNG per port so a run is
-repeatable. Reordering holds a packet back and releases it after the next one.
+1. the second pass of an impaired packet (its duplicate, or the packet
+   reordered and back) leaves untouched;
+2. multicast copies (``replica=True``, bmv2's instance_type REPLICATION) go
+   through ``ina_mcast_rewrite`` keyed by the egress port: the host behind
+   the port gets the copy addressed to it (destination MAC and IPv4, UDP
+   checksum 0);
+3. ECN-capable packets (ECT(0)/ECT(1)) that found at least ``ecn_threshold``
+   packets ahead of them get CE (DCTCP-style), counted in ``port_ecn_marked``;
+4. INA gradient packets (not RESULTs) are counted in ``port_ina_tx``;
+5. link impairments, per port, each drawn only where its threshold is not 0:
+   ``impair_drop`` (the packet is lost: ``port_impair_dropped``), else
+   ``impair_duplicate`` (a copy, as the packet leaves, joins the tail of the
+   queue of mirror session ``program.impair_session(port)``'s port, the port
+   itself: ``port_impair_duplicated``) and ``impair_reorder`` (the packet goes
+   round again: ina.p4 recirculates it and Ingress sends it straight back to
+   the port, so it rejoins the tail of the port's queue behind what is queued
+   when it left: ``port_impair_reordered``). When both happen, the copy is
+   queued before the reordered packet, as bmv2's egress thread does. A draw is
+   ``getrandbits(31)`` from the port's own ``random.Random(seed)`` (ina.p4's
+   ``random(draw, 0, IMPAIR_DRAW_MAX)``), so a pyswitch run is repeatable;
+   bmv2's random extern cannot be seeded.
 
-The IPv4 header checksum is recomputed here, once, after every header change
-(the P4 program's ``update_checksum`` in its deparser).
+The IPv4 header checksum is recomputed after steps 2-4, once per first pass
+(the P4 program's ``update_checksum`` in its deparser), so a duplicate
+carries it too.
+
+Where the model cannot match bmv2: bmv2 sends a reordered packet through its
+ingress thread (its recirculation queue is served first, so at most the
+packet in ingress at that moment gets ahead of it), pyswitch puts it back in
+the queue at the instant it left; on a port that is not shaped bmv2 still
+has a queue that its egress thread drains as fast as it can, where pyswitch
+sends at once, so there a reordered packet leaves at once (bmv2: behind
+whatever the egress thread had not yet sent).
 """
 
 import collections
@@ -46,6 +72,8 @@ def fix_ipv4_checksum(buf: bytearray):
 
 
 SHAPER_TICK_S = 0.002
+#: Longest wake-up delay of the switch process a backlogged port makes up for (see PortQueue.refill).
+BACKLOG_CATCHUP_S = 0.05
 
 
 class PortQueue:
@@ -58,88 +86,96 @@ class PortQueue:
         # larger. The switch loop wakes with epoll's 1 ms resolution, so a smaller burst
         # would cap a fast port at about one frame per millisecond.
         self.burst_bytes = max(1600.0, self.rate_bytes_per_s * SHAPER_TICK_S)
+        self.catchup_bytes = max(self.burst_bytes, self.rate_bytes_per_s * BACKLOG_CATCHUP_S)
         self.tokens = self.burst_bytes
         self.last = None
         self.queue = collections.deque()
         self.dropped = 0
 
     def refill(self, now: float):
+        """Credit the time since the last refill. An idle port banks at most ``burst_bytes``; a
+        backlogged one was sending all along, so a late wake-up (the process waited for a core)
+        sends what the link would have sent meanwhile, up to ``BACKLOG_CATCHUP_S`` of it, rather
+        than losing link time: the port keeps its rate, and the lateness shows as latency."""
         if self.last is not None:
-            self.tokens = min(self.burst_bytes, self.tokens + (now - self.last) * self.rate_bytes_per_s)
+            cap = self.catchup_bytes if self.queue else self.burst_bytes
+            self.tokens = min(cap, self.tokens + (now - self.last) * self.rate_bytes_per_s)
         self.last = now
 
     def next_departure(self, now: float) -> float:
         """Time at which the head of the queue may leave (now if it may now)."""
         if not self.queue:
             return float("inf")
-        need = len(self.queue[0]) - self.tokens
+        need = len(self.queue[0].frame) - self.tokens
         return now if need <= 0 else now + need / self.rate_bytes_per_s
 
 
-#: A reordered frame is held until the port's next frame, or this long at most: with
-#: no next frame (a sender waiting for results) holding it longer would make it a loss.
-REORDER_HOLD_S = 0.002
+#: Bits of an impairment draw: uniform in [0, program.IMPAIR_SCALE).
+IMPAIR_DRAW_BITS = program.IMPAIR_SCALE.bit_length() - 1
 
 
-class Impairment:
-    def __init__(self, drop: float, duplicate: float, reorder: float, seed: int):
-        self.drop, self.duplicate, self.reorder = drop, duplicate, reorder
-        self.rng = random.Random(seed)
-        self.held = None
-        self.held_until = 0.0
-        self.dropped = self.duplicated = self.reordered = 0
+class Queued:
+    """A packet waiting in a port's queue, with what its Egress pass needs."""
+    __slots__ = ("frame", "enq_qdepth", "replica", "second_pass")
 
-    def apply(self, buf, now: float):
-        """Frames to send now, in order, for one frame offered."""
-        rng = self.rng
-        if self.drop and rng.random() < self.drop:
-            self.dropped += 1
-            return ()
-        out = [buf]
-        if self.duplicate and rng.random() < self.duplicate:
-            self.duplicated += 1
-            out.append(bytearray(buf))
-        if self.held is not None:
-            out.append(self.held)
-            self.held = None
-        elif self.reorder and rng.random() < self.reorder:
-            self.reordered += 1
-            self.held = out.pop(0)
-            self.held_until = now + REORDER_HOLD_S
-        return out
-
-    def release_due(self, now: float):
-        """The held frame once its hold time is over (else None)."""
-        if self.held is not None and now >= self.held_until:
-            frame, self.held = self.held, None
-            return frame
-        return None
+    def __init__(self, frame: bytearray, enq_qdepth: int, replica: bool, second_pass: bool):
+        self.frame = frame
+        self.enq_qdepth = enq_qdepth      # packets ahead of it when it was enqueued
+        self.replica = replica            # a multicast copy (bmv2: instance_type REPLICATION)
+        self.second_pass = second_pass    # an impairment's duplicate, or a reordered packet back in the queue
 
 
 class Egress:
     """Per-port ECN marking, INA egress counting, multicast rewrite, impairments and shaping."""
 
     def __init__(self, tables):
-        self.ecn_threshold = [0]                     # register ecn_threshold
-        self.port_ina_tx = [0] * program.MAX_PORTS   # counter port_ina_tx
+        self.ecn_threshold = [0]                        # register ecn_threshold
+        self.impair_drop = [0] * program.MAX_PORTS      # register impair_drop (thresholds of IMPAIR_SCALE)
+        self.impair_duplicate = [0] * program.MAX_PORTS  # register impair_duplicate
+        self.impair_reorder = [0] * program.MAX_PORTS   # register impair_reorder
+        self.port_ina_tx = [0] * program.MAX_PORTS      # counter port_ina_tx
         self.port_ecn_marked = [0] * program.MAX_PORTS  # counter port_ecn_marked
+        self.port_impair_dropped = [0] * program.MAX_PORTS     # counter port_impair_dropped
+        self.port_impair_duplicated = [0] * program.MAX_PORTS  # counter port_impair_duplicated
+        self.port_impair_reordered = [0] * program.MAX_PORTS   # counter port_impair_reordered
+        self.mirror_sessions = {}   # session id -> port (bmv2: mirroring_session_add)
+        self.impair_rng = {}        # port -> random.Random: the random extern, seeded per port
         self._mcast_rewrite = tables["ina_mcast_rewrite"].exact
-        self.queues = {}        # port -> PortQueue
-        self.impairments = {}   # port -> Impairment
+        self.queues = {}            # port -> PortQueue (shaped ports)
 
     def qdepth(self, port: int) -> int:
         q = self.queues.get(port)
         return len(q.queue) if q else 0
 
-    def enqueue(self, port: int, buf: bytearray, now: float, send, replica: bool = False):
-        """Traffic manager + Egress for one packet, then the port's queue or the wire (``send(port, buf)``)."""
+    def seed_port(self, port: int, seed: int) -> None:
+        """Restart ``port``'s impairment draws from ``seed``."""
+        self.impair_rng[port] = random.Random(seed)
+
+    def enqueue(self, port: int, buf: bytearray, now: float, send, replica: bool = False,
+                second_pass: bool = False):
+        """The traffic manager: tail drop past the port's depth, else the packet leaves now (unshaped or
+        idle port with the tokens) or waits in the port's queue; ``send(port, buf)`` puts it on the wire."""
         queue = self.queues.get(port)
-        depth = 0
-        if queue is not None:
-            depth = len(queue.queue)
-            if depth >= queue.depth_pkts:
-                queue.dropped += 1
-                return
+        if queue is None:
+            self.depart(port, buf, 0, replica, second_pass, now, send)
+            return
+        depth = len(queue.queue)
+        if depth >= queue.depth_pkts:
+            queue.dropped += 1
+            return
+        queue.refill(now)
+        if not depth and queue.tokens >= len(buf):
+            queue.tokens -= len(buf)
+            self.depart(port, buf, 0, replica, second_pass, now, send)
+        else:
+            queue.queue.append(Queued(buf, depth, replica, second_pass))
+
+    def depart(self, port: int, buf: bytearray, enq_qdepth: int, replica: bool, second_pass: bool, now: float,
+               send):
+        """ina.p4's Egress for one packet leaving its queue (the module docstring lists the steps)."""
+        if second_pass:
+            send(port, buf)
+            return
         if replica:
             entry = self._mcast_rewrite.get(port.to_bytes(2, "big"))
             if entry is not None and entry[0] == "mcast_rewrite":
@@ -148,7 +184,7 @@ class Egress:
                 buf[30:34] = ip
                 buf[40] = buf[41] = 0  # UDP checksum: the pseudo-header changed
         threshold = self.ecn_threshold[0]
-        if threshold and depth >= threshold and (buf[15] & 3) in (1, 2):
+        if threshold and enq_qdepth >= threshold and (buf[15] & 3) in (1, 2):
             buf[15] |= 3
             if port < program.MAX_PORTS:
                 self.port_ecn_marked[port] += 1
@@ -156,51 +192,47 @@ class Egress:
                 and not buf[INA_OFFSET + 3] & FLAG_RESULT and port < program.MAX_PORTS:
             self.port_ina_tx[port] += 1     # gradient packets only, as ina.p4 counts them
         fix_ipv4_checksum(buf)
-        imp = self.impairments.get(port)
-        if imp is None:
-            if queue is None:
-                send(port, buf)
-            else:
-                self._queue(queue, port, buf, now, send)
+        if port >= program.MAX_PORTS:
+            send(port, buf)
             return
-        for frame in imp.apply(buf, now):
-            self._offer(port, frame, now, send)
-
-    def _offer(self, port, frame, now, send):
-        queue = self.queues.get(port)
-        if queue is None:
-            send(port, frame)
+        threshold = self.impair_drop[port]
+        if threshold and self._draw(port) < threshold:
+            self.port_impair_dropped[port] += 1
+            return
+        copy_port = None
+        threshold = self.impair_duplicate[port]
+        if threshold and self._draw(port) < threshold:
+            self.port_impair_duplicated[port] += 1
+            copy_port = self.mirror_sessions.get(program.impair_session(port))   # no session: no copy (bmv2)
+        reordered = False
+        threshold = self.impair_reorder[port]
+        if threshold and self._draw(port) < threshold:
+            self.port_impair_reordered[port] += 1
+            reordered = True
+        if copy_port is not None:
+            self.enqueue(copy_port, bytearray(buf), now, send, second_pass=True)
+        if reordered:   # recirculated: Ingress sends it straight back to this port (ina.p4's first check)
+            self.enqueue(port, buf, now, send, second_pass=True)
         else:
-            self._queue(queue, port, frame, now, send)
+            send(port, buf)
 
-    @staticmethod
-    def _queue(queue, port, frame, now, send):
-        queue.refill(now)
-        if not queue.queue and queue.tokens >= len(frame):
-            queue.tokens -= len(frame)
-            send(port, frame)
-        elif len(queue.queue) >= queue.depth_pkts:
-            queue.dropped += 1
-        else:
-            queue.queue.append(frame)
+    def _draw(self, port: int) -> int:
+        """A uniform draw in [0, IMPAIR_SCALE) from ``port``'s generator (seeded with the port number
+        until set_port_impairment seeds it)."""
+        rng = self.impair_rng.get(port)
+        if rng is None:
+            rng = self.impair_rng[port] = random.Random(port)
+        return rng.getrandbits(IMPAIR_DRAW_BITS)
 
     def drain(self, now: float, send) -> float:
-        """Send what the shapers and reorder holds allow now; return the next time something may leave."""
-        earliest = float("inf")
-        for port, imp in self.impairments.items():
-            if imp.held is not None:
-                frame = imp.release_due(now)
-                if frame is not None:
-                    self._offer(port, frame, now, send)
-                else:
-                    earliest = min(earliest, imp.held_until)
+        """Send what the shapers allow now; return the next time something may leave."""
         for port, queue in self.queues.items():
             if not queue.queue:
                 continue
             queue.refill(now)
-            while queue.queue and queue.tokens >= len(queue.queue[0]):
-                frame = queue.queue.popleft()
-                queue.tokens -= len(frame)
-                send(port, frame)
-            earliest = min(earliest, queue.next_departure(now))
-        return earliest
+            while queue.queue and queue.tokens >= len(queue.queue[0].frame):
+                item = queue.queue.popleft()
+                queue.tokens -= len(item.frame)
+                self.depart(port, item.frame, item.enq_qdepth, item.replica, item.second_pass, now, send)
+        # after every departure: an impaired one may have queued a packet on any port
+        return min((queue.next_departure(now) for queue in self.queues.values()), default=float("inf"))

@@ -55,6 +55,7 @@ VERB_ARGUMENTS = {
     "register_read": {"name": "str", "index": "int"},
     "register_write": {"name": "str", "index": "int", "value": "int"},
     "register_reset": {"name": "str"},
+    "register_read_all": {"name": "str"},
     "counter_read": {"name": "str", "index": "int"},
     "counter_reset": {"name": "str"},
     "mc_group_create": {"group_id": "int", "ports": "list"},
@@ -218,7 +219,7 @@ class SwitchProcess:
         monotonic = time.monotonic
         while self.running:
             timeout = -1
-            if egress.queues or egress.impairments:
+            if egress.queues:
                 nxt = egress.drain(monotonic(), send)
                 if nxt != float("inf"):
                     timeout = max(0.0, nxt - monotonic())
