@@ -26,10 +26,11 @@ Choices:
   in job order; more than the switch has is a PolicyError naming the switch.
 - A switch egress is shaped by the switch itself at the link's rate (hosts
   shape their own egress with htb): no link direction is shaped twice.
-- Workers get the transport each paper pairs with their scheme
-  (``testbed.agents.transport.default_transport``), their host link rate for
-  pacing, and a first-RESULT allowance covering the job's compute-delay
-  spread (:func:`straggler_allowance_s`).
+- Workers get their job's ``transport`` and ``transport_options`` as the
+  scenario resolved them (by default the transport each paper pairs with
+  the scheme, ``testbed.agents.transport.default_transport``), their host
+  link rate for pacing, and a first-RESULT allowance covering the job's
+  compute-delay spread (:func:`straggler_allowance_s`).
 - Aggregation capacity (GRID's switch processing capacity) becomes the
   ``agg_capacity`` meter in fragments/s: capacity_bps / (lanes x 32 bits).
 """
@@ -37,7 +38,6 @@ Choices:
 from dataclasses import asdict, dataclass, field
 
 from testbed.agents.config import AgentConfig, SubmodelPlan
-from testbed.agents.transport import default_transport
 from testbed.dataplane import program
 from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
                                       check_switch_limits, validate_entry)
@@ -332,7 +332,6 @@ def _agents(scenario, policy, result):
                 sp.slot_base, sp.slot_count = result.slot_ranges.get((job.name, agg.name), (0, 0))
             return sp
 
-        transport = default_transport(job.policy)
         first_result_timeout_s = straggler_allowance_s(scenario, job)
         for index, w in enumerate(job.workers):
             delay = next((asdict(d) for d in scenario.stragglers.compute_delays if w in d.workers), {})
@@ -345,7 +344,8 @@ def _agents(scenario, policy, result):
             result.agents.append(AgentConfig(
                 role="worker", name=w, ip=topo.node(w).ip, worker_index=index,
                 submodels=[plan_of(g, w) for g in range(len(fragments))], compute_time_s=job.compute_time_s,
-                compute_delay=delay, window=window, participant=w in counted, transport=transport,
+                compute_delay=delay, window=window, participant=w in counted, transport=job.transport,
+                transport_options=dict(job.transport_options),
                 link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=first_result_timeout_s, **common))
         workers = [(i, topo.node(w).ip) for i, w in enumerate(job.workers)]
         for ps in job.ps:

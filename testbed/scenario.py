@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from testbed import models, topology
+from testbed.agents.transport import AWAITING_DATA_PLANE, TRANSPORTS, default_transport
 from testbed.dataplane.wire import DEFAULT_LANES, MAX_WORKERS_PER_JOB, choose_scale_bits, fragments_of
 from testbed.errors import ScenarioError, TopologyError, UnitError, brief_repr as _brief
 from testbed.units import parse_duration_s, parse_rate_bps, parse_size_bytes
@@ -98,7 +99,11 @@ DEFAULT_MIN_RTO = "200ms"
 DEFAULT_WINDOW = 100
 JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterations", "compute_time",
             "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches",
-            "submodel_elements", "policy_options", "ps_memory"}
+            "submodel_elements", "policy_options", "ps_memory", "transport", "transport_options"}
+#: A job's ``transport:`` (how its workers send; testbed/agents/transport registers one class per name, and
+#: each class declares the ``transport_options`` it takes). Default: the one each paper pairs with the
+#: job's policy (``default_transport``). Transports are not policies: any policy runs with any transport.
+TRANSPORT_NAMES = tuple(TRANSPORTS)
 #: ``simulation:`` inputs of the flow- and fragment-level simulator (testbed/sim) only.
 SIMULATION_KEYS = {"worker_start", "max_fragment_events", "results"}
 IMPAIRMENT_KEYS = {"link", "drop", "duplicate", "reorder"}
@@ -139,6 +144,8 @@ class JobSpec:
     aggregation_switches: list     # empty = any programmable switch
     policy_options: dict = field(default_factory=dict)   # scheme -> {option: resolved value}
     ps_memory_bytes: float = 0.0   # aggregation memory of each PS for this job (GOAT's B(alpha)); 0 = unlimited
+    transport: str = "atp"         # how its workers send (testbed/agents/transport)
+    transport_options: dict = field(default_factory=dict)   # {option: value}, checked against the transport's OPTIONS
 
 
 @dataclass
@@ -859,6 +866,10 @@ def _resolve_jobs(c, spec, topo, scale, switch):
         window = c.integer(job.get("window", DEFAULT_WINDOW), f"{p}.window", 1, 65535)
         if window > switch.slots:
             c.fail(f"{p}.window", f"window {window} exceeds switch.slots {switch.slots}")
+        transport = c.choice(job.get("transport", default_transport(policy)), f"{p}.transport", TRANSPORT_NAMES)
+        transport_options = _resolve_transport_options(
+            c, job.get("transport_options"), f"{p}.transport_options", transport, window,
+            sum(fragments_of(n, switch.lanes) for n in elements))
         jobs.append(JobSpec(
             name=name, job_id=i + 1, model=model_name, gradient_bytes=4 * sum(elements),
             submodel_elements=elements, workers=workers, ps=ps, policy=policy,
@@ -871,7 +882,8 @@ def _resolve_jobs(c, spec, topo, scale, switch):
             policy_options=_resolve_policy_options(c, job.get("policy_options") or {}, f"{p}.policy_options",
                                                    workers),
             ps_memory_bytes=c.size_bytes(job["ps_memory"], f"{p}.ps_memory", allow_zero=True) * scale
-            if "ps_memory" in job else 0.0))
+            if "ps_memory" in job else 0.0,
+            transport=transport, transport_options=transport_options))
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         c.fail("jobs", f"job names must be unique, got {names}")
@@ -937,6 +949,38 @@ def _resolve_policy_options(c, spec, path, workers):
                 out[f"{key}_s"] = {w: c.duration_s(d, f"{kp}.{w}", allow_zero=False) for w, d in value.items()}
         resolved[scheme] = out
     return resolved
+
+
+def _resolve_transport_options(c, spec, path, transport, window, fragments):
+    """``transport_options: {initial_cwd: 16, awd_limit: false}`` for the job's ``transport``, checked
+    against that transport's ``OPTIONS`` (kinds in testbed/agents/transport/base.py) and its
+    ``option_conflict``; ``window`` is the job's window, ``fragments`` what a worker sends per iteration."""
+    if spec is None:
+        return {}
+    allowed = TRANSPORTS[transport].OPTIONS
+    if not isinstance(spec, dict):
+        c.fail(path, f"expected a mapping of {transport}'s options, got {_brief(spec)}")
+    if spec and not allowed:
+        c.fail(path, f"transport {transport} takes no options")
+    c.keys(spec, path, set(allowed))
+    out = {}
+    for key, value in spec.items():
+        kind, kp = allowed[key], f"{path}.{key}"
+        if kind[0] == "window":
+            most = window if kind[1] is None else min(window, kind[1])
+            out[key] = c.integer(value, kp, 1, most)
+        elif kind[0] == "fragments":
+            out[key] = c.integer(value, kp, 1, fragments)
+        elif kind[0] == "weight":
+            out[key] = c.number(value, kp, 0, 1, low_open=True)
+        else:  # bool
+            if not isinstance(value, bool):
+                c.fail(kp, f"expected true or false, got {_brief(value)}")
+            out[key] = value
+    conflict = TRANSPORTS[transport].option_conflict(out)
+    if conflict:
+        c.fail(f"{path}.{conflict[0]}", conflict[1])
+    return out
 
 
 def _resolve_simulation(c, spec, jobs):
@@ -1122,7 +1166,8 @@ def emulation_limits(scenario) -> list:
     A resolved scenario is valid input for the flow-level simulator; these are
     the checks that would otherwise fail only once the network is built (htb's
     rate ceiling, switch memory) or that the emulation would silently ignore
-    (the simulator's ``simulation:`` inputs). Empty: nothing stops a run.
+    (the simulator's ``simulation:`` inputs, a transport whose switch side the
+    data plane does not implement yet). Empty: nothing stops a run.
     Pure: reads the scenario, touches nothing. ``require_emulable`` raises on
     the first.
     """
@@ -1132,7 +1177,11 @@ def emulation_limits(scenario) -> list:
 
 def require_emulable(scenario) -> None:
     """Raise ScenarioError ``FILE:LINE: field: valid for `inatb simulate` only: reason`` (the first limit;
-    the others are named by field) unless ``emulation_limits(scenario)`` is empty."""
+    the others are named by field) unless ``emulation_limits(scenario)`` is empty. A transport the data
+    plane cannot run yet comes first, as ``FILE:LINE: jobs.N.transport: transport NAME needs ...``: it is
+    no simulator input (the simulator models no transport), only a feature the emulation lacks."""
+    for path, reason in _transport_gaps(scenario):
+        raise ScenarioError(path, reason, scenario.source, line_of(scenario.lines, path))
     found = _emulation_limit_fields(scenario)
     if not found:
         return
@@ -1153,7 +1202,14 @@ def _emulation_limit_fields(scenario) -> list:
     if scenario.simulation.worker_start_fragments:
         found.append(("simulation.worker_start", "the emulation starts every worker together; staggered starts "
                                                  "are a model input of the simulator"))
-    return found
+    return _transport_gaps(scenario) + found
+
+
+def _transport_gaps(scenario) -> list:
+    """[(jobs.N.transport, reason)] for jobs whose transport the data plane cannot run yet
+    (``AWAITING_DATA_PLANE``): refused rather than run without the packets its workers read."""
+    return [(f"jobs.{i}.transport", f"transport {job.transport} {AWAITING_DATA_PLANE[job.transport]}")
+            for i, job in enumerate(scenario.jobs) if job.transport in AWAITING_DATA_PLANE]
 
 
 def _htb_limits(scenario) -> list:

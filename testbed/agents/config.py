@@ -48,8 +48,8 @@ class AgentConfig:
     compute_delay: dict = field(default_factory=dict)  # worker: straggler delay distribution (see worker.py)
     window: int = 64
     retransmit_timeout_s: float = 0.05   # worker: minimum RTO
-    transport: str = "atp"               # worker: testbed.agents.transport name
-    transport_options: dict = field(default_factory=dict)
+    transport: str = "atp"               # worker: testbed.agents.transport name (the job's ``transport``)
+    transport_options: dict = field(default_factory=dict)   # worker: the job's ``transport_options``, validated
     link_rate_bps: float = 0.0           # worker: its host link (pacing); 0 = unpaced
     first_result_timeout_s: float = 1.0  # worker: wait for the first RESULT of an iteration (stragglers)
     run_dir: str = ""        # records, ready and go files live here

@@ -6,10 +6,16 @@ sub-model is sent to the aggregation node the policy chose for it (a switch
 INA address or the PS). When a fragment leaves, and when it is sent again
 flagged RETX, is the job's transport's decision (``testbed/agents/transport``:
 ATP's congestion-controlled window by default, SwitchML's self-clocked one
-for ``switchml``); this agent only moves packets in and out of it. A fragment
-is acknowledged by the RESULT carrying its aggregate; the PS's ECN_ECHO on a
-RESULT reaches the transport too. Communication time is the time from the
-first send to the last RESULT of the iteration.
+for ``switchml``, PA-ATP's dual windows for ``pa-atp`` and ``strawasyn``);
+this agent only moves packets in and out of it. A fragment is acknowledged
+by the RESULT carrying its aggregate (PA-ATP's AACK): its ECN_ECHO (the PS's
+echo of a CE mark) and AECN (the switch's aggregator-overflow mark) flags
+reach the transport with it. A GACK (PA-ATP's per-fragment acknowledgment
+from the node that took the fragment: a header without lanes, flag GACK)
+reaches it with its ``progress`` field (S_sum), ``fanin`` (the N that
+S_sum sums over) and ECN_ECHO (the CE mark the fragment met); transports
+without GACKs ignore them. Communication time is the time from the first
+send to the last RESULT of the iteration.
 
 K-of-N schemes (K-SGD, GOAT-Async): a worker whose gradient does not count
 (``participant`` false) sends it straight to the PS, which discards it, and
@@ -36,8 +42,9 @@ import time
 from testbed.agents.common import agent_session, install_status_dump
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
-from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, FRAME_OVERHEAD_BYTES, INA_HEADER,
-                                    INA_HEADER_BYTES, INA_UDP_PORT, fragment_seqs, ina_frame_bytes, slot_index)
+from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
+                                    FRAME_OVERHEAD_BYTES, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT, fragment_seqs,
+                                    ina_frame_bytes, slot_index)
 
 IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks)
 
@@ -84,7 +91,7 @@ class Worker:
         """What this worker waits for (the stall diagnosis)."""
         t = self.transport
         state = {"role": "worker", "iteration": self.iteration, "phase": self.phase, "window": t.window(),
-                 "srtt_s": t.rtt.srtt_s, "rto_s": t.rtt.rto_s(), **t.stats}
+                 "srtt_s": t.rtt.srtt_s, "rto_s": t.rtt.rto_s(), **t.state(), **t.stats}
         if self.phase == "communicating":
             missing = [seq for seq in range(t.total) if not t.acked[seq]]
             state.update(fragments=t.total, results_missing=len(missing), first_missing_seqs=missing[:10],
@@ -118,7 +125,7 @@ class Worker:
                                   path_keys=self.path_keys)
         sent_pkts = retx_pkts = sent_bytes = 0
         t_last_send = t_comm
-        sock, sendto, recv = self.sock, self.sock.sendto, self.sock.recv
+        sock, sendto, recv, receive = self.sock, self.sock.sendto, self.sock.recv, self.receive
         deadline = t_comm + cfg.deadline_s
         superseded = False
         while not transport.finished():
@@ -148,16 +155,7 @@ class Worker:
                         data = recv(4096)
                     except BlockingIOError:
                         break
-                    if len(data) < INA_HEADER_BYTES:
-                        continue
-                    job, flags, _, _, _, _, _, _, it, seq, _, _, _ = INA_HEADER.unpack_from(data)
-                    if job != cfg.job_id or not flags & FLAG_RESULT or seq >= total or it < iteration:
-                        continue
-                    if it > iteration:
-                        self.early_results.setdefault(it, set()).add(seq)
-                        self.newest_iteration = max(self.newest_iteration, it)
-                        continue
-                    transport.on_result(seq, time.monotonic(), bool(flags & FLAG_ECN_ECHO))
+                    receive(data, iteration, time.monotonic())
             if time.monotonic() > deadline:
                 missing = [seq for seq in range(total) if not transport.acked[seq]]
                 raise TimeoutError(f"worker {cfg.name}: iteration {iteration}: no RESULT for {len(missing)} of "
@@ -173,6 +171,25 @@ class Worker:
                 "sent_bytes": sent_bytes, "fragments": total, "window": transport.window(),
                 "srtt_s": transport.rtt.srtt_s, **counts,
                 "sending_rate_bps": self.sending_rate_bps(sent_bytes, sent_pkts, t_last_send - t_comm)}
+
+    def receive(self, data: bytes, iteration: int, now_s: float):
+        """Hand one datagram of this job to the transport: a GACK of ``iteration`` (with its progress
+        sum, fan-in and CE echo), or a RESULT (with its ECN_ECHO and AECN flags); RESULTs of later
+        iterations are remembered for when this worker gets there. Anything else is dropped."""
+        if len(data) < INA_HEADER_BYTES:
+            return
+        job, flags, _, _, _, fanin, _, _, it, seq, _, _, progress = INA_HEADER.unpack_from(data)
+        if job != self.cfg.job_id or seq >= len(self.targets) or it < iteration:
+            return
+        if flags & FLAG_GACK:
+            if it == iteration:
+                self.transport.on_gack(seq, now_s, progress, fanin, bool(flags & FLAG_ECN_ECHO))
+        elif flags & FLAG_RESULT:
+            if it > iteration:
+                self.early_results.setdefault(it, set()).add(seq)
+                self.newest_iteration = max(self.newest_iteration, it)
+            else:
+                self.transport.on_result(seq, now_s, bool(flags & FLAG_ECN_ECHO), bool(flags & FLAG_AECN))
 
     def sending_rate_bps(self, sent_bytes: int, sent_pkts: int, sending_s: float) -> float:
         """GRID's gradient sending rate: frame bits over the time from the first frame's start to the

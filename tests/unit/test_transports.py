@@ -24,7 +24,7 @@ def drain(t, now_s):
 
 
 def test_registry_and_defaults_by_policy():
-    assert set(TRANSPORTS) == {"atp", "switchml"}
+    assert set(TRANSPORTS) == {"atp", "switchml", "strawasyn", "pa-atp"}
     assert default_transport("switchml") == "switchml"
     assert {default_transport(p) for p in ("ps", "atp", "goat", "grid", "inart")} == {"atp"}
     with pytest.raises(ValueError, match="unknown transport 'tcp'"):

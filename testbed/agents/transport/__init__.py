@@ -1,4 +1,4 @@
-"""Worker transports, chosen by name like the policies (``TRANSPORTS``).
+"""Worker transports, chosen per job by name (a scenario's ``transport:``; ``TRANSPORTS``).
 
 - ``atp`` (:mod:`.atp`): ATP's congestion control, the default of every
   scheme but SwitchML: a window of fragments, +1 per RESULT, halved on an ECN
@@ -6,16 +6,38 @@
   ``window``; paced at the host link rate.
 - ``switchml`` (:mod:`.switchml`): SwitchML's self-clocked fixed window (one
   fragment per slot, no congestion control).
+- ``pa-atp`` (:mod:`.pa_atp`): PA-ATP's dual windows (CWD on GACKs, AWD on
+  AACKs), progress-aware congestion control and asynchronous degree control;
+  ``transport_options`` ``progress_aware`` / ``awd_limit`` give the ablations
+  of PA-ATP §VI-D.
+- ``strawasyn`` (:mod:`.pa_atp`): PA-ATP's code with both modules off, the
+  strawman asynchronous congestion control PA-ATP compares against.
 
-Both share :class:`.base.Transport`: the sliding window over seq, RTT
-estimation, timers and gap detection. A new transport is a sibling module
-registered here.
+Transports are not policies: a policy decides where fragments are
+aggregated, a transport when each worker sends them; any policy runs with
+any transport. Each class declares the ``transport_options`` it takes
+(``OPTIONS``), which the scenario validates. All share
+:class:`.base.Transport`: the sliding window over seq, RTT estimation,
+timers and gap detection. A new transport is a sibling module registered
+here.
 """
 
 from testbed.agents.transport.atp import AtpTransport
+from testbed.agents.transport.pa_atp import PaAtpTransport, StrawAsynTransport
 from testbed.agents.transport.switchml import SwitchMLTransport
 
-TRANSPORTS = {cls.name: cls for cls in (AtpTransport, SwitchMLTransport)}
+TRANSPORTS = {cls.name: cls for cls in (AtpTransport, SwitchMLTransport, StrawAsynTransport, PaAtpTransport)}
+
+#: Transports whose switch side the data plane (p4/ina.p4 and pyswitch) does not implement yet, with the
+#: reason: ``inatb validate`` and ``inatb run`` refuse a job that chooses one (testbed.scenario's emulation
+#: limits) rather than run it without the packets its worker side reads. Remove a name once the data
+#: plane sends them.
+AWAITING_DATA_PLANE = {
+    "pa-atp": "needs GACKs (with the progress sum and CE mark) and AECN marks on RESULTs, which the data plane "
+              "(p4/ina.p4, pyswitch) does not send yet: PA-ATP's switch side is not implemented",
+    "strawasyn": "needs GACKs, which the data plane (p4/ina.p4, pyswitch) does not send yet: PA-ATP's switch "
+                 "side is not implemented",
+}
 
 
 def default_transport(policy: str) -> str:

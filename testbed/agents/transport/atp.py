@@ -12,9 +12,10 @@ halving per round trip never brings an incast of several workers below the
 switch queue, and the queue tail-drops (measured: 117 drops at the PS port
 of GOAT's testbed under ``ps``, 8 workers). RESULTs go to every
 worker of the job, so all workers of a job slide and cut their windows
-together (PA-ATP §II-B). ``transport_options``: ``initial_window`` (default
-8: eight 64-lane frames per worker keep the PS queue of a 8-worker incast
-inside the default 64-packet queue).
+together (PA-ATP §II-B). ``transport_options``: ``initial_window``, in
+fragments within [1, min(100, the job's window)] (default 8: eight 64-lane
+frames per worker keep the PS queue of a 8-worker incast inside the default
+64-packet queue).
 """
 
 from testbed.agents.transport.base import Transport
@@ -26,6 +27,7 @@ DEFAULT_INITIAL_WINDOW = 8
 
 class AtpTransport(Transport):
     name = "atp"
+    OPTIONS = {"initial_window": ("window", MAX_WINDOW)}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -38,7 +40,7 @@ class AtpTransport(Transport):
     def window(self) -> int:
         return int(self.cwnd)
 
-    def on_ack(self, now_s: float):
+    def on_ack(self, now_s: float, seq: int, aecn: bool):
         step = 1.0 if self.slow_start else 1.0 / self.cwnd
         self.cwnd = min(float(self.max_window), self.cwnd + step)
 

@@ -12,7 +12,10 @@ fragment may leave is a sliding window over seq: ``seq`` < lowest
 unacknowledged + ``window()``, so fragments in flight never share a slot at
 their aggregation switch (slot = seq mod slots, window <= slots; SwitchML's
 self-clocking). Subclasses decide ``window()`` (congestion control) and
-react to ECN echoes and losses.
+react to ECN echoes and losses; one with more than one window (PA-ATP's CWD
+and AWD) replaces ``send_limit()``, and may let fragments outrun the job's
+slots on purpose (PA-ATP §II-B 3: the overflow goes to the PS). Transports that use PA-ATP's per-fragment
+acknowledgments (GACKs) read them in ``on_gack``; the others ignore them.
 
 Retransmission (RFC 6298 estimator, Karn's rule): RTO = max(min RTO,
 SRTT + 4 RTTVAR), 1 s before the first sample, doubled per attempt, at most
@@ -89,6 +92,17 @@ class Transport:
 
     name = "base"
 
+    #: ``transport_options`` the scenario may give, by name: ("window", most) (an integer in
+    #: [1, min(most, the job's window)]; most None = the job's window), ("fragments",) (an integer in
+    #: [1, the fragments a worker sends per iteration]), ("weight",) (a number in (0, 1]), ("bool",).
+    #: testbed/scenario.py enforces them; defaults and meaning live in the subclass.
+    OPTIONS = {}
+
+    @classmethod
+    def option_conflict(cls, options: dict):
+        """(option, reason) when ``options`` (each valid on its own) contradict each other, else None."""
+        return None
+
     def __init__(self, window_cap: int, link_rate_bps: float, frame_bytes: int, min_rto_s: float,
                  first_result_timeout_s: float = 1.0, options: dict = None):
         self.window_cap = max(1, int(window_cap))
@@ -104,8 +118,18 @@ class Transport:
     def window(self) -> int:
         return self.window_cap
 
-    def on_ack(self, now_s: float):
-        """A RESULT acknowledged a fragment for the first time."""
+    def on_ack(self, now_s: float, seq: int, aecn: bool):
+        """A RESULT acknowledged fragment ``seq`` for the first time; ``aecn``: it carried PA-ATP's
+        aggregator-overflow mark (AECN, §III-B 3)."""
+
+    def on_gack(self, seq: int, now_s: float, progress_sum: int = 0, fanin: int = 1, ecn_echo: bool = False):
+        """PA-ATP's gradient ACK (GACK, §III-B 1): fragment ``seq`` of this iteration reached its
+        aggregation node; ``progress_sum`` is the node's S_sum over the ``fanin`` workers it
+        aggregates, ``ecn_echo`` the CE mark the fragment met. Transports without GACKs ignore it."""
+
+    def state(self) -> dict:
+        """Congestion-control state beyond ``window()`` and ``stats``, for the stall diagnosis."""
+        return {}
 
     def on_congestion(self, now_s: float, reason: str, sent_order: int):
         """An ECN echo (``"ecn"``) or a loss (``"loss"``) about a fragment that left as send number
@@ -151,14 +175,18 @@ class Transport:
             seq = self.pending_retx.pop(0)
             if not self.acked[seq]:
                 return seq, True
-        self._advance_base()
-        limit = min(self.total, self.base + self.window())
+        limit = self.send_limit()
         while self.next_seq < limit:
             seq = self.next_seq
             self.next_seq += 1
             if not self.acked[seq]:
                 return seq, False
         return None
+
+    def send_limit(self) -> int:
+        """First seq that may not leave yet: the window's right edge (capped at the iteration's end)."""
+        self._advance_base()
+        return min(self.total, self.base + self.window())
 
     def on_sent(self, seq: int, retransmission: bool, now_s: float):
         self.pacer.sent(now_s)
@@ -177,8 +205,9 @@ class Transport:
             return now_s + max(rto, self.first_result_timeout_s)
         return now_s + rto
 
-    def on_result(self, seq: int, now_s: float, ecn_echo: bool = False):
-        """A RESULT for ``seq`` of this iteration arrived."""
+    def on_result(self, seq: int, now_s: float, ecn_echo: bool = False, aecn: bool = False):
+        """A RESULT (PA-ATP's AACK) for ``seq`` of this iteration arrived, with the PS's ECN_ECHO and
+        the switch's AECN flags."""
         if ecn_echo:
             self.stats["ecn_echoes"] += 1
             self.on_congestion(now_s, "ecn", self.send_order[seq] if seq < self.total else self.sends)
@@ -191,7 +220,7 @@ class Transport:
             self.rtt.sample(now_s - max(self.sent_at[seq], self.first_result_s))
         self.acked[seq] = 1
         self.done += 1
-        self.on_ack(now_s)
+        self.on_ack(now_s, seq, aecn)
         if self.attempts[seq] == 0:
             # A RESULT for a retransmitted fragment may answer its original (Karn): it proves no gap.
             self._detect_gaps(seq, now_s)
@@ -227,6 +256,6 @@ class Transport:
         times = []
         if self.timers:
             times.append(self.timers[0][0])
-        if self.pending_retx or self.next_seq < min(self.total, self.base + self.window()):
+        if self.pending_retx or self.next_seq < self.send_limit():
             times.append(self.pacer.next_s)
         return min(times) if times else None

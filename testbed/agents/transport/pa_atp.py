@@ -1,0 +1,280 @@
+"""PA-ATP's worker side (PA-ATP §III-B, §IV), and StrawAsyn with the ablations of §VI-D, as one state machine.
+
+Dual sliding windows (§III-B 1). Every fragment gets two acknowledgments:
+a GACK from the node that took it (its aggregation switch, or the PS for a
+fragment that overflowed the aggregators) and an AACK, the RESULT carrying
+its aggregate once every worker's fragment is in. ``last_GACK`` and
+``last_AACK`` are the highest seqs acknowledged continuously; here, with
+per-seq tracking, ``gbase`` = ``last_GACK + 1`` is the lowest seq with
+neither a GACK nor a RESULT (a RESULT proves the fragment arrived) and
+``base`` = ``last_AACK + 1`` the lowest without a RESULT. The congestion
+window CWD slides on GACKs, the asynchronous degree window AWD on AACKs, and
+a fragment leaves only below both right edges:
+``seq < min(gbase + CWD, base + AWD)`` (the paper's ``snd_next <
+min(last_GACK + CWD, last_AACK + AWD)``, counted from the first seq not yet
+acknowledged, as every window of :class:`.base.Transport` is).
+
+Progress-aware congestion control (§III-B 2). Each new GACK adds one to CWD
+(within [1, the job's window cap]: the scenario's ``window``, at most the
+job's slots at its first switch). The GACK's PROG field carries S_sum, the
+sum over the ``N`` workers the node aggregates (the GACK's ``fanin``) of the
+last seq it got from each. Then p_l = last_GACK - last_AACK, s_avg = S_sum / N,
+p_avg = s_avg - last_AACK, p = p_l / p_avg clipped to [0, p_max] with p_max =
+AWD / p_avg. The congestion level alpha follows DCTCP: at the end of every
+round, alpha = (1 - f) alpha + f e, e the fraction of the round's GACKs that
+carried a CE mark. A CE-marked GACK about a fragment sent after the last cut
+(at most one cut per round, RFC 3168 §6.1.2, as ``atp``) cuts CWD x (1 - d/2)
+with d = alpha ^ (1 - p / p_max) (Eq. 1): a leading worker (p near p_max)
+halves whatever alpha is, the most stalled one (p near 0) cuts as DCTCP does.
+The cut uses alpha as the rounds before measured it (alpha_i of Eq. 1); the
+GACK that cuts does not also grow CWD.
+
+Asynchronous degree control (§III-B 3). At the end of every AACK round,
+AWD = AWD x (1 - beta / 2) if any of its RESULTs carried AECN (Eq. 2), else
+AWD + 1; then beta = (1 - w) beta + w g, g the fraction of the round's RESULTs
+that carried AECN.
+
+A round (DCTCP's RTT round) ends at the first acknowledgment, of its kind,
+of a fragment sent after the round began (sends are numbered across
+iterations), so rounds need no RTT estimate and follow each ACK clock.
+
+Losses are :class:`.base.Transport`'s: a gap in the AACKs of one path
+retransmits at once (§III-B 1), timers fire on the RTO measured from
+RESULTs (which includes the wait for other workers, so a fragment held at
+its aggregator does not time out on the network round trip alone; one that
+waits longer is retransmitted, and its partial aggregate goes to the PS, as
+under ``atp``). A GACK stops no timer. A loss
+halves CWD, once per round (TCP's and DCTCP's reaction; the paper names
+none). The PS's ECN_ECHO on RESULTs is ignored: it is the job-wide,
+synchronous signal PA-ATP replaces by each worker's own marks on its GACKs.
+
+StrawAsyn and the ablations (§V-A, §VI-D Fig. 15) are this code with
+switches: ``progress_aware: false`` makes d = alpha (DCTCP, StrawAsyn+AL);
+``awd_limit: false`` drops the AWD edge (StrawAsyn+PC); transport
+``strawasyn`` is both off (asynchronous windows, no progress, no AWD).
+Without AWD, p_max = N: p_l cannot exceed the sum of the N workers' local
+progress, N x p_avg.
+
+Choices where the paper is silent:
+
+- initial CWD 8 (``initial_cwd``): ATP's initial window here, so the two
+  start alike (eight 64-lane frames per worker keep an 8-worker incast
+  inside the default 64-packet ECN threshold);
+- initial AWD = the job's window cap (``initial_awd``): the asynchrony the
+  job's own slots hold without overflow; beyond it AWD grows only while no
+  AECN comes back;
+- AWD within [1, the fragments of one iteration]: 1 keeps the job moving;
+  above, only AECN bounds it, as in §III-C (R_max = eta (M + BDP) + N, Eq. 7):
+  PA-ATP deliberately sends past the aggregators to the PS over idle
+  bandwidth (Eq. 11-12), so neither the slots nor the job's window cap AWD;
+  past one iteration it limits nothing;
+- alpha and beta start at 1 (Linux DCTCP's initial alpha): until measured,
+  a first mark halves as TCP would;
+- f = w = 0.125 (``ecn_weight``, ``aecn_weight``), the paper's §V-A values;
+- progress unknown (no GACK yet this iteration, or p_avg <= 0: a progress
+  sum older than the RESULTs) counts as p = 0: d = alpha, DCTCP's cut; the
+  progress is that of the latest GACK (sub-models aggregated at different
+  nodes each report their own node's S_sum and N). At an iteration's start
+  S_sum may still hold a slower worker's seq of the previous iteration: p_avg
+  is overestimated, so workers cut as DCTCP would rather than harder;
+- eta, the switch's AECN threshold factor, is a switch parameter:
+  :func:`aecn_threshold_factor` gives Eq. 9's upper bound, the paper's choice.
+"""
+
+from testbed.agents.transport.base import Transport
+
+MIN_CWD = 1
+MIN_AWD = 1
+DEFAULT_INITIAL_CWD = 8
+DEFAULT_ECN_WEIGHT = 0.125      # f (§V-A)
+DEFAULT_AECN_WEIGHT = 0.125     # w (§V-A)
+INITIAL_ALPHA = 1.0
+INITIAL_BETA = 1.0
+
+
+def aecn_threshold_factor(aggregators: int, bdp_pkts: float, aggregation_pkts_per_rtt: float, jobs: int) -> float:
+    """eta at the upper bound of PA-ATP's Eq. 9: 1 - (C_A + N) / (M + BDP) (§III-C).
+
+    ``aggregators`` is M, the switch's aggregators; ``bdp_pkts`` the bandwidth-delay product in
+    packets; ``aggregation_pkts_per_rtt`` C_A, the aggregation throughput (the sum of the most
+    stalled workers' rates of all jobs) in packets per round trip; ``jobs`` N, the jobs with
+    stragglers sharing the switch. The switch marks AECN once its used aggregators plus overflowed
+    gradients exceed eta x (M + BDP) = M + BDP - C_A - N, so the largest total AWD, R_max = eta (M +
+    BDP) + N (Eq. 7), equals M + BDP - C_A, the limit of Eq. 8. The paper sets eta to this bound
+    "to maximize the throughput". ValueError when no eta in (0, 1) satisfies Eq. 9.
+    """
+    if aggregators < 0 or bdp_pkts < 0 or aggregation_pkts_per_rtt < 0 or jobs < 1:
+        raise ValueError(f"expected M, BDP, C_A >= 0 and N >= 1, got M={aggregators}, BDP={bdp_pkts}, "
+                         f"C_A={aggregation_pkts_per_rtt}, N={jobs}")
+    capacity = aggregators + bdp_pkts
+    eta = 1.0 - (aggregation_pkts_per_rtt + jobs) / capacity if capacity > 0 else 0.0
+    if eta <= 0:
+        raise ValueError(f"no AECN threshold fits: C_A + N = {aggregation_pkts_per_rtt + jobs:g} is not below "
+                         f"M + BDP = {capacity:g} (Eq. 9)")
+    return eta
+
+
+class PaAtpTransport(Transport):
+    """PA-ATP's dual windows; ``progress_aware`` and ``awd_limit`` switch its two modules (§VI-D)."""
+
+    name = "pa-atp"
+    OPTIONS = {"initial_cwd": ("window", None), "initial_awd": ("fragments",), "ecn_weight": ("weight",),
+               "aecn_weight": ("weight",), "progress_aware": ("bool",), "awd_limit": ("bool",)}
+    #: What ``progress_aware`` and ``awd_limit`` are when not given.
+    DEFAULT_PROGRESS_AWARE = True
+    DEFAULT_AWD_LIMIT = True
+    #: Options that set the AWD module, meaningless once ``awd_limit`` is off.
+    AWD_OPTIONS = ("initial_awd", "aecn_weight")
+
+    @classmethod
+    def option_conflict(cls, options: dict):
+        if not options.get("awd_limit", cls.DEFAULT_AWD_LIMIT):
+            for key in cls.AWD_OPTIONS:
+                if key in options:
+                    return key, "sets the asynchronous degree window, which awd_limit: false turns off"
+        return None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        o = self.options
+        self.progress_aware = bool(o.get("progress_aware", self.DEFAULT_PROGRESS_AWARE))
+        self.awd_limit = bool(o.get("awd_limit", self.DEFAULT_AWD_LIMIT))
+        self.ecn_weight = float(o.get("ecn_weight", DEFAULT_ECN_WEIGHT))
+        self.aecn_weight = float(o.get("aecn_weight", DEFAULT_AECN_WEIGHT))
+        self.max_cwd = self.window_cap
+        self.cwd = float(max(MIN_CWD, min(self.max_cwd, o.get("initial_cwd", DEFAULT_INITIAL_CWD))))
+        self.awd = float(max(MIN_AWD, o.get("initial_awd", self.window_cap)))
+        self.alpha = INITIAL_ALPHA
+        self.beta = INITIAL_BETA
+        self.recover_order = 0          # sends up to this one were out when CWD was last cut
+        self.gack_round_end = 0         # a GACK about a later send ends the GACK round
+        self.gack_round = [0, 0]        # [GACKs, CE-marked GACKs] of the round so far
+        self.aack_round_end = 0
+        self.aack_round = [0, 0]        # [RESULTs, AECN-marked RESULTs]
+        self.progress_sum = None        # S_sum of the latest GACK of this iteration, and its N
+        self.progress_workers = 1
+        self.stats.update(gacks=0, gack_ce_marks=0, aecn_marks=0, awd_cuts=0)
+        self.gacked = bytearray(0)
+        self.gbase = 0
+
+    # -- the dual windows --------------------------------------------------------------------
+    def window(self) -> int:
+        return int(self.cwd)
+
+    def start_iteration(self, total: int, acked_seqs=(), now_s: float = 0.0, path_keys=None):
+        super().start_iteration(total, acked_seqs, now_s, path_keys)
+        self.gacked = bytearray(total)
+        self.gbase = 0
+        self.progress_sum = None
+        self.awd = min(self.awd, float(self._max_awd()))
+
+    def _max_awd(self) -> int:
+        return max(MIN_AWD, self.total)
+
+    def _advance_base(self):
+        super()._advance_base()
+        self.gbase = max(self.gbase, self.base)
+        while self.gbase < self.total and (self.gacked[self.gbase] or self.acked[self.gbase]):
+            self.gbase += 1
+
+    def send_limit(self) -> int:
+        """``min(gbase + CWD, base + AWD)``, the AWD edge only with ``awd_limit``."""
+        self._advance_base()
+        limit = min(self.total, self.gbase + self.window())
+        if self.awd_limit:
+            limit = min(limit, self.base + int(self.awd))
+        return limit
+
+    # -- progress degree (§III-B 2) -----------------------------------------------------------
+    def progress(self):
+        """(p_l, p_avg, p, p_max) from the latest GACK's S_sum; None while progress is unknown
+        (no GACK yet this iteration, p_avg <= 0, or ``progress_aware`` off)."""
+        if not self.progress_aware or self.progress_sum is None:
+            return None
+        self._advance_base()
+        last_aack, last_gack = self.base - 1, self.gbase - 1
+        p_local = last_gack - last_aack
+        p_avg = self.progress_sum / self.progress_workers - last_aack
+        if p_avg <= 0:
+            return None
+        p_max = self.awd / p_avg if self.awd_limit else float(self.progress_workers)
+        p = min(max(p_local / p_avg, 0.0), p_max)
+        return p_local, p_avg, p, p_max
+
+    def decrease_factor(self) -> float:
+        """d = alpha ^ (1 - p / p_max) (§III-B 2); alpha when progress is unknown or ignored."""
+        progress = self.progress()
+        if progress is None:
+            return self.alpha
+        _, _, p, p_max = progress
+        return self.alpha ** (1.0 - p / p_max)
+
+    # -- GACKs: CWD ---------------------------------------------------------------------------
+    def on_gack(self, seq: int, now_s: float, progress_sum: int = 0, fanin: int = 1, ecn_echo: bool = False):
+        if seq >= self.total:
+            return
+        self.progress_sum, self.progress_workers = progress_sum, max(1, int(fanin))
+        if self.gacked[seq] or self.acked[seq]:
+            return
+        self.gacked[seq] = 1
+        self._advance_base()
+        self.stats["gacks"] += 1
+        order = self.send_order[seq]
+        if ecn_echo:
+            self.stats["gack_ce_marks"] += 1
+        if ecn_echo and order > self.recover_order:
+            self._cut_cwd(self.decrease_factor())
+        else:
+            self.cwd = min(float(self.max_cwd), self.cwd + 1)
+        self.gack_round[0] += 1
+        self.gack_round[1] += bool(ecn_echo)
+        if order > self.gack_round_end:
+            gacks, marked = self.gack_round
+            self.alpha = (1 - self.ecn_weight) * self.alpha + self.ecn_weight * marked / gacks
+            self.gack_round = [0, 0]
+            self.gack_round_end = self.sends
+
+    def _cut_cwd(self, d: float):
+        self.cwd = max(float(MIN_CWD), self.cwd * (1 - d / 2))
+        self.recover_order = self.sends
+        self.stats["window_cuts"] += 1
+
+    def on_congestion(self, now_s: float, reason: str, sent_order: int):
+        """A loss halves CWD once per round; the PS's ECN echo on RESULTs is not PA-ATP's signal."""
+        if reason == "loss" and sent_order > self.recover_order:
+            self._cut_cwd(1.0)
+
+    # -- AACKs (RESULTs): AWD (§III-B 3) -----------------------------------------------------------
+    def on_ack(self, now_s: float, seq: int, aecn: bool):
+        self._advance_base()
+        if aecn:
+            self.stats["aecn_marks"] += 1
+        self.aack_round[0] += 1
+        self.aack_round[1] += bool(aecn)
+        if self.send_order[seq] <= self.aack_round_end:
+            return
+        results, marked = self.aack_round
+        if self.awd_limit:
+            if marked:
+                self.awd = max(float(MIN_AWD), self.awd * (1 - self.beta / 2))
+                self.stats["awd_cuts"] += 1
+            else:
+                self.awd = min(float(self._max_awd()), self.awd + 1)
+        self.beta = (1 - self.aecn_weight) * self.beta + self.aecn_weight * marked / results
+        self.aack_round = [0, 0]
+        self.aack_round_end = self.sends
+
+    def state(self) -> dict:
+        progress = self.progress()
+        return {"cwd": self.cwd, "awd": self.awd if self.awd_limit else None, "alpha": self.alpha,
+                "beta": self.beta, "progress_degree": progress[2] if progress else None,
+                "progress_aware": self.progress_aware, "awd_limit": self.awd_limit}
+
+
+class StrawAsynTransport(PaAtpTransport):
+    """StrawAsyn (§V-A): PA-ATP's asynchronous CWD without progress awareness or AWD."""
+
+    name = "strawasyn"
+    OPTIONS = {"initial_cwd": ("window", None), "ecn_weight": ("weight",)}
+    DEFAULT_PROGRESS_AWARE = False
+    DEFAULT_AWD_LIMIT = False

@@ -1,0 +1,139 @@
+"""A job's ``transport`` and ``transport_options``: defaults by policy, validation (one-line errors naming
+file, line and field), the controller's wiring into each worker's AgentConfig, and the refusal of
+transports whose switch side the data plane does not implement yet."""
+
+import textwrap
+
+import pytest
+
+from testbed import controller
+from testbed.agents.config import AgentConfig
+from testbed.agents.transport import AWAITING_DATA_PLANE
+from testbed.errors import ScenarioError
+from testbed.policy import compute_policy
+from testbed.scenario import TRANSPORT_NAMES, emulation_limits, parse_scenario, require_emulable
+
+BASE = textwrap.dedent("""\
+    version: 1
+    scale: 0.001
+    topology: {kind: explicit, switches: [s1], hosts: [w1, w2, ps], links: [[w1, s1], [w2, s1], [ps, s1]]}
+    jobs:
+      - workers: [w1, w2]
+        ps: ps
+        policy: atp
+        window: 16
+        submodel_elements: [6400000]
+    """)   # x scale: 6400 elements, 100 fragments of 64 lanes per worker per iteration
+
+
+def parse(text, *overrides):
+    return parse_scenario(text, "t.yaml", overrides)
+
+
+def job_with(extra, *overrides):
+    return parse(BASE + textwrap.indent(textwrap.dedent(extra), "    "), *overrides).jobs[0]
+
+
+def error(extra, *overrides):
+    with pytest.raises(ScenarioError) as info:
+        job_with(extra, *overrides)
+    return info.value
+
+
+def test_the_four_transports_by_name():
+    assert TRANSPORT_NAMES == ("atp", "switchml", "strawasyn", "pa-atp")
+    for name in TRANSPORT_NAMES:
+        assert job_with(f"transport: {name}\n").transport == name
+
+
+def test_default_transport_follows_the_policy():
+    assert job_with("").transport == "atp" and job_with("").transport_options == {}
+    assert job_with("", "policy=switchml").transport == "switchml"
+    assert job_with("", "policy=ps").transport == "atp"
+    assert job_with("transport: atp\n", "policy=switchml").transport == "atp"   # given: kept
+
+
+def test_transport_options_resolved_per_transport():
+    job = job_with("""\
+        transport: pa-atp
+        transport_options: {initial_cwd: 16, initial_awd: 100, ecn_weight: 0.25, aecn_weight: 1, progress_aware: false}
+        """)
+    assert job.transport_options == {"initial_cwd": 16, "initial_awd": 100, "ecn_weight": 0.25, "aecn_weight": 1.0,
+                                     "progress_aware": False}
+    assert job_with("transport_options: {initial_window: 4}\n").transport_options == {"initial_window": 4}
+    assert job_with("transport: strawasyn\ntransport_options: {initial_cwd: 2}\n").transport_options == \
+        {"initial_cwd": 2}
+    assert job_with("transport: pa-atp\n", "jobs.0.transport_options.awd_limit=false").transport_options == \
+        {"awd_limit": False}
+    assert job_with("transport_options:\n").transport_options == {}
+
+
+@pytest.mark.parametrize("extra, field, words", [
+    ("transport: tcp\n", "jobs.0.transport", "expected one of atp, switchml, strawasyn, pa-atp, got 'tcp'"),
+    ("transport: 3\n", "jobs.0.transport", "expected one of"),
+    ("transport_options: [1]\n", "jobs.0.transport_options", "expected a mapping of atp's options"),
+    ("transport_options: {magic: 1}\n", "jobs.0.transport_options.magic", "allowed here: initial_window"),
+    ("transport_options: {initial_window: 17}\n", "jobs.0.transport_options.initial_window", "[1, 16], got 17"),
+    ("transport_options: {initial_window: 0}\n", "jobs.0.transport_options.initial_window", "[1, 16]"),
+    ("transport_options: {initial_window: 2.5}\n", "jobs.0.transport_options.initial_window", "an integer"),
+    ("transport: switchml\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options",
+     "transport switchml takes no options"),
+    ("transport: pa-atp\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options.initial_window",
+     "allowed here: aecn_weight, awd_limit, ecn_weight, initial_awd, initial_cwd, progress_aware"),
+    ("transport: pa-atp\ntransport_options: {initial_cwd: 17}\n", "jobs.0.transport_options.initial_cwd",
+     "[1, 16]"),
+    ("transport: pa-atp\ntransport_options: {initial_awd: 101}\n", "jobs.0.transport_options.initial_awd",
+     "[1, 100]"),
+    ("transport: pa-atp\ntransport_options: {ecn_weight: 0}\n", "jobs.0.transport_options.ecn_weight", "> 0"),
+    ("transport: pa-atp\ntransport_options: {aecn_weight: 1.5}\n", "jobs.0.transport_options.aecn_weight", "<= 1"),
+    ("transport: pa-atp\ntransport_options: {ecn_weight: .nan}\n", "jobs.0.transport_options.ecn_weight",
+     "finite"),
+    ("transport: pa-atp\ntransport_options: {progress_aware: yes please}\n",
+     "jobs.0.transport_options.progress_aware", "true or false"),
+    ("transport: pa-atp\ntransport_options: {awd_limit: false, initial_awd: 8}\n",
+     "jobs.0.transport_options.initial_awd", "awd_limit: false turns off"),
+    ("transport: strawasyn\ntransport_options: {progress_aware: true}\n",
+     "jobs.0.transport_options.progress_aware", "allowed here: ecn_weight, initial_cwd"),
+])
+def test_bad_transport_fields_are_one_line_errors_naming_file_line_and_field(extra, field, words):
+    err = error(extra)
+    assert err.field == field and words in err.message
+    assert "\n" not in str(err) and str(err).startswith("t.yaml:") and err.line > 0
+
+
+def test_the_controller_passes_transport_and_options_to_every_worker():
+    scenario = parse(BASE + "    transport: pa-atp\n    transport_options: {initial_cwd: 4, awd_limit: false}\n")
+    plan = controller.plan(scenario, compute_policy(scenario))
+    workers = [a for a in plan.agents if a.role == "worker"]
+    assert len(workers) == 2
+    for config in workers:
+        assert (config.transport, config.transport_options) == ("pa-atp", {"initial_cwd": 4, "awd_limit": False})
+        again = AgentConfig.from_json(config.to_json())
+        assert (again.transport, again.transport_options) == (config.transport, config.transport_options)
+    scenario = parse(BASE, "policy=switchml")
+    plan = controller.plan(scenario, compute_policy(scenario))
+    assert {a.transport for a in plan.agents if a.role == "worker"} == {"switchml"}
+
+
+@pytest.mark.parametrize("name, words", [
+    ("pa-atp", "needs GACKs (with the progress sum and CE mark) and AECN marks on RESULTs, which the data "
+               "plane (p4/ina.p4, pyswitch) does not send yet"),
+    ("strawasyn", "needs GACKs, which the data plane (p4/ina.p4, pyswitch) does not send yet"),
+])
+def test_transports_the_data_plane_cannot_run_yet_are_refused_before_any_run(name, words):
+    scenario = parse(BASE + f"    transport: {name}\n")
+    assert emulation_limits(parse(BASE)) == []
+    (reason,) = emulation_limits(scenario)
+    assert reason.startswith("t.yaml:10: jobs.0.transport: ") and words in reason
+    with pytest.raises(ScenarioError) as info:
+        require_emulable(scenario)
+    err = info.value
+    assert (err.field, err.line) == ("jobs.0.transport", 10) and words in err.message
+    assert f"transport {name} " in err.message and "simulate" not in err.message and "\n" not in str(err)
+
+
+def test_the_refusal_is_one_constant(monkeypatch):
+    scenario = parse(BASE + "    transport: pa-atp\n")
+    monkeypatch.delitem(AWAITING_DATA_PLANE, "pa-atp")
+    assert emulation_limits(scenario) == []
+    require_emulable(scenario)
