@@ -17,6 +17,8 @@ setup(
         "PuLP>=2.7,<4",
         "highspy>=1.5",
         "scipy>=1.10",
+        "pandas>=2",
+        "tqdm>=4.60",
     ],
     extras_require={
         # thrift bindings too: the bmv2 runtime's unit tests run everywhere (against a fake client)

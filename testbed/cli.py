@@ -1,6 +1,6 @@
 """``inatb``: the command line. The only place that turns typed errors into exit codes.
 
-Commands: run, validate, simulate, report, cleanup, doctor.
+Commands: run, validate, simulate, fidelity, sweep, report, cleanup, doctor.
 """
 
 import argparse
@@ -63,6 +63,26 @@ def cmd_fidelity(args) -> int:
     print(format_fidelity(fidelity), file=sys.stderr)
     print(result.run_dir)
     return 0 if result.summary["aggregation_exact"] else 8
+
+
+def cmd_sweep(args) -> int:
+    """Every point of a sweep not done yet, then the table and plots; exit 0 when every point is ok."""
+    from testbed.sweep import load_sweep, run_sweep
+    spec = load_sweep(args.sweep)
+    print(f"sweep {spec.name}: {len(spec.points)} points ({' x '.join(str(len(v)) for _, v in spec.axes)} "
+          f"x {spec.repetitions} repetitions) of {spec.scenario_path}", file=sys.stderr)
+    result = run_sweep(spec, args.out, target=args.target)
+    statuses = {}
+    for r in result.rows:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    distorted = sum(1 for r in result.rows if r.get("distorted"))
+    print(f"sweep {spec.name}: ran {result.ran}, already done {result.skipped}; "
+          + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+          + (f"; {distorted} distorted (an emulator artifact, not a result)" if distorted else ""), file=sys.stderr)
+    for path in result.plots:
+        print(f"plot {path}", file=sys.stderr)
+    print(result.table_path)
+    return 0 if statuses.get("ok", 0) + statuses.get("refused", 0) == len(result.rows) else 8
 
 
 def format_summary(s: dict) -> str:
@@ -166,6 +186,11 @@ def build_parser():
     p = scenario_cmd("simulate", "evaluate a scenario's policy with the flow-level model")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_simulate)
+    p = sub.add_parser("sweep", help="run a scenario over axes of --set values (root); resumes where it stopped")
+    p.add_argument("sweep", help="sweep YAML file")
+    p.add_argument("--out", default="results", help="results root (default: results)")
+    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("report", help="print the summary of a run directory")
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_report)
@@ -182,7 +207,7 @@ def _terminate(signum, frame):
 #: Commands that only read a scenario: an unexpected exception there is still reported as one line
 #: (a bug of ours, named by type and place), never a traceback; ``run`` keeps its traceback.
 READ_ONLY_COMMANDS = ("validate", "simulate")
-NETWORK_COMMANDS = ("run", "fidelity")
+NETWORK_COMMANDS = ("run", "fidelity", "sweep")
 EXIT_INTERNAL_ERROR = 70   # EX_SOFTWARE
 
 

@@ -617,14 +617,26 @@ class _Checker:
 
 def load_scenario(path, overrides=()) -> Scenario:
     path = Path(path)
+    return parse_scenario(read_yaml_text(path), str(path), overrides, default_name=_default_name(path.stem))
+
+
+def read_yaml_text(path) -> str:
+    """The text of a YAML input file (a scenario, a sweep): at most MAX_SCENARIO_BYTES of UTF-8."""
     source = str(path)
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_SCENARIO_BYTES + 1)
     except OSError as exc:
         raise ScenarioError("(file)", f"cannot read: {exc.strerror or exc}", source)
-    text = decode_scenario_bytes(data, source)
-    return parse_scenario(text, source, overrides, default_name=_default_name(path.stem))
+    return decode_scenario_bytes(data, source)
+
+
+def read_yaml_document(path):
+    """``(document, lines, checker)`` of a YAML input file read as scenarios are (plain data, bounded),
+    with a checker whose errors name the file, line and field."""
+    source = str(path)
+    doc, lines = _compose_with_lines(read_yaml_text(path), source)
+    return doc, lines, _Checker(source, lines)
 
 
 def _default_name(stem: str) -> str:

@@ -31,7 +31,7 @@ def plot_iterations(path, scenario, records):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -62,11 +62,11 @@ def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = N
     if ifaces:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)
 
 
-def _save(fig, path):
+def save_figure(fig, path):
     """Write the PNG beside ``path`` and rename it into place: a plot appears whole or not at all."""
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")

@@ -1,0 +1,141 @@
+"""Run a sweep: every point once, resumable, with a progress bar, into one tidy table and its plots.
+
+Layout under ``OUT/<sweep name>/``::
+
+    points/<point id>/point.json          the point: axes, repetition, seed, --set strings
+    points/<point id>/run.log             the run's own progress lines
+    points/<point id>/<scenario>/<run>/   the run directory (summary.json, plots, ...)
+    points/<point id>/refused.json        a point refused at plan time, with the reason
+    table.csv                             one row per point (testbed/sweep/table.py)
+    plots/<metric>.png                    each listed metric against the first axis
+
+A point is done when its newest run ended ``ok`` or ``stalled`` (a result:
+the stall is the finding), or when it was refused at plan time (the same
+scenario is refused again). A run that failed or was interrupted is run
+again, so Ctrl-C and a second ``inatb sweep`` resume where the first
+stopped. The table is rewritten after every point, so it is whole at any
+moment. Points run one after another: one emulation at a time per machine.
+"""
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from testbed.atomic_io import write_text_atomic
+from testbed.errors import (EnvironmentMissingError, PolicyError, RunLockError, ScenarioError, TestbedError,
+                            TopologyError)
+from testbed.scenario import load_scenario
+from testbed.sweep.table import plot_metric, row, write_table
+
+DONE_STATUSES = ("ok", "stalled")
+#: Errors that refuse one point's scenario before any network exists; any other error (the machine
+#: lacks something, another run holds the lock) concerns every point and ends the sweep.
+REFUSALS = (ScenarioError, PolicyError, TopologyError)
+
+
+@dataclass
+class SweepResult:
+    sweep_dir: Path
+    table_path: Path
+    plots: list
+    ran: int
+    skipped: int
+    rows: list
+
+
+def newest_summary(point_dir: Path):
+    """(summary, run_dir) of the point's newest run (run ids sort by time), or (None, None)."""
+    runs = sorted(point_dir.glob("*/*/summary.json"), key=lambda p: p.parent.name)
+    if not runs:
+        return None, None
+    path = runs[-1]
+    try:
+        return json.loads(path.read_text()), path.parent
+    except (OSError, ValueError):
+        return None, path.parent
+
+
+def point_state(point_dir: Path):
+    """(status, summary, run_dir, error) of a point as its directory records it."""
+    refused = point_dir / "refused.json"
+    if refused.is_file():
+        return "refused", None, None, json.loads(refused.read_text()).get("error", "")
+    summary, run_dir = newest_summary(point_dir)
+    if summary is None:
+        return ("missing" if run_dir is None else "unreadable"), None, run_dir, ""
+    return summary.get("status", "failed"), summary, run_dir, summary.get("error") or ""
+
+
+def run_sweep(spec, out_root, target=None, progress=sys.stderr, runner=None) -> SweepResult:
+    """Run every point of ``spec`` not done yet; ``runner(scenario, out_root, target, stream)`` runs one
+    scenario (default: the emulation's ``run_scenario``)."""
+    if runner is None:
+        from testbed.emulation.orchestrator import run_scenario as runner
+    sweep_dir = Path(out_root) / spec.name
+    points_dir = sweep_dir / "points"
+    points_dir.mkdir(parents=True, exist_ok=True)
+    table_path = sweep_dir / "table.csv"
+    rows, ran, skipped = {}, 0, 0
+    todo = []
+    for point in spec.points:
+        point_dir = points_dir / point.point_id
+        status, summary, run_dir, error = point_state(point_dir)
+        if status in DONE_STATUSES or status == "refused":
+            rows[point.point_id] = row(point, summary, run_dir, status, error)
+            skipped += 1
+        else:
+            todo.append(point)
+    bar = tqdm(total=len(spec.points), initial=skipped, desc=f"sweep {spec.name}", unit="point", file=progress,
+               dynamic_ncols=True)
+    try:
+        for point in todo:
+            point_dir = points_dir / point.point_id
+            point_dir.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(point_dir / "point.json", json.dumps(
+                {"values": dict(point.values), "repetition": point.repetition, "seed": point.seed,
+                 "overrides": list(point.overrides)}, indent=1))
+            bar.set_postfix_str(point.label(), refresh=True)
+            _run_point(spec, point, point_dir, target, runner)
+            ran += 1
+            status, summary, run_dir, error = point_state(point_dir)
+            rows[point.point_id] = row(point, summary, run_dir, status, error)
+            _write(spec, rows, table_path)
+            bar.update(1)
+    finally:
+        bar.close()
+        _write(spec, rows, table_path)
+    frame = _write(spec, rows, table_path)
+    plots = []
+    if len(frame):
+        (sweep_dir / "plots").mkdir(exist_ok=True)
+        for metric in spec.metrics:
+            path = sweep_dir / "plots" / f"{metric}.png"
+            if plot_metric(frame, [a for a, _ in spec.axes], metric, path, f"{spec.name}: {metric}"):
+                plots.append(path)
+    return SweepResult(sweep_dir, table_path, plots, ran, skipped, [rows[p.point_id] for p in spec.points
+                                                                    if p.point_id in rows])
+
+
+def _run_point(spec, point, point_dir, target, runner):
+    scenario = load_scenario(spec.scenario_path, point.overrides)
+    with open(point_dir / "run.log", "a", encoding="utf-8") as log:
+        try:
+            runner(scenario, out_root=point_dir, target=target, stream=log)
+        except (RunLockError, EnvironmentMissingError):
+            raise
+        except REFUSALS as exc:
+            if newest_summary(point_dir)[0] is None:
+                write_text_atomic(point_dir / "refused.json", json.dumps({"error": str(exc)}))
+            else:
+                log.write(f"error: {exc}\n")
+        except TestbedError as exc:
+            # The run wrote its summary with status failed or stalled: the table says so.
+            log.write(f"error: {exc}\n")
+
+
+def _write(spec, rows, table_path):
+    ordered = [rows[p.point_id] for p in spec.points if p.point_id in rows]
+    return write_table(ordered, table_path)

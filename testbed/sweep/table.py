@@ -1,0 +1,86 @@
+"""The sweep's tidy table (one row per point: axes, repetition, seed, status, every scalar summary
+metric) and its plots (each metric against the first axis, mean and 95% confidence interval over the
+repetitions, one line per combination of the other axes)."""
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from testbed.atomic_io import write_text_atomic  # noqa: E402
+from testbed.metrics.plots import save_figure  # noqa: E402
+
+#: Columns before the metrics, after the axes.
+POINT_COLUMNS = ("repetition", "seed", "status", "distorted", "error", "run_dir")
+
+
+def row(point, summary: dict, run_dir, status: str, error: str) -> dict:
+    """One table row: the point's axes, its status, and the summary's scalar metrics."""
+    out = {path: value for path, value in point.values}
+    out.update(repetition=point.repetition, seed=point.seed, status=status,
+               distorted=bool(summary.get("distorted")) if summary else None, error=error or "",
+               run_dir=str(run_dir) if run_dir else "")
+    for key, value in (summary or {}).items():
+        if key in out or key in ("seed", "status", "error"):
+            continue
+        if isinstance(value, (int, float, str, bool)) or value is None:
+            out[key] = value
+    return out
+
+
+def write_table(rows: list, path: Path) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    write_text_atomic(path, frame.to_csv(index=False))
+    return frame
+
+
+def mean_ci(values) -> tuple:
+    """(mean, half-width of the 95% confidence interval by Student's t; 0 with fewer than 2 values)."""
+    values = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return mean, stats.t.ppf(0.975, len(values) - 1) * sd / math.sqrt(len(values))
+
+
+def plot_metric(frame: pd.DataFrame, axes: list, metric: str, path: Path, title: str) -> bool:
+    """``metric`` against the first axis; False (nothing written) when no run has it as a number."""
+    if metric not in frame or not pd.api.types.is_numeric_dtype(frame[metric].dropna().infer_objects()):
+        return False
+    done = frame[frame["status"] == "ok"]
+    if done[metric].dropna().empty:
+        return False
+    x_axis, others = axes[0], axes[1:]
+    x_values = list(dict.fromkeys(frame[x_axis]))
+    categorical = not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in x_values)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    groups = done.groupby(others, sort=False) if others else [((), done)]
+    for key, group in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        points = [(x, *mean_ci(group[group[x_axis] == x][metric])) for x in x_values]
+        points = [(x, m, h) for x, m, h in points if not math.isnan(m)]
+        if not points:
+            continue
+        xs = [str(x) if categorical else x for x, _, _ in points]
+        label = ", ".join(f"{a}={v}" for a, v in zip(others, key)) or metric
+        # categories (schemes) are not a continuum: markers only
+        ax.errorbar(xs, [m for _, m, _ in points], yerr=[h for _, _, h in points], marker="o", capsize=3,
+                    linestyle="none" if categorical else "-", label=label)
+    ax.set_xlabel(x_axis)
+    ax.set_ylabel(metric)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if others:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+    return True

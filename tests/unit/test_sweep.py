@@ -1,0 +1,135 @@
+"""inatb sweep without a network: the sweep file, its points and seeds, resuming, refusals, the table,
+the confidence intervals and the plots (a fake runner stands in for the emulation; the real one runs in
+tests/emulation/test_sweep.py)."""
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed.errors import PolicyError, ScenarioError
+from testbed.sweep import derive_seed, load_sweep, run_sweep
+from testbed.sweep.table import mean_ci
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
+
+
+def sweep_file(tmp_path, body: str) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"version: 1\nname: s\nscenario: {QUICKSTART}\n" + body)
+    return path
+
+
+def test_points_are_the_product_of_the_axes_times_the_repetitions(tmp_path):
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp, goat], jobs.0.iterations: [2, 3]}\n"
+                                           "repetitions: 2\nset: ['jobs.0.compute_time=5ms']\n"))
+    assert len(spec.points) == 3 * 2 * 2
+    first = spec.points[0]
+    assert first.values == (("policy", "ps"), ("jobs.0.iterations", 2)) and first.repetition == 0
+    assert first.overrides == ("jobs.0.compute_time=5ms", "policy=ps", "jobs.0.iterations=2", f"seed={spec.base_seed}")
+    assert len({p.point_id for p in spec.points}) == len(spec.points)
+
+
+def test_seeds_differ_by_repetition_and_are_shared_across_axis_values(tmp_path):
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nrepetitions: 3\n"))
+    by_rep = {}
+    for p in spec.points:
+        by_rep.setdefault(p.repetition, set()).add(p.seed)
+    assert all(len(seeds) == 1 for seeds in by_rep.values())            # common random numbers
+    assert len({next(iter(s)) for s in by_rep.values()}) == 3            # distinct per repetition
+    assert by_rep[0] == {spec.base_seed}
+    assert derive_seed(7, 1) == derive_seed(7, 1) != derive_seed(7, 2)
+
+
+@pytest.mark.parametrize("body, field", [
+    ("", "axes"),
+    ("axes: {policy: []}\n", "axes.policy"),
+    ("axes: {policy: [ps, ps]}\n", "axes.policy"),
+    ("axes: [policy]\n", "axes"),
+    ("axes: {policy: [ps]}\nrepetitions: 0\n", "repetitions"),
+    ("axes: {policy: [ps]}\nmetrics: iteration_time_s\n", "metrics"),
+    ("axes: {policy: [ps]}\nset: [scale]\n", "set"),
+    ("axes: {policy: [ps]}\ncolour: red\n", "colour"),
+])
+def test_a_bad_sweep_file_is_one_line_naming_the_field(tmp_path, body, field):
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(sweep_file(tmp_path, body))
+    assert err.value.field == field and "\n" not in str(err.value)
+
+
+def test_a_bad_axis_value_is_refused_before_anything_runs_naming_the_point(tmp_path):
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, no-such-policy]}\n"))
+    assert "policy=no-such-policy" in str(err.value) and err.value.field == "axes"
+
+
+class FakeRunner:
+    """Writes a run directory with a summary, as run_scenario does; fails or refuses where told."""
+
+    def __init__(self, refuse=(), fail=(), interrupt_after=None):
+        self.refuse, self.fail, self.interrupt_after = set(refuse), set(fail), interrupt_after
+        self.calls = []
+
+    def __call__(self, scenario, out_root, target, stream):
+        policy = scenario.jobs[0].policy
+        if self.interrupt_after is not None and len(self.calls) == self.interrupt_after:
+            raise KeyboardInterrupt
+        self.calls.append((policy, scenario.seed))
+        if policy in self.refuse:
+            raise PolicyError(f"{policy}: refused here")
+        run_dir = Path(out_root) / scenario.name / f"run-{time.time_ns()}"    # run ids sort by time
+        run_dir.mkdir(parents=True)
+        status = "failed" if policy in self.fail else "ok"
+        summary = {"status": status, "error": "boom" if status == "failed" else None, "distorted": False,
+                   "iteration_time_s": {"ps": 2.0, "atp": 1.0, "goat": 1.0}[policy] + scenario.seed % 7 / 100,
+                   "jobs": [{"name": "nested values stay out of the table"}]}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        stream.write("run\n")
+
+
+def test_a_sweep_runs_each_point_once_and_resumes(tmp_path):
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nrepetitions: 2\n"
+                                           "metrics: [iteration_time_s]\n"))
+    runner = FakeRunner()
+    result = run_sweep(spec, tmp_path / "out", runner=runner, progress=open("/dev/null", "w"))
+    assert (result.ran, result.skipped) == (4, 0) and len(runner.calls) == 4
+    table = result.table_path.read_text().splitlines()
+    assert table[0].startswith("policy,repetition,seed,status,distorted,error,run_dir,iteration_time_s")
+    assert len(table) == 1 + 4 and "nested" not in result.table_path.read_text()
+    assert [p.name for p in result.plots] == ["iteration_time_s.png"] and result.plots[0].stat().st_size > 0
+    again = run_sweep(spec, tmp_path / "out", runner=runner, progress=open("/dev/null", "w"))
+    assert (again.ran, again.skipped) == (0, 4) and len(runner.calls) == 4
+    assert again.table_path.read_text() == result.table_path.read_text()
+
+
+def test_an_interrupted_sweep_keeps_its_table_and_the_next_run_does_only_the_rest(tmp_path):
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nrepetitions: 2\n"))
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, tmp_path / "out", runner=FakeRunner(interrupt_after=1), progress=open("/dev/null", "w"))
+    table = (tmp_path / "out" / "s" / "table.csv").read_text().splitlines()
+    assert len(table) == 1 + 1
+    rest = FakeRunner()
+    result = run_sweep(spec, tmp_path / "out", runner=rest, progress=open("/dev/null", "w"))
+    assert (result.ran, result.skipped) == (3, 1) and len(rest.calls) == 3
+
+
+def test_refused_points_are_recorded_and_not_retried_failed_ones_are(tmp_path):
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp, goat]}\n"))
+    runner = FakeRunner(refuse={"goat"}, fail={"atp"})
+    result = run_sweep(spec, tmp_path / "out", runner=runner, progress=open("/dev/null", "w"))
+    status = {r["policy"]: (r["status"], r["error"]) for r in result.rows}
+    assert status == {"ps": ("ok", ""), "atp": ("failed", "boom"), "goat": ("refused", "goat: refused here")}
+    again = FakeRunner(refuse={"goat"})
+    result = run_sweep(spec, tmp_path / "out", runner=again, progress=open("/dev/null", "w"))
+    assert [c[0] for c in again.calls] == ["atp"]
+    assert {r["policy"]: r["status"] for r in result.rows} == {"ps": "ok", "atp": "ok", "goat": "refused"}
+
+
+def test_mean_and_95_percent_confidence_interval_by_hand():
+    mean, half = mean_ci([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)   # t(0.975, 2) sd 1
+    assert mean_ci([5.0]) == (5.0, 0.0)
+    assert all(math.isnan(v) for v in mean_ci([]))
