@@ -431,10 +431,10 @@ def apply_overrides(doc: dict, overrides) -> dict:
             raise ScenarioError(f"--set {key}", "expected a dotted path such as jobs.0.policy or scale",
                                 "<command line>")
         value = _override_value(key, raw)
-        if key == "policy":
+        if key in ("policy", "transport"):
             for job in doc.get("jobs") or []:
                 if isinstance(job, dict):
-                    job["policy"] = value
+                    job[key] = value
             continue
         _set_path(doc, key, parts, value)
     return doc

@@ -5,9 +5,11 @@ version: 1
 name: goat-exp3                 # results go to OUT/<name>/
 scenario: testbed.yaml          # the base scenario, relative to this file
 set: ["scale=0.00005"]          # optional: overrides every point shares
-axes:                           # every combination is a point; each key is a --set path
-  policy: [goat, atp, esa]
-  jobs.0.iterations: [3, 5]
+axes:                           # every combination is a point
+  jobs.0.iterations: [3, 5]     # a --set path and its values
+  scheme:                       # or a named axis: label -> the --set strings of that value
+    ATP: [policy=atp]
+    PA-ATP: [policy=atp, transport=pa-atp]
 repetitions: 3                  # runs per point, each with its own derived seed
 metrics: [iteration_time_s, ps_ingress_bytes]   # summary metrics plotted (the table keeps every one)
 ```
@@ -115,9 +117,17 @@ def load_sweep(path) -> SweepSpec:
     axes = []
     for axis, values in axes_doc.items():
         if not isinstance(axis, str) or not axis or "=" in axis:
-            c.fail(f"axes.{axis}", "expected a --set path such as policy or jobs.0.iterations")
+            c.fail(f"axes.{axis}", "expected a --set path such as policy or jobs.0.iterations, or an axis name")
+        if isinstance(values, dict) and values:
+            for label, sets in values.items():
+                sets = [sets] if isinstance(sets, str) else sets
+                if not isinstance(sets, list) or not all(isinstance(x, str) and "=" in x for x in sets):
+                    c.fail(f"axes.{axis}.{label}", "expected a list of 'path=value' strings, as --set takes them")
+                values[label] = tuple(sets)
+            axes.append((axis, values))
+            continue
         if not isinstance(values, list) or not values:
-            c.fail(f"axes.{axis}", "expected a non-empty list of values")
+            c.fail(f"axes.{axis}", "expected a non-empty list of values, or a mapping of labels to --set strings")
         if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
             c.fail(f"axes.{axis}", "a value appears twice")
         axes.append((axis, values))
@@ -142,10 +152,16 @@ def load_sweep(path) -> SweepSpec:
     return spec
 
 
+def _axis_sets(axis: str, values, value) -> tuple:
+    """The --set strings of one axis value: a named axis's own strings, else ``axis=value``."""
+    return values[value] if isinstance(values, dict) else (set_string(axis, value),)
+
+
 def _points(spec: SweepSpec):
-    for combo in itertools.product(*(values for _, values in spec.axes)):
+    for combo in itertools.product(*(list(values) for _, values in spec.axes)):
         values = tuple((axis, value) for (axis, _), value in zip(spec.axes, combo))
+        sets = tuple(s for (axis, axis_values), value in zip(spec.axes, combo)
+                     for s in _axis_sets(axis, axis_values, value))
         for repetition in range(spec.repetitions):
             seed = derive_seed(spec.base_seed, repetition)
-            overrides = tuple(spec.fixed) + tuple(set_string(p, v) for p, v in values) + (f"seed={seed}",)
-            yield Point(values, repetition, seed, overrides)
+            yield Point(values, repetition, seed, tuple(spec.fixed) + sets + (f"seed={seed}",))

@@ -133,3 +133,16 @@ def test_mean_and_95_percent_confidence_interval_by_hand():
     assert mean == 2.0 and half == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)   # t(0.975, 2) sd 1
     assert mean_ci([5.0]) == (5.0, 0.0)
     assert all(math.isnan(v) for v in mean_ci([]))
+
+
+def test_a_named_axis_sets_several_fields_per_value(tmp_path):
+    spec = load_sweep(sweep_file(tmp_path, "axes:\n  scheme:\n    BytePS: [policy=ps]\n"
+                                           "    SwitchML-style: [policy=atp, transport=switchml]\n"
+                                           "  jobs.0.iterations: [2]\n"))
+    assert [p.values for p in spec.points] == [(("scheme", "BytePS"), ("jobs.0.iterations", 2)),
+                                               (("scheme", "SwitchML-style"), ("jobs.0.iterations", 2))]
+    assert spec.points[1].overrides == ("policy=atp", "transport=switchml", "jobs.0.iterations=2",
+                                        f"seed={spec.base_seed}")
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(sweep_file(tmp_path, "axes: {scheme: {A: [5]}}\n"))
+    assert err.value.field == "axes.scheme.A"

@@ -53,6 +53,13 @@ def test_default_transport_follows_the_policy():
     assert job_with("transport: atp\n", "policy=switchml").transport == "atp"   # given: kept
 
 
+def test_set_transport_sets_every_job_as_set_policy_does():
+    two_jobs = BASE.replace("jobs:\n", "jobs:\n  - {workers: [w3], ps: ps3, policy: ps, submodel_elements: [640]}\n") \
+        .replace("hosts: [w1, w2, ps], links: [", "hosts: [w1, w2, ps, w3, ps3], links: [[w3, s1], [ps3, s1], ")
+    scenario = parse(two_jobs, "transport=switchml")
+    assert [j.transport for j in scenario.jobs] == ["switchml", "switchml"]
+
+
 def test_transport_options_resolved_per_transport():
     job = job_with("""\
         transport: pa-atp
