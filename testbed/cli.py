@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from testbed.errors import TestbedError
+from testbed.errors import TestbedError, UsageError
 
 
 def _load(args):
@@ -68,10 +68,14 @@ def cmd_fidelity(args) -> int:
 def cmd_sweep(args) -> int:
     """Every point of a sweep not done yet, then the table and plots; exit 0 when every point is ok."""
     from testbed.sweep import load_sweep, run_sweep
+    from testbed.sweep.executors import EXECUTORS
+    if args.address and args.executor != "ray":
+        raise UsageError("--address names a Ray cluster: it goes with --executor ray")
     spec = load_sweep(args.sweep)
     print(f"sweep {spec.name}: {len(spec.points)} points ({' x '.join(str(len(v)) for _, v in spec.axes)} "
           f"x {spec.repetitions} repetitions) of {spec.scenario_path}", file=sys.stderr)
-    result = run_sweep(spec, args.out, target=args.target)
+    executor = EXECUTORS["ray"](address=args.address) if args.executor == "ray" else EXECUTORS["local"]()
+    result = run_sweep(spec, args.out, target=args.target, executor=executor)
     statuses = {}
     for r in result.rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
@@ -190,6 +194,9 @@ def build_parser():
     p.add_argument("sweep", help="sweep YAML file")
     p.add_argument("--out", default="results", help="results root (default: results)")
     p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where points run: here, one after another (default), or on a Ray cluster")
+    p.add_argument("--address", help="Ray cluster address (HEAD:6379); without it --executor ray starts a local Ray")
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("report", help="print the summary of a run directory")
     p.add_argument("run_dir")

@@ -82,6 +82,12 @@ class RunStalled(EmulationError):
     """No job made progress for the stall bound; the run stopped early (see diagnosis.json)."""
 
 
+class UsageError(TestbedError):
+    """Command-line options that do not go together."""
+
+    exit_code = 2
+
+
 class RunLockError(TestbedError):
     """Another run holds the machine-wide run lock."""
 

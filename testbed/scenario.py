@@ -617,7 +617,7 @@ class _Checker:
 
 def load_scenario(path, overrides=()) -> Scenario:
     path = Path(path)
-    return parse_scenario(read_yaml_text(path), str(path), overrides, default_name=_default_name(path.stem))
+    return parse_scenario(read_yaml_text(path), str(path), overrides, default_name=default_scenario_name(path))
 
 
 def read_yaml_text(path) -> str:
@@ -639,9 +639,10 @@ def read_yaml_document(path):
     return doc, lines, _Checker(source, lines)
 
 
-def _default_name(stem: str) -> str:
-    """The file's stem made a valid scenario name (a file name need not be one)."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).lstrip(".")[:MAX_FILE_NAME_CHARS]
+def default_scenario_name(path) -> str:
+    """The name of a scenario without ``name:``: its file's stem made a valid name (a file name need
+    not be one)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(path).stem).lstrip(".")[:MAX_FILE_NAME_CHARS]
     return name or "scenario"
 
 

@@ -14,7 +14,9 @@ the stall is the finding), or when it was refused at plan time (the same
 scenario is refused again). A run that failed or was interrupted is run
 again, so Ctrl-C and a second ``inatb sweep`` resume where the first
 stopped. The table is rewritten after every point, so it is whole at any
-moment. Points run one after another: one emulation at a time per machine.
+moment. Where points run is the executor's business
+(:mod:`testbed.sweep.executors`: here one after another, or on a Ray
+cluster one per node); either way a point's directory holds the same files.
 """
 
 import json
@@ -25,15 +27,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from testbed.atomic_io import write_text_atomic
-from testbed.errors import (EnvironmentMissingError, PolicyError, RunLockError, ScenarioError, TestbedError,
-                            TopologyError)
-from testbed.scenario import load_scenario
+from testbed.sweep.executors import LocalExecutor
 from testbed.sweep.table import plot_metric, row, write_table
 
 DONE_STATUSES = ("ok", "stalled")
-#: Errors that refuse one point's scenario before any network exists; any other error (the machine
-#: lacks something, another run holds the lock) concerns every point and ends the sweep.
-REFUSALS = (ScenarioError, PolicyError, TopologyError)
 
 
 @dataclass
@@ -69,16 +66,15 @@ def point_state(point_dir: Path):
     return summary.get("status", "failed"), summary, run_dir, summary.get("error") or ""
 
 
-def run_sweep(spec, out_root, target=None, progress=sys.stderr, runner=None) -> SweepResult:
-    """Run every point of ``spec`` not done yet; ``runner(scenario, out_root, target, stream)`` runs one
-    scenario (default: the emulation's ``run_scenario``)."""
-    if runner is None:
-        from testbed.emulation.orchestrator import run_scenario as runner
+def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -> SweepResult:
+    """Run every point of ``spec`` not done yet with ``executor`` (default: here, one after another;
+    ``testbed.sweep.executors``)."""
+    executor = executor or LocalExecutor()
     sweep_dir = Path(out_root) / spec.name
     points_dir = sweep_dir / "points"
     points_dir.mkdir(parents=True, exist_ok=True)
     table_path = sweep_dir / "table.csv"
-    rows, ran, skipped = {}, 0, 0
+    rows, skipped = {}, 0
     todo = []
     for point in spec.points:
         point_dir = points_dir / point.point_id
@@ -90,20 +86,26 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, runner=None) -> 
             todo.append(point)
     bar = tqdm(total=len(spec.points), initial=skipped, desc=f"sweep {spec.name}", unit="point", file=progress,
                dynamic_ncols=True)
+    jobs = []
+    for point in todo:
+        point_dir = points_dir / point.point_id
+        point_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(point_dir / "point.json", json.dumps(
+            {"values": dict(point.values), "repetition": point.repetition, "seed": point.seed,
+             "overrides": list(point.overrides)}, indent=1))
+        jobs.append((point, point_dir))
+    finished = []
+
+    def on_done(point):
+        finished.append(point)
+        status, summary, run_dir, error = point_state(points_dir / point.point_id)
+        rows[point.point_id] = row(point, summary, run_dir, status, error)
+        _write(spec, rows, table_path)
+        bar.set_postfix_str(point.label(), refresh=False)
+        bar.update(1)
+
     try:
-        for point in todo:
-            point_dir = points_dir / point.point_id
-            point_dir.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(point_dir / "point.json", json.dumps(
-                {"values": dict(point.values), "repetition": point.repetition, "seed": point.seed,
-                 "overrides": list(point.overrides)}, indent=1))
-            bar.set_postfix_str(point.label(), refresh=True)
-            _run_point(spec, point, point_dir, target, runner)
-            ran += 1
-            status, summary, run_dir, error = point_state(point_dir)
-            rows[point.point_id] = row(point, summary, run_dir, status, error)
-            _write(spec, rows, table_path)
-            bar.update(1)
+        executor.run(spec, jobs, target, on_done)
     finally:
         bar.close()
         _write(spec, rows, table_path)
@@ -115,25 +117,8 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, runner=None) -> 
             path = sweep_dir / "plots" / f"{metric}.png"
             if plot_metric(frame, [a for a, _ in spec.axes], metric, path, f"{spec.name}: {metric}"):
                 plots.append(path)
-    return SweepResult(sweep_dir, table_path, plots, ran, skipped, [rows[p.point_id] for p in spec.points
-                                                                    if p.point_id in rows])
-
-
-def _run_point(spec, point, point_dir, target, runner):
-    scenario = load_scenario(spec.scenario_path, point.overrides)
-    with open(point_dir / "run.log", "a", encoding="utf-8") as log:
-        try:
-            runner(scenario, out_root=point_dir, target=target, stream=log)
-        except (RunLockError, EnvironmentMissingError):
-            raise
-        except REFUSALS as exc:
-            if newest_summary(point_dir)[0] is None:
-                write_text_atomic(point_dir / "refused.json", json.dumps({"error": str(exc)}))
-            else:
-                log.write(f"error: {exc}\n")
-        except TestbedError as exc:
-            # The run wrote its summary with status failed or stalled: the table says so.
-            log.write(f"error: {exc}\n")
+    return SweepResult(sweep_dir, table_path, plots, len(finished), skipped,
+                       [rows[p.point_id] for p in spec.points if p.point_id in rows])
 
 
 def _write(spec, rows, table_path):

@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from testbed.errors import ScenarioError
-from testbed.scenario import load_scenario, read_yaml_document
+from testbed.scenario import load_scenario, read_yaml_document, read_yaml_text
 
 SWEEP_VERSION = 1
 SWEEP_KEYS = {"version", "name", "scenario", "set", "axes", "repetitions", "metrics"}
@@ -72,6 +72,14 @@ class SweepSpec:
     metrics: list
     base_seed: int = 0
     points: list = field(default_factory=list)
+
+    def scenario_of(self, point):
+        """The scenario of ``point``: the base scenario with the point's overrides."""
+        return load_scenario(self.scenario_path, point.overrides)
+
+    def scenario_text(self) -> str:
+        """The base scenario's text (what a remote node parses with a point's overrides)."""
+        return read_yaml_text(self.scenario_path)
 
 
 def derive_seed(base_seed: int, repetition: int) -> int:

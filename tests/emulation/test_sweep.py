@@ -7,7 +7,19 @@ import subprocess
 import sys
 import time
 
+import pytest
+from support import IN_CI
 from test_quickstart import QUICKSTART, REPO, assert_clean, inatb
+
+
+def require_ray():
+    """Ray is an optional extra; the test extra (and so CI) has it, where its absence is a failure."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        if IN_CI:
+            pytest.fail("Ray is missing (the [test] extra installs it; CI must run the Ray sweep)")
+        pytest.skip("Ray is not installed (pip install -e '.[ray]')")
 
 
 def write_sweep(tmp_path):
@@ -64,4 +76,22 @@ def test_ctrl_c_stops_a_sweep_and_the_next_call_does_only_the_rest(emulation, tm
     assert rest.returncode == 0, rest.stderr
     assert f"ran {4 - len(done)}, already done {len(done)}" in rest.stderr
     assert len(table_rows(out)) == 4
+    assert_clean()
+
+
+def test_the_same_sweep_on_a_local_ray_instance(emulation, tmp_path):
+    require_ray()
+    sweep, out = write_sweep(tmp_path), tmp_path / "out"
+    proc = inatb("sweep", str(sweep), "--out", str(out), "--executor", "ray")
+    assert proc.returncode == 0, proc.stderr
+    assert "ran 4, already done 0; 4 ok" in proc.stderr
+    rows = table_rows(out)
+    assert len(rows) == 4 and all(r["status"] == "ok" and r["aggregation_exact"] == "True" for r in rows)
+    # Each point came back from its Ray task whole: run directory, summary, plots and log.
+    for r in rows:
+        run_dir = out / "qs" / "points" / r["run_dir"].split("/points/")[1]
+        assert (run_dir / "summary.json").is_file() and (run_dir / "plots").is_dir()
+        assert (run_dir.parents[1] / "run.log").stat().st_size > 0
+    raylets = subprocess.run(["pgrep", "-f", "raylet"], capture_output=True, text=True).stdout
+    assert not raylets, "the local Ray instance was left running"
     assert_clean()

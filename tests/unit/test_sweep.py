@@ -11,6 +11,7 @@ import pytest
 
 from testbed.errors import PolicyError, ScenarioError
 from testbed.sweep import derive_seed, load_sweep, run_sweep
+from testbed.sweep.executors import LocalExecutor
 from testbed.sweep.table import mean_ci
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,13 +95,13 @@ def test_a_sweep_runs_each_point_once_and_resumes(tmp_path):
     spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nrepetitions: 2\n"
                                            "metrics: [iteration_time_s]\n"))
     runner = FakeRunner()
-    result = run_sweep(spec, tmp_path / "out", runner=runner, progress=open("/dev/null", "w"))
+    result = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(runner), progress=open("/dev/null", "w"))
     assert (result.ran, result.skipped) == (4, 0) and len(runner.calls) == 4
     table = result.table_path.read_text().splitlines()
     assert table[0].startswith("policy,repetition,seed,status,distorted,error,run_dir,iteration_time_s")
     assert len(table) == 1 + 4 and "nested" not in result.table_path.read_text()
     assert [p.name for p in result.plots] == ["iteration_time_s.png"] and result.plots[0].stat().st_size > 0
-    again = run_sweep(spec, tmp_path / "out", runner=runner, progress=open("/dev/null", "w"))
+    again = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(runner), progress=open("/dev/null", "w"))
     assert (again.ran, again.skipped) == (0, 4) and len(runner.calls) == 4
     assert again.table_path.read_text() == result.table_path.read_text()
 
@@ -108,22 +109,22 @@ def test_a_sweep_runs_each_point_once_and_resumes(tmp_path):
 def test_an_interrupted_sweep_keeps_its_table_and_the_next_run_does_only_the_rest(tmp_path):
     spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nrepetitions: 2\n"))
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(spec, tmp_path / "out", runner=FakeRunner(interrupt_after=1), progress=open("/dev/null", "w"))
+        run_sweep(spec, tmp_path / "out", executor=LocalExecutor(FakeRunner(interrupt_after=1)), progress=open("/dev/null", "w"))
     table = (tmp_path / "out" / "s" / "table.csv").read_text().splitlines()
     assert len(table) == 1 + 1
     rest = FakeRunner()
-    result = run_sweep(spec, tmp_path / "out", runner=rest, progress=open("/dev/null", "w"))
+    result = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(rest), progress=open("/dev/null", "w"))
     assert (result.ran, result.skipped) == (3, 1) and len(rest.calls) == 3
 
 
 def test_refused_points_are_recorded_and_not_retried_failed_ones_are(tmp_path):
     spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp, goat]}\n"))
     runner = FakeRunner(refuse={"goat"}, fail={"atp"})
-    result = run_sweep(spec, tmp_path / "out", runner=runner, progress=open("/dev/null", "w"))
+    result = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(runner), progress=open("/dev/null", "w"))
     status = {r["policy"]: (r["status"], r["error"]) for r in result.rows}
     assert status == {"ps": ("ok", ""), "atp": ("failed", "boom"), "goat": ("refused", "goat: refused here")}
     again = FakeRunner(refuse={"goat"})
-    result = run_sweep(spec, tmp_path / "out", runner=again, progress=open("/dev/null", "w"))
+    result = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(again), progress=open("/dev/null", "w"))
     assert [c[0] for c in again.calls] == ["atp"]
     assert {r["policy"]: r["status"] for r in result.rows} == {"ps": "ok", "atp": "ok", "goat": "refused"}
 
