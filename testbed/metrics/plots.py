@@ -25,14 +25,7 @@ def plot_iterations(path, scenario, records):
         if comm:
             its = sorted(comm)
             ax.plot(its, [max(comm[i]) for i in its], linestyle="--", label=f"{job.name}: slowest worker comm")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("time (ms)")
-    ax.set_title(f"{scenario.name}: per-iteration time")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
+    finish_figure(fig, ax, path, "iteration", "time (ms)", f"{scenario.name}: per-iteration time", legend=True)
 
 
 def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = None):
@@ -55,11 +48,16 @@ def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = N
                 ax.axvspan(begin, event["wall"] - t0, alpha=0.15, color="tab:red")
                 ax.text(begin, ax.get_ylim()[1] * 0.95, f"{event['kind']} {'-'.join(event['target'])}",
                         fontsize=7, va="top")
-    ax.set_xlabel("time since the start signal (s)")
-    ax.set_ylabel("rate (Mb/s)")
+    finish_figure(fig, ax, path, "time since the start signal (s)", "rate (Mb/s)", title, legend=bool(ifaces))
+
+
+def finish_figure(fig, ax, path, xlabel: str, ylabel: str, title: str, legend: bool):
+    """Labels, grid and legend as every plot of the testbed has them; written atomically, then closed."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    if ifaces:
+    if legend:
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from testbed.atomic_io import write_text_atomic  # noqa: E402
-from testbed.metrics.plots import save_figure  # noqa: E402
+from testbed.metrics.plots import finish_figure  # noqa: E402
 
 #: Columns before the metrics, after the axes.
 POINT_COLUMNS = ("repetition", "seed", "status", "distorted", "error", "run_dir")
@@ -74,13 +74,5 @@ def plot_metric(frame: pd.DataFrame, axes: list, metric: str, path: Path, title:
         # categories (schemes) are not a continuum: markers only
         ax.errorbar(xs, [m for _, m, _ in points], yerr=[h for _, _, h in points], marker="o", capsize=3,
                     linestyle="none" if categorical else "-", label=label)
-    ax.set_xlabel(x_axis)
-    ax.set_ylabel(metric)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    if others:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
+    finish_figure(fig, ax, path, x_axis, metric, title, legend=bool(others))
     return True
