@@ -90,12 +90,16 @@ def cmd_sweep(args) -> int:
 
 
 def format_summary(s: dict) -> str:
+    from testbed.agents.transport import default_transport
     def num(v, fmt):
         return "n/a" if v is None else format(v, fmt)
     lines = [f"scenario {s['scenario']} on {s['target']}: {s['status']}, wall {s['wall_s']:.1f}s, "
              f"aggregation {'exact' if s['aggregation_exact'] else 'NOT exact'}"]
     for j in s["jobs"]:
-        lines.append(f"  {j['job']} ({j['policy']}): {j['iterations_completed']}/{j['iterations']} iterations, "
+        transport = j.get("transport")
+        how = j["policy"] + (f", transport {transport}" if transport and transport != default_transport(j["policy"])
+                             else "")
+        lines.append(f"  {j['job']} ({how}): {j['iterations_completed']}/{j['iterations']} iterations, "
                      f"{num(j['iteration_time_s'], '.3f')} s/iteration, comm {num(j['comm_time_s'], '.3f')} s, "
                      f"PS ingress {j['ps_ingress_bytes'] / 1e6:.2f} MB, "
                      f"sending rate {num(j['gradient_sending_rate_bps'] and j['gradient_sending_rate_bps'] / 1e6, '.1f')} Mb/s, "

@@ -33,20 +33,38 @@ Choices:
   compute-delay spread (:func:`straggler_allowance_s`).
 - Aggregation capacity (GRID's switch processing capacity) becomes the
   ``agg_capacity`` meter in fragments/s: capacity_bps / (lanes x 32 bits).
+- PA-ATP's switch side (:func:`_pa_atp`), for jobs whose transport reads
+  GACKs (``program.PA_ATP_TRANSPORTS``: ``pa-atp``, ``strawasyn``): at each
+  switch aggregating such a job, a ``pa_job`` entry giving it a row of the
+  PA-ATP registers (``pa_index``, in job order) and ``aecn`` 1 where the job's
+  RESULTs cross the switch (for every sub-model aggregated there, the switch
+  lies on the default path from its PS to a worker: only there are its
+  overflowed gradients counted, a RESULT of theirs ending the count, and its
+  RESULTs marked); a GACK mirror session on every port of the switch
+  (``program.gack_session(port)`` -> port, for the completing gradients'
+  GACKs); and the switch's ``aecn_threshold`` (:func:`aecn_threshold_pkts`).
+  Their PS gets the job's transport, and answers raw gradients with GACKs.
 """
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from testbed.agents.config import AgentConfig, SubmodelPlan
+from testbed.agents.transport.pa_atp import aecn_threshold_factor
 from testbed.dataplane import program
 from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
                                       check_switch_limits, validate_entry)
 from testbed.errors import PolicyError
 from testbed.models import fragments_per_submodel
+from testbed.dataplane.wire import ina_frame_bytes
 from testbed.topology import DefaultRoutes, result_group_ip
 
 CAPACITY_BURST_OPS = 16
 FIRST_RESULT_MARGIN_S = 0.3
+#: PA-ATP's AECN threshold takes the aggregation throughput C_A of Eq. 9 (the most stalled workers' rates, per
+#: round trip) as this share of the BDP: the controller cannot know those rates before the run, and PA-ATP
+#: §III-C (Fig. 6) analyses C_A from 0.1 to 0.9 BDP; this is the middle of that range.
+AECN_AGGREGATION_SHARE = 0.5
 
 
 @dataclass
@@ -71,6 +89,7 @@ def plan(scenario, policy) -> ControlPlan:
     _ina_filters(scenario, policy, result)
     _result_releases(scenario, policy, result)
     _result_multicast(scenario, routes, policy, result)
+    _pa_atp(scenario, routes, policy, result)
     _ports(scenario, result)
     _agents(scenario, policy, result)
     _validate(scenario, result)
@@ -264,6 +283,72 @@ def _result_multicast(scenario, routes, policy, result):
                                                          (("dstAddr", node.mac), ("ipDstAddr", node.ip))))
 
 
+def rtt_estimate_s(path_rates_bps, frame_bytes: int, ecn_threshold_pkts: int) -> float:
+    """The round trip the controller assumes on a path whose links run at ``path_rates_bps``: a full frame's
+    serialization on every link, both ways (the data there, the RESULT back; the emulated links add no
+    propagation delay), plus ``ecn_threshold_pkts`` frames queued at the slowest link, the standing queue
+    ECN-driven senders keep at a loaded bottleneck (DCTCP's operating point)."""
+    frame_bits = 8.0 * frame_bytes
+    serialization_s = sum(2 * frame_bits / rate for rate in path_rates_bps)
+    return serialization_s + ecn_threshold_pkts * frame_bits / min(path_rates_bps)
+
+
+def bdp_pkts(path_rates_bps, frame_bytes: int, ecn_threshold_pkts: int) -> float:
+    """The bandwidth-delay product of a path in full frames: its slowest link's rate x :func:`rtt_estimate_s`."""
+    return min(path_rates_bps) * rtt_estimate_s(path_rates_bps, frame_bytes, ecn_threshold_pkts) / (8.0 * frame_bytes)
+
+
+def aecn_threshold_pkts(aggregators: int, bdp: float, jobs: int) -> int:
+    """A switch's ``aecn_threshold``: eta x (M + BDP) packets, eta at the upper bound of PA-ATP's Eq. 9
+    (``aecn_threshold_factor``) with C_A = ``AECN_AGGREGATION_SHARE`` x BDP, so M + BDP - C_A - N. The switch
+    marks once its used aggregators plus overflowed gradients exceed it, an integer count, so the floor is
+    exact; at least 1 (the register's 0 turns AECN off). ValueError when no eta fits (N >= M + BDP - C_A)."""
+    eta = aecn_threshold_factor(aggregators, bdp, AECN_AGGREGATION_SHARE * bdp, jobs)
+    return max(1, math.floor(eta * (aggregators + bdp) + 1e-9))
+
+
+def _pa_atp(scenario, routes, policy, result):
+    """PA-ATP's switch side for the jobs whose transport reads GACKs (the module docstring has the choices).
+
+    M of a switch is the aggregator slots its jobs were given there (all jobs': slots no job has are no
+    aggregators to anyone), BDP the largest of :func:`bdp_pkts` over the default paths from each opted-in
+    job's workers to its PSs, N the opted-in jobs there."""
+    topo = scenario.topology
+    rates = topo.capacity_bps()
+    frame_bytes = ina_frame_bytes(scenario.switch.lanes)
+    opted = {}    # switch -> [job], in job order
+    for job in scenario.jobs:
+        if job.transport in program.PA_ATP_TRANSPORTS:
+            for sw in policy.jobs[job.name].aggregating_switches():
+                opted.setdefault(sw, []).append(job)
+    for sw, jobs in sorted(opted.items()):
+        if len(jobs) > program.PA_JOBS:
+            raise PolicyError(f"switch {sw} aggregates {len(jobs)} jobs whose transport reads GACKs "
+                              f"({', '.join(j.name for j in jobs)}); the program tracks the progress of "
+                              f"{program.PA_JOBS} per switch")
+        config = result.switches[sw]
+        bdp = 0.0
+        for pa_index, job in enumerate(jobs):
+            jp = policy.jobs[job.name]
+            aecn = all(any(sw in routes.path(jp.ps_of_submodel[g], w) for w in job.workers) for g in jp.next_hop[sw])
+            config.entries.append(TableEntry("pa_job", "pa_enable", (job.job_id,),
+                                             (("pa_index", pa_index), ("aecn", int(aecn)))))
+            for w in job.workers:
+                for ps in job.ps:
+                    path = routes.path(w, ps)
+                    bdp = max(bdp, bdp_pkts([rates[hop] for hop in zip(path, path[1:])], frame_bytes,
+                                            scenario.switch.ecn_threshold_pkts))
+        config.mirror_sessions.extend((program.gack_session(port), port)
+                                      for port in sorted(topo.port(sw, link) for link in topo.links_of(sw)))
+        aggregators = sum(count for (_, where), (_, count) in result.slot_ranges.items() if where == sw)
+        try:
+            threshold = aecn_threshold_pkts(aggregators, bdp, len(jobs))
+        except ValueError as exc:
+            raise PolicyError(f"switch {sw}: no AECN threshold for its {len(jobs)} PA-ATP jobs with {aggregators} "
+                              f"aggregator slots and a BDP of {bdp:.1f} packets: {exc}") from None
+        config.register_writes.append(("aecn_threshold", 0, threshold))
+
+
 def _ports(scenario, result):
     topo, settings = scenario.topology, scenario.switch
     for link in topo.links:
@@ -323,7 +408,8 @@ def _agents(scenario, policy, result):
 
         def plan_of(g, worker=None):
             ps = jp.ps_of_submodel[g]
-            sp = SubmodelPlan(g, job.submodel_elements[g], fragments[g], ps, topo.node(ps).ip)
+            sp = SubmodelPlan(g, job.submodel_elements[g], fragments[g], ps, topo.node(ps).ip,
+                              ps_node=topo.node(ps).node_id)
             if worker is not None:
                 # A worker left out of a K-of-N iteration sends straight to its PS, which discards
                 # its gradient: it must not take part in any switch's fan-in.
@@ -352,6 +438,6 @@ def _agents(scenario, policy, result):
             owned = [plan_of(g) for g in range(len(fragments)) if jp.ps_of_submodel[g] == ps]
             result.agents.append(AgentConfig(role="ps", name=ps, ip=topo.node(ps).ip, submodels=owned,
                                              result_group_ip=result.result_groups.get((job.name, ps), ""),
-                                             workers=workers, ps_id=topo.node(ps).node_id,
+                                             workers=workers, ps_id=topo.node(ps).node_id, transport=job.transport,
                                              participants=[i for i, w in enumerate(job.workers) if w in counted],
                                              **common))

@@ -15,6 +15,7 @@ class SubmodelPlan:
     fragments: int
     ps: str                  # owning PS host
     ps_ip: str
+    ps_node: int = 0         # its node id (agg_node of a GACK the PS sent)
     agg_node: int = 0        # worker: id of the first aggregation node (switch or PS)
     agg_ip: str = ""         # worker: where its raw fragments go
     fanin: int = 1           # worker: contributions that node collects for this sub-model
@@ -48,7 +49,8 @@ class AgentConfig:
     compute_delay: dict = field(default_factory=dict)  # worker: straggler delay distribution (see worker.py)
     window: int = 64
     retransmit_timeout_s: float = 0.05   # worker: minimum RTO
-    transport: str = "atp"               # worker: testbed.agents.transport name (the job's ``transport``)
+    transport: str = "atp"               # testbed.agents.transport name (the job's ``transport``); the PS
+                                         # answers raw gradients with GACKs under pa-atp and strawasyn
     transport_options: dict = field(default_factory=dict)   # worker: the job's ``transport_options``, validated
     link_rate_bps: float = 0.0           # worker: its host link (pacing); 0 = unpaced
     first_result_timeout_s: float = 1.0  # worker: wait for the first RESULT of an iteration (stragglers)

@@ -20,6 +20,16 @@ reach the PS directly and are counted and discarded (``discarded_pkts``). The it
 says whether every fragment was exact; a mismatch is also printed, never
 silently averaged away. Results of the previous iteration are kept to answer
 late retransmissions.
+
+PA-ATP (jobs whose transport reads GACKs, ``program.PA_ATP_TRANSPORTS``):
+the PS is the node that takes the gradients its aggregation switch could not
+(overflowed: COLLISION, CAPACITY, late or retransmitted ones bypassed to it)
+and those sent straight to it, so it answers each raw gradient (level 0) of
+the current iteration at once with a GACK to its sender (PA-ATP §III-B 1):
+the gradient's header without lanes, flags GACK (+ ECN_ECHO when it arrived
+CE), and the ``progress`` (S_sum) and ``fanin`` it arrived with, which its
+switch wrote. Its RESULTs are the AACKs, as for every job. Aggregates and
+flushed partials are not gradients of one worker: no GACK.
 """
 
 import select
@@ -30,10 +40,22 @@ import numpy as np
 
 from testbed.agents.common import ECN_CE, agent_session, install_status_dump
 from testbed.agents.gradients import expected_sum
-from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX,
+from testbed.dataplane.program import PA_ATP_TRANSPORTS
+from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     FRAME_OVERHEAD_BYTES, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT, fragment_seqs)
 
 TOS_CMSG_BYTES = socket.CMSG_SPACE(1)    # IP_TOS ancillary data: one byte
+
+
+def gack_header(data, ce: bool, ps_node: int) -> bytes:
+    """PA-ATP's GACK of the raw gradient ``data`` (a datagram, INA header first): its header, flags GACK
+    (+ ECN_ECHO when it arrived ``ce``), no lanes, ``agg_node`` the PS's id (the node that took it: the
+    worker then knows no switch slot holds it), every other field as it arrived (progress and fanin
+    included: its switch's S_sum and N)."""
+    (job, _, _, level, _, fanin, count, submodel, it, seq, slot, bitmap,
+     progress) = INA_HEADER.unpack_from(data)
+    return INA_HEADER.pack(job, FLAG_GACK | FLAG_ECN_ECHO if ce else FLAG_GACK, 0, level, ps_node, fanin, count,
+                           submodel, it, seq, slot, bitmap, progress)
 
 
 class ParameterServer:
@@ -52,6 +74,7 @@ class ParameterServer:
         # to every worker), or to every worker in turn (BytePS's pull).
         self.result_addrs = [(config.result_group_ip, INA_UDP_PORT)] if config.result_group_ip else self.worker_addrs
         self.echo_congestion = False
+        self.gacks = config.transport in PA_ATP_TRANSPORTS     # answer raw gradients with GACKs (PA-ATP)
         self.iteration = 0
         self.held = {}        # seq -> contributor bitmap held in the current iteration (diagnosis)
         self.completed = {}   # seq -> RESULT payload of the current iteration
@@ -121,13 +144,13 @@ class ParameterServer:
         self.iteration, self.held, self.completed = iteration, bitmaps, results
         stats = dict(ingress_pkts=0, ingress_bytes=0, raw_pkts=0, aggregate_pkts=0, bypassed_pkts=0,
                      duplicate_pkts=0, overlap_drops=0, replaced=0, stale_pkts=0, foreign_pkts=0,
-                     discarded_pkts=0, max_level=0, ce_marked_pkts=0, spurious_retx_pkts=0)
+                     discarded_pkts=0, max_level=0, ce_marked_pkts=0, spurious_retx_pkts=0, gacks_sent=0)
         exact = True
         mismatches = 0
         t_first = None
         deadline = time.monotonic() + cfg.deadline_s
-        sock, recvmsg = self.sock, self.sock.recvmsg
-        owned = self.owned
+        sock, recvmsg, sendto = self.sock, self.sock.recvmsg, self.sock.sendto
+        owned, gacks = self.owned, self.gacks
         while len(results) < len(owned):
             ready, _, _ = select.select([sock], [], [], 0.2)
             if time.monotonic() > deadline:
@@ -137,7 +160,7 @@ class ParameterServer:
                 continue
             while True:
                 try:
-                    data, ancillary, _, _ = recvmsg(4096, TOS_CMSG_BYTES)
+                    data, ancillary, _, sender = recvmsg(4096, TOS_CMSG_BYTES)
                 except BlockingIOError:
                     break
                 if len(data) < INA_HEADER_BYTES:
@@ -147,7 +170,8 @@ class ParameterServer:
                     continue
                 stats["ingress_pkts"] += 1
                 stats["ingress_bytes"] += len(data) + FRAME_OVERHEAD_BYTES
-                if ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE:
+                ce = bool(ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE)
+                if ce:
                     stats["ce_marked_pkts"] += 1
                     self.echo_congestion = True
                 if flags & FLAG_RETX and level == 0 and (seq in results or bitmap & bitmaps.get(seq, 0) == bitmap):
@@ -161,6 +185,9 @@ class ParameterServer:
                 if seq not in owned:
                     stats["foreign_pkts"] += 1
                     continue
+                if gacks and not level:
+                    sendto(gack_header(data, ce, cfg.ps_id), sender)
+                    stats["gacks_sent"] += 1
                 if bitmap & ~self.full_mask:
                     stats["discarded_pkts"] += 1      # a worker left out of this K-of-N iteration
                     continue

@@ -13,7 +13,8 @@ echo of a CE mark) and AECN (the switch's aggregator-overflow mark) flags
 reach the transport with it. A GACK (PA-ATP's per-fragment acknowledgment
 from the node that took the fragment: a header without lanes, flag GACK)
 reaches it with its ``progress`` field (S_sum), ``fanin`` (the N that
-S_sum sums over) and ECN_ECHO (the CE mark the fragment met); transports
+S_sum sums over), ECN_ECHO (the CE mark the fragment met) and whether the
+PS took the fragment (the GACK's ``agg_node`` is the PS's id); transports
 without GACKs ignore them. Communication time is the time from the first
 send to the last RESULT of the iteration.
 
@@ -64,12 +65,14 @@ class Worker:
         seqs_of = fragment_seqs([n for _, n in config.layout])
         self.targets = [None] * config.total_fragments
         self.path_keys = [None] * config.total_fragments
+        self.ps_nodes = [0] * config.total_fragments      # a GACK naming it came from the PS
         for p in config.submodels:
             for seq in seqs_of[p.submodel]:
                 slot = slot_index(seq, p.slot_base, p.slot_count) if p.slot_count else 0
                 self.targets[seq] = ((p.agg_ip, INA_UDP_PORT), p.agg_node, p.fanin, p.submodel, slot)
                 # RESULTs of one path (aggregation node and PS) come back in order; of two, not.
                 self.path_keys[seq] = (p.agg_ip, p.ps_ip)
+                self.ps_nodes[seq] = p.ps_node
         self.transport = make_transport(config.transport, window_cap=config.window,
                                         link_rate_bps=config.link_rate_bps, frame_bytes=ina_frame_bytes(config.lanes),
                                         min_rto_s=config.retransmit_timeout_s,
@@ -178,12 +181,13 @@ class Worker:
         iterations are remembered for when this worker gets there. Anything else is dropped."""
         if len(data) < INA_HEADER_BYTES:
             return
-        job, flags, _, _, _, fanin, _, _, it, seq, _, _, progress = INA_HEADER.unpack_from(data)
+        job, flags, _, _, agg_node, fanin, _, _, it, seq, _, _, progress = INA_HEADER.unpack_from(data)
         if job != self.cfg.job_id or seq >= len(self.targets) or it < iteration:
             return
         if flags & FLAG_GACK:
             if it == iteration:
-                self.transport.on_gack(seq, now_s, progress, fanin, bool(flags & FLAG_ECN_ECHO))
+                self.transport.on_gack(seq, now_s, progress, fanin, bool(flags & FLAG_ECN_ECHO),
+                                       at_ps=agg_node == self.ps_nodes[seq])
         elif flags & FLAG_RESULT:
             if it > iteration:
                 self.early_results.setdefault(it, set()).add(seq)

@@ -40,6 +40,9 @@ Design:
   ``program.impair_session(port)`` -> ``port`` that the duplicates are
   cloned to (``mirroring_session_add`` of the ``simple_switch`` service).
   The seed is not used: bmv2's random extern cannot be seeded (p4/README.md).
+- ``mirroring_add``: a mirror session to one port (``mirroring_session_add``),
+  checked as pyswitch checks it (``check_mirror_session``): PA-ATP's GACK
+  clones of completing gradients go to ``program.gack_session(port)``.
 - ``counters`` reads the impairment registers whole (``bm_register_read_all``)
   and the impairment counters of the impaired ports only, so a switch without
   impairments costs three calls more than before.
@@ -50,8 +53,9 @@ import time
 from pathlib import Path
 
 from testbed.dataplane import program
-from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_object, check_switch_limits,
-                                       encode_value, impairment_thresholds, queue_rate_pps, validate_entry)
+from testbed.dataplane.entries import (TableEntry, check_mirror_session, check_multicast_group, check_object,
+                                       check_switch_limits, encode_value, impairment_thresholds, queue_rate_pps,
+                                       validate_entry)
 from testbed.dataplane.runtime import SwitchRuntime
 from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes
 from testbed.errors import DataplaneError, EnvironmentMissingError
@@ -317,6 +321,11 @@ class Bmv2Runtime(SwitchRuntime):
                           port_map(ports), "")
         self._call(f"mc_node_associate {group_id}", self.pre.bm_mc_node_associate, CXT, group, node)
         self._mc_nodes[group_id] = (group, node)
+
+    def mirroring_add(self, session_id: int, port: int) -> None:
+        check_mirror_session(session_id, port)
+        self._call(f"mirroring_session_add {session_id} port {port}", self.sswitch.mirroring_session_add,
+                   session_id, self.sswitch_ttypes.MirroringSessionConfig(port=port))
 
     def meter_set_rates(self, name: str, index: int, rate_per_s: float, burst: int) -> None:
         decl = program.METERS.get(name)

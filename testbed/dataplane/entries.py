@@ -1,15 +1,16 @@
 """Plain data that the controller produces and a SwitchRuntime installs.
 
 A :class:`SwitchConfig` is everything one switch needs for a run: table
-entries, multicast groups, register writes, meter rates, port shaping and port
-impairments. :func:`validate_entry` checks an entry against the
+entries, multicast groups, mirror sessions, register writes, meter rates, port
+shaping and port impairments. :func:`validate_entry` checks an entry against the
 program declarations (``program.py``) so both targets reject the same mistakes
 with the same message. :meth:`SwitchConfig.to_cli_lines` renders it as
 ``simple_switch_CLI`` commands: the run directory's ``entries/<switch>.txt``.
 :func:`check_switch_limits` adds the checks that need the switch's size
-(slot ranges, supported release modes); both runtimes call it on every
-``table_add`` so pyswitch and bmv2 refuse the same entries;
-:func:`impairment_thresholds` is the same for ``set_port_impairment``.
+(slot ranges, supported release modes, PA-ATP rows); both runtimes call it on
+every ``table_add`` so pyswitch and bmv2 refuse the same entries;
+:func:`impairment_thresholds` is the same for ``set_port_impairment``, and
+:func:`check_mirror_session` for ``mirroring_add``.
 """
 
 import ipaddress
@@ -69,6 +70,7 @@ class SwitchConfig:
     lanes: int = DEFAULT_LANES   # frame size for bmv2's packets/s queue rates
     entries: list = field(default_factory=list)
     multicast_groups: list = field(default_factory=list)
+    mirror_sessions: list = field(default_factory=list)   # (session id, port): PA-ATP's GACK clones
     register_writes: list = field(default_factory=list)   # (register, index, value)
     meter_rates: list = field(default_factory=list)       # (meter, index, rate_per_s, burst)
     port_shaping: list = field(default_factory=list)
@@ -87,6 +89,8 @@ class SwitchConfig:
             lines.append(f"mc_mgrp_create {g.group_id}")
             lines.append(f"mc_node_create {g.group_id} {' '.join(str(p) for p in g.ports)}")
             lines.append(f"mc_node_associate {g.group_id} {node_handle}")
+        for session, port in self.mirror_sessions:
+            lines.append(f"mirroring_add {session} {port}")
         for name, index, value in self.register_writes:
             lines.append(f"register_write {program.REGISTERS[name].control}.{name} {index} {value}")
         for name, index, rate, burst in self.meter_rates:
@@ -161,6 +165,12 @@ def check_switch_limits(entry: TableEntry, slots: int) -> None:
         raise DataplaneError(f"ina_aggregate: release_mode {values['release_mode']} is not supported "
                              f"(0 = release on emit, 1 = release on RESULT; 2 = SwitchML shadow copy is declared "
                              f"but not implemented, see p4/README.md)")
+    if entry.action == "pa_enable":
+        if values["pa_index"] >= program.PA_JOBS:
+            raise DataplaneError(f"pa_enable: pa_index {values['pa_index']} outside the program's "
+                                 f"{program.PA_JOBS} PA-ATP rows [0, {program.PA_JOBS})")
+        if values["aecn"] not in (0, 1):
+            raise DataplaneError(f"pa_enable: aecn {values['aecn']} is not 0 (no AECN here) or 1")
 
 
 def encode_value(kind: str, bits: int, value) -> bytes:
@@ -198,6 +208,15 @@ def impairment_thresholds(port: int, drop: float, duplicate: float, reorder: flo
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
             raise DataplaneError(f"port {port}: {label} probability {value!r} outside [0, 1]")
     return tuple(program.impair_threshold(p) for p in (drop, duplicate, reorder))
+
+
+def check_mirror_session(session_id: int, port: int) -> None:
+    """A mirror session clones to one port: session ids in [1, program.MAX_MIRROR_SESSION], 9-bit ports."""
+    if isinstance(session_id, bool) or not isinstance(session_id, int) or \
+            not 1 <= session_id <= program.MAX_MIRROR_SESSION:
+        raise DataplaneError(f"mirror session id {session_id!r} outside [1, {program.MAX_MIRROR_SESSION}]")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 511:
+        raise DataplaneError(f"mirror session {session_id}: port {port!r} must be an integer in [0, 511)")
 
 
 def check_multicast_group(group_id: int, ports) -> None:

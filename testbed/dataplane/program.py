@@ -23,11 +23,27 @@ has the semantics): a probability is held as a threshold out of
 packet is impaired when a uniform draw in ``[0, IMPAIR_SCALE)`` is below the
 threshold. Duplicates are egress-to-egress clones to the mirror session
 ``impair_session(port)``, which the runtime maps to the port itself.
+
+PA-ATP's switch side (PA-ATP §III-B, §IV; p4/README.md has the semantics),
+per job, opt-in: a ``pa_job`` entry (job -> its row ``pa_index``) makes the
+switch track each worker's last seq (``pa_seq``, row-major: ``pa_index x
+PA_WORKERS + worker``, the worker being the bit of a raw gradient's one-hot
+bitmap) and their sum (``pa_seq_sum[pa_index]``), stamp the sum into the
+gradient's ``progress`` field, answer every gradient it absorbs with a GACK
+(the completing one by an ingress clone to mirror session
+``gack_session(port)``, which the runtime maps to the port itself), and,
+where the entry's ``aecn`` is 1, count the job's overflowed gradients
+(``pa_overflow`` per seq cell, ``pa_overflowed`` in all) and mark its
+RESULTs AECN while ``agg_used`` + ``pa_overflowed`` exceeds
+``aecn_threshold``. Jobs whose transport is in ``PA_ATP_TRANSPORTS`` get
+the entry (testbed/controller.py), and their PS answers raw gradients with
+GACKs (testbed/agents/ps.py).
 """
 
 from dataclasses import dataclass, field
 
-from testbed.dataplane.wire import DEFAULT_LANES
+from testbed.dataplane.wire import (DEFAULT_LANES, INA_HEADER_BYTES, IPV4_HEADER_BYTES, MAX_WORKERS_PER_JOB,
+                                    UDP_HEADER_BYTES)
 
 DEFAULT_SLOTS = 1024     # aggregator slots per switch (p4 `-D INA_SLOTS`)
 MAX_PORTS = 64
@@ -57,6 +73,26 @@ IMPAIR_SESSION_BASE = 1000
 IMPAIR_REGISTERS = ("impair_drop", "impair_duplicate", "impair_reorder")
 IMPAIR_COUNTERS = {"dropped": "port_impair_dropped", "duplicated": "port_impair_duplicated",
                    "reordered": "port_impair_reordered"}
+
+#: The transports whose jobs get PA-ATP's switch side (a ``pa_job`` entry at each switch aggregating them)
+#: and GACKs from their PS: both read GACKs, and ``pa-atp`` reads AECN on RESULTs too.
+PA_ATP_TRANSPORTS = ("pa-atp", "strawasyn")
+#: Rows of the PA-ATP registers (ina.p4's INA_PA_JOBS): opted-in jobs per switch, ``pa_index`` in [0, PA_JOBS).
+PA_JOBS = 16
+#: Workers per row of ``pa_seq`` (INA_PA_WORKERS): one per bitmap bit, so any one-hot bitmap has its entry.
+PA_WORKERS = MAX_WORKERS_PER_JOB
+#: Seq cells per row of ``pa_overflow`` (INA_PA_SEQS, a power of two): an overflowed gradient of seq s is
+#: counted in cell ``pa_index x PA_SEQS + (s mod PA_SEQS)`` until the RESULT of a seq of that cell passes.
+PA_SEQS = 1024
+#: The GACK of a gradient that completes an aggregate is an ingress clone to mirror session
+#: GACK_SESSION_BASE + its ingress port (ina.p4's constant), which the runtime maps to that port.
+GACK_SESSION_BASE = 2000
+#: Mirror session ids bmv2 accepts (simple_switch: 0..2^15 - 1); 0 is taken as "no session" here.
+MAX_MIRROR_SESSION = (1 << 15) - 1
+#: A GACK as the switch sends it: the gradient's headers without lanes, a fresh TTL (ina.p4's GACK_*).
+GACK_TTL = 64
+GACK_UDP_BYTES = UDP_HEADER_BYTES + INA_HEADER_BYTES
+GACK_IPV4_BYTES = IPV4_HEADER_BYTES + GACK_UDP_BYTES
 
 
 @dataclass(frozen=True)
@@ -98,7 +134,7 @@ class Register:
     name: str
     control: str
     bits: int
-    size_expr: str  # "SLOTS", "SLOTS*LANES", "1", "PORTS"
+    size_expr: str  # "SLOTS", "SLOTS*LANES", "1", "PORTS", "PA_JOBS", "PA_JOBS*PA_WORKERS", "PA_JOBS*PA_SEQS"
 
 
 @dataclass(frozen=True)
@@ -145,6 +181,9 @@ ACTIONS = {
         Action("ina_release", (Param("slot_base", 32), Param("slot_count", 32), Param("mcast_grp", 16))),
         # Egress, multicast copies only: the host behind this port gets the copy addressed to it
         Action("mcast_rewrite", (Param("dstAddr", 48, "mac"), Param("ipDstAddr", 32, "ip"))),
+        # PA-ATP opt-in of a job at this switch: its register row, and whether it takes part in AECN here
+        # (1: its RESULTs cross this switch, so its overflowed gradients are counted and its RESULTs marked)
+        Action("pa_enable", (Param("pa_index", 32), Param("aecn", 8))),
     )
 }
 
@@ -164,6 +203,7 @@ TABLES = {
               ("ina_multicast", "ina_release", "NoAction"), "NoAction"),
         Table("ina_mcast_rewrite", "Egress", (Key("standard_metadata.egress_port", "exact", 9),),
               ("mcast_rewrite", "NoAction"), "NoAction"),
+        Table("pa_job", "Ingress", (Key("hdr.ina.job", "exact", 16),), ("pa_enable", "NoAction"), "NoAction"),
     )
 }
 
@@ -179,6 +219,12 @@ REGISTERS = {
         Register("impair_drop", "Egress", 32, "PORTS"),       # per port: loss threshold out of IMPAIR_SCALE
         Register("impair_duplicate", "Egress", 32, "PORTS"),  # per port: duplication threshold
         Register("impair_reorder", "Egress", 32, "PORTS"),    # per port: reordering threshold
+        Register("agg_used", "Ingress", 32, "1"),             # slots held (agg_count != 0), every job's
+        Register("pa_seq", "Ingress", 32, "PA_JOBS*PA_WORKERS"),   # S_n: worker n's last seq, row pa_index
+        Register("pa_seq_sum", "Ingress", 32, "PA_JOBS"),     # S_sum of row pa_index (mod 2^32)
+        Register("pa_overflow", "Ingress", 32, "PA_JOBS*PA_SEQS"),  # overflowed gradients per seq cell
+        Register("pa_overflowed", "Ingress", 32, "1"),        # their total (outstanding overflowed gradients)
+        Register("aecn_threshold", "Ingress", 32, "1"),       # agg_used + pa_overflowed above it marks AECN; 0 = off
     )
 }
 
@@ -199,6 +245,8 @@ STAT_INDICES = {
     "retx_bypassed": 13,      # a RETX, or a late contribution, for a tag the slot already sent on: to the PS
     "result_released": 14,    # a RESULT freed the slot holding its tag (RELEASE_ON_RESULT)
     "lead_bypassed": 15,      # iteration > the slot's (same job) + MAX_ITERATION_LEAD: to the PS, unchanged
+    "gacked": 16,             # PA-ATP GACKs sent: absorbed gradients, and clones for completing ones
+    "aecn_marked": 17,        # RESULTs marked AECN (PA-ATP)
 }
 
 COUNTERS = {
@@ -218,7 +266,8 @@ METERS = {m.name: m for m in (Meter("agg_capacity", "Ingress", "1", "packets"),)
 def register_size(register, slots: int = DEFAULT_SLOTS, lanes: int = DEFAULT_LANES) -> int:
     """Entries of a register, counter or meter array (anything with a ``size_expr``)."""
     sizes = {"SLOTS": slots, "SLOTS*LANES": slots * lanes, "1": 1, "PORTS": MAX_PORTS,
-             "STATS": len(STAT_INDICES)}
+             "STATS": len(STAT_INDICES), "PA_JOBS": PA_JOBS, "PA_JOBS*PA_WORKERS": PA_JOBS * PA_WORKERS,
+             "PA_JOBS*PA_SEQS": PA_JOBS * PA_SEQS}
     return sizes[register.size_expr]
 
 
@@ -230,6 +279,18 @@ def impair_threshold(probability: float) -> int:
 def impair_session(port: int) -> int:
     """The mirror session the duplicates of ``port`` are cloned to (ina.p4: IMPAIR_SESSION_BASE + port)."""
     return IMPAIR_SESSION_BASE + int(port)
+
+
+def gack_session(port: int) -> int:
+    """The mirror session the GACK of a completing gradient from ``port`` is cloned to
+    (ina.p4: GACK_SESSION_BASE + ingress port); the runtime maps it to ``port``."""
+    return GACK_SESSION_BASE + int(port)
+
+
+def pa_seq_cell(pa_index: int, seq: int) -> int:
+    """The ``pa_overflow`` cell of seq ``seq`` in row ``pa_index``
+    (ina.p4: ``pa_index * INA_PA_SEQS + (seq & (INA_PA_SEQS - 1))``)."""
+    return pa_index * PA_SEQS + (seq & (PA_SEQS - 1))
 
 
 def qualified_name(control: str, name: str) -> str:

@@ -44,6 +44,11 @@ class SwitchRuntime(abc.ABC):
     def mc_group_create(self, group_id: int, ports) -> None: ...
 
     @abc.abstractmethod
+    def mirroring_add(self, session_id: int, port: int) -> None:
+        """Mirror session ``session_id`` clones to ``port`` (bmv2's ``mirroring_add``): PA-ATP's GACK clones
+        use ``program.gack_session(port)`` -> ``port``."""
+
+    @abc.abstractmethod
     def meter_set_rates(self, name: str, index: int, rate_per_s: float, burst: int) -> None: ...
 
     @abc.abstractmethod
@@ -102,6 +107,8 @@ def install(config: SwitchConfig, runtime: SwitchRuntime) -> None:
         runtime.table_add(entry)
     for group in config.multicast_groups:
         runtime.mc_group_create(group.group_id, group.ports)
+    for session_id, port in config.mirror_sessions:
+        runtime.mirroring_add(session_id, port)
     for name, index, value in config.register_writes:
         runtime.register_write(name, index, value)
     for name, index, rate, burst in config.meter_rates:
@@ -152,6 +159,9 @@ class VerbRuntime(SwitchRuntime):
 
     def mc_group_create(self, group_id: int, ports) -> None:
         self.call("mc_group_create", group_id=group_id, ports=list(ports))
+
+    def mirroring_add(self, session_id: int, port: int) -> None:
+        self.call("mirroring_add", session_id=session_id, port=port)
 
     def meter_set_rates(self, name: str, index: int, rate_per_s: float, burst: int) -> None:
         self.call("meter_set_rates", name=name, index=index, rate_per_s=rate_per_s, burst=burst)

@@ -251,6 +251,24 @@ def test_set_port_impairment_maps_the_mirror_session_then_writes_thresholds(fake
         runtime.set_port_impairment(4, 0.1, 0.0, 0.0, 7)
 
 
+def test_mirroring_add_maps_a_session_to_a_port_and_install_pushes_the_configs_sessions(fake):
+    """PA-ATP's GACK sessions: mirroring_add(gack_session(p), p), checked before any call, and a switch
+    config's mirror_sessions go through it on install."""
+    runtime, standard, _, sswitch = fake
+    runtime.mirroring_add(program.gack_session(5), 5)
+    assert sswitch.calls == [("mirroring_session_add", (2005, sswitch_ttypes.MirroringSessionConfig(port=5)))]
+    for session, port, message in ((0, 1, "mirror session id 0 outside"), (1 << 15, 1, "outside \\[1, 32767\\]"),
+                                   (2001, 511, "port 511 must be"), (True, 1, "mirror session id True")):
+        with pytest.raises(DataplaneError, match=message):
+            runtime.mirroring_add(session, port)
+    assert len(sswitch.calls) == 1 and standard.calls == []
+    config = SwitchConfig("s1", 1, mirror_sessions=[(2001, 1), (2002, 2)])
+    install(config, runtime)
+    assert sswitch.calls[1:] == [("mirroring_session_add", (2001, sswitch_ttypes.MirroringSessionConfig(port=1))),
+                                 ("mirroring_session_add", (2002, sswitch_ttypes.MirroringSessionConfig(port=2)))]
+    assert config.to_cli_lines()[-2:] == ["mirroring_add 2001 1", "mirroring_add 2002 2"]
+
+
 @pytest.mark.parametrize("args, message", [
     ((1, 1.01, 0.0, 0.0), r"port 1: drop probability 1.01 outside \[0, 1\]"),
     ((1, 0.0, -0.1, 0.0), r"port 1: duplicate probability -0.1 outside"),

@@ -19,9 +19,9 @@ import pytest
 
 from testbed.dataplane import program
 from testbed.dataplane.entries import TableEntry
-from testbed.dataplane.wire import (FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_RESULT, FLAG_RETX,
-                                    INA_UDP_PORT, InaHeader, build_frame, build_ina_frame, ipv4_checksum,
-                                    parse_frame, slot_index)
+from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK,
+                                    FLAG_RESULT, FLAG_RETX, INA_OFFSET, INA_UDP_PORT, PAYLOAD_OFFSET, InaHeader,
+                                    build_frame, build_ina_frame, ipv4_checksum, parse_frame, slot_index)
 from testbed.errors import DataplaneError
 
 from packet_targets import LANES, SLOTS, TARGET_KINDS, assert_no_rig_left_behind, make_target  # noqa: E402
@@ -627,6 +627,244 @@ def test_duplicate_without_its_mirror_session_is_counted_but_not_sent(target):
     out = target.recv(4, timeout_s=3.0) + target.quiet()
     assert seqs_of(out) == [0, 1, 2, 3]
     assert impairment_counts(target, PS_PORT) == {"dropped": 0, "duplicated": 4, "reordered": 0}
+
+
+# -- PA-ATP (GACKs, progress, AECN) ----------------------------------------------------------
+
+PA_JOB = 5
+PA_INDEX = 2          # a row other than 0: the register layout (pa_index x PA_WORKERS + worker) is exercised
+
+
+def pa_setup(rt, job=PA_JOB, pa_index=PA_INDEX, aecn=1, count=8, sessions=(1, 2, 3), **entry):
+    """Routes, the job's ina_aggregate entry, its PA-ATP opt-in and the GACK mirror sessions of ``sessions``."""
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=job, count=count, **entry))
+    rt.table_add(TableEntry("pa_job", "pa_enable", (job,), (("pa_index", pa_index), ("aecn", aecn))))
+    for port in sessions:
+        rt.mirroring_add(program.gack_session(port), port)
+
+
+def ina_of(frame):
+    """The INA header of any frame (a GACK may go to a UDP port other than the INA port)."""
+    return InaHeader.unpack(frame, INA_OFFSET)
+
+
+def assert_gack_of(frame, worker, job, seq, progress, ce=False, iteration=0, fanin=3, src_port=INA_UDP_PORT):
+    """``frame`` is the switch's GACK of ``worker``'s gradient: its headers back, without lanes."""
+    ip, mac = HOSTS[worker]
+    pkt = parse_frame(frame)
+    ina = ina_of(frame)
+    assert len(frame) == PAYLOAD_OFFSET                                     # no lanes
+    assert ina.flags == (FLAG_GACK | FLAG_ECN_ECHO if ce else FLAG_GACK)
+    assert (ina.job, ina.seq, ina.iteration, ina.fanin, ina.progress) == (job, seq, iteration, fanin, progress)
+    assert (ina.elems, ina.bitmap, ina.count, ina.level, ina.agg_node) == (0, 1 << worker, 1, 0, SW_NODE)
+    assert (pkt.src_ip, pkt.dst_ip, pkt.src_mac, pkt.dst_mac) == (SW_ADDR, ip, SW_MAC, mac)
+    assert (pkt.ttl, pkt.ecn, pkt.ip_checksum_ok) == (program.GACK_TTL, 0, True)
+    assert int.from_bytes(frame[16:18], "big") == program.GACK_IPV4_BYTES
+    assert int.from_bytes(frame[38:40], "big") == program.GACK_UDP_BYTES and udp_checksum_of(frame) == 0
+    assert (int.from_bytes(frame[34:36], "big"), pkt.dst_port) == (INA_UDP_PORT, src_port)
+
+
+def result_frame(job, seq, worker=1, lanes=None, iteration=0):
+    """The PS's RESULT (AACK) of ``seq`` to ``worker``, unicast through the switch."""
+    lanes = lanes_of(300 + seq) if lanes is None else lanes
+    header = InaHeader(job=job, flags=FLAG_RESULT, elems=len(lanes), agg_node=PS_NODE, count=3, iteration=iteration,
+                       seq=seq, bitmap=0b1110)
+    frame = bytearray(build_ina_frame(SW_MAC, PS_MAC, PS_IP, HOSTS[worker][0], header, lanes))
+    frame[40:42] = PS_UDP_CHECKSUM.to_bytes(2, "big")     # the PS's kernel checksums what it sends
+    return bytes(frame)
+
+
+#: Stands for the UDP checksum the PS's kernel computed over a RESULT (the tests read it, nothing checks it).
+PS_UDP_CHECKSUM = 0xBEEF
+
+
+def test_pa_gack_for_an_absorbed_gradient(target):
+    """A raw gradient of an opted-in job absorbed into its slot comes back out of its ingress port as the
+    GACK: its headers without lanes, flags GACK (+ ECN_ECHO when it arrived CE), progress S_sum, addresses
+    and UDP ports swapped, lengths and checksums fixed; GACKs are not gradients for port_ina_tx."""
+    rt = target.runtime
+    pa_setup(rt)
+    ip, mac = HOSTS[1]
+    header = InaHeader(job=PA_JOB, flags=FLAG_DATA, elems=LANES, agg_node=SW_NODE, fanin=3, count=1, iteration=2,
+                       seq=5, slot=slot_index(5, 0, 8), bitmap=1 << 1)
+    target.send(1, build_ina_frame(SW_MAC, mac, ip, SW_ADDR, header, lanes_of(200), ecn=3, src_port=40123))
+    (port, frame), = target.recv(1)
+    assert port == 1
+    assert_gack_of(frame, 1, PA_JOB, 5, progress=5, ce=True, iteration=2, src_port=40123)
+    target.send(2, contribution(2, PA_JOB, 5, lanes_of(201), iteration=2, ecn=2))      # ECT(0), not CE
+    _, frame = only(target.recv(1), port=2)
+    assert_gack_of(frame, 2, PA_JOB, 5, progress=5 + 5, iteration=2)
+    assert target.quiet() == []
+    slot = slot_index(5, 0, 8)
+    assert (rt.register_read("agg_count", slot), rt.register_read("agg_bitmap", slot)) == (2, 0b110)  # aggregated
+    assert (stat(target, "gacked"), stat(target, "aggregated"), stat(target, "forwarded")) == (2, 2, 0)
+    assert rt.counter_read("port_ina_tx", 1)[0] == rt.counter_read("port_ina_tx", 2)[0] == 0
+    assert rt.register_read("agg_used", 0) == 1
+
+
+def test_pa_gack_for_the_completing_gradient(target):
+    """The gradient that completes the aggregate leaves as the aggregate, exact as ever, and its sender gets
+    its GACK too: an ingress clone out of its ingress port (mirror session gack_session(port)), CE echoed.
+    A port without its session gets no GACK for a completing gradient (bmv2 clones to no session)."""
+    rt = target.runtime
+    pa_setup(rt, sessions=(1, 2, 3))
+    parts = {w: lanes_of(210 + w) for w in (1, 2, 3)}
+    target.send_seq([(w, contribution(w, PA_JOB, 6, parts[w])) for w in (1, 2)])
+    assert sorted(port for port, _ in target.recv(2)) == [1, 2]                 # the two absorbed: GACKs
+    target.send(3, contribution(3, PA_JOB, 6, parts[3], ecn=3))
+    out = dict(target.recv(2))
+    assert sorted(out) == [3, PS_PORT]
+    aggregate = parse_frame(out[PS_PORT])
+    assert np.array_equal(aggregate.lanes, wrap_sum(*parts.values()))
+    assert (aggregate.ina.count, aggregate.ina.bitmap, aggregate.ina.flags) == (3, 0b1110, FLAG_DATA)
+    assert (aggregate.src_ip, aggregate.dst_ip, aggregate.ttl) == (SW_ADDR, PS_IP, 63)
+    assert_gack_of(out[3], 3, PA_JOB, 6, progress=18, ce=True)
+    assert (stat(target, "gacked"), stat(target, "emitted")) == (3, 1)
+    assert rt.register_read("agg_used", 0) == 0                                 # released on emit
+
+    # Seq 7, completed by a gradient arriving on a port without a GACK session (the PS's): the aggregate only.
+    target.send_seq([(w, contribution(w, PA_JOB, 7, parts[w])) for w in (1, 2)])
+    assert sorted(port for port, _ in target.recv(2)) == [1, 2]
+    target.send(PS_PORT, contribution(3, PA_JOB, 7, parts[3]))
+    pkt, _ = only(target.recv(1) + target.quiet(), port=PS_PORT)
+    assert pkt.ina.count == 3 and np.array_equal(pkt.lanes, wrap_sum(*parts.values()))
+    assert stat(target, "gacked") == 6                                          # counted, as bmv2 counts it
+
+
+def test_pa_progress_sum_over_workers_retransmission_and_new_iteration(target):
+    """S_n follows each worker's latest seq, retransmissions and a new iteration's low seqs included, and
+    S_sum = sum of the S_n (delta updates, §IV Fig. 7), carried in the progress field of whatever the
+    gradient becomes (a GACK, a bypass, a flush), in the registers' row pa_index."""
+    rt = target.runtime
+    pa_setup(rt)
+    row = PA_INDEX * program.PA_WORKERS
+
+    def send(worker, seq, iteration=0, flags=FLAG_DATA):
+        target.send(worker, contribution(worker, PA_JOB, seq, lanes_of(400 + seq), iteration=iteration, flags=flags))
+        return target.recv(1)
+
+    steps = [((1, 3), 3), ((2, 1), 4), ((1, 4), 5), ((3, 2), 7)]
+    for (worker, seq), progress in steps:
+        (port, frame), = send(worker, seq)
+        assert port == worker and ina_of(frame).flags == FLAG_GACK and ina_of(frame).progress == progress
+    # Worker 1 retransmits seq 3 (already in its slot): a RETX duplicate flushes the partial to the PS, no
+    # GACK; S_1 goes back to 3.
+    (port, frame), = send(1, 3, flags=FLAG_DATA | FLAG_RETX)
+    assert port == PS_PORT and ina_of(frame).progress == 3 + 1 + 2 and ina_of(frame).bitmap == 0b10
+    # A new iteration: worker 2 starts again at seq 0.
+    (port, frame), = send(2, 0, iteration=1)
+    assert port == 2 and ina_of(frame).progress == 3 + 0 + 2 and ina_of(frame).iteration == 1
+    assert [rt.register_read("pa_seq", row + w) for w in (1, 2, 3)] == [3, 0, 2]
+    assert rt.register_read("pa_seq_sum", PA_INDEX) == 5
+    assert rt.register_read("pa_seq_sum", 0) == 0 and rt.register_read("pa_seq", 1) == 0     # other rows untouched
+    # A seq below a worker's last (its S_n) makes S_sum go down by the difference, even for a gradient that
+    # collides (its slot holds iteration 1's seq 0): the bypass carries it to the PS; 32-bit wrap included.
+    (port, frame), = send(3, 0)
+    assert port == PS_PORT and ina_of(frame).flags == FLAG_DATA | FLAG_COLLISION and ina_of(frame).progress == 3
+    (port, frame), = send(3, 2**32 - 2)
+    assert port == 3 and ina_of(frame).progress == (3 + 2**32 - 2) % 2**32
+    assert rt.register_read("pa_seq_sum", PA_INDEX) == 1
+    assert stat(target, "gacked") == 6
+
+
+def test_pa_aecn_marks_results_once_the_threshold_is_exceeded_and_not_before(target):
+    """A RESULT of the job is marked AECN when slots held (agg_used, every job's) plus overflowed gradients
+    (COLLISION bypasses of the job, outstanding until a RESULT of their seq passes) exceed aecn_threshold,
+    as the RESULT finds them; other jobs' RESULTs are never marked; threshold 0 marks nothing."""
+    rt = target.runtime
+    pa_setup(rt, count=4, pa_index=1, sessions=())
+    rt.register_write("aecn_threshold", 0, 3)
+    other = 7
+    rt.table_add(aggregate_entry(job=other, base=4, count=4))
+
+    def result_flags(seq, job=PA_JOB):
+        target.send(PS_PORT, result_frame(job, seq))
+        pkt, frame = only(target.recv(1), port=1)
+        assert pkt.dst_ip == HOSTS[1][0] and pkt.ttl == 63 and pkt.ip_checksum_ok
+        # A marked RESULT's header changed: its UDP checksum must go (0), or the worker's kernel drops it.
+        assert udp_checksum_of(frame) == (0 if pkt.ina.flags & FLAG_AECN else PS_UDP_CHECKSUM)
+        return pkt.ina.flags
+
+    for seq in (0, 1, 2):                                        # three slots held (fanin 2: absorbed)
+        target.send(1, contribution(1, PA_JOB, seq, lanes_of(500 + seq), fanin=2, count=4))
+        only(target.recv(1), port=1)                             # GACK
+    assert rt.register_read("agg_used", 0) == 3
+    assert result_flags(10) == FLAG_RESULT                      # 3 + 0 is not above 3
+    target.send(1, contribution(1, PA_JOB, 4, lanes_of(504), fanin=2, count=4))   # slot 0 held by seq 0
+    bypassed, _ = only(target.recv(1), port=PS_PORT)
+    assert bypassed.ina.flags == FLAG_DATA | FLAG_COLLISION and bypassed.ina.progress == 4   # no GACK: the PS's
+    assert (rt.register_read("pa_overflowed", 0), rt.register_read("pa_overflow", program.pa_seq_cell(1, 4))) == (1, 1)
+    assert result_flags(11) == FLAG_RESULT | FLAG_AECN          # 3 + 1 > 3
+    assert result_flags(11, job=other) == FLAG_RESULT           # not opted in: never marked
+    assert result_flags(4) == FLAG_RESULT | FLAG_AECN           # marked as found, then seq 4 stops counting
+    assert rt.register_read("pa_overflowed", 0) == 0 and rt.register_read("pa_overflow", program.pa_seq_cell(1, 4)) == 0
+    assert result_flags(11) == FLAG_RESULT
+    target.send(2, contribution(2, PA_JOB, 0, lanes_of(505), fanin=2, count=4))   # completes seq 0: slot freed
+    only(target.recv(1), port=PS_PORT)                           # the aggregate (no GACK session here)
+    assert rt.register_read("agg_used", 0) == 2
+    for seq in (5, 6):                                           # slots 1, 2 held: two overflowed gradients
+        target.send(2, contribution(2, PA_JOB, seq, lanes_of(506), fanin=2, count=4))
+        only(target.recv(1), port=PS_PORT)
+    assert result_flags(12) == FLAG_RESULT | FLAG_AECN          # 2 + 2 > 3
+    rt.register_write("aecn_threshold", 0, 0)
+    assert result_flags(13) == FLAG_RESULT                      # 0: AECN off
+    assert (stat(target, "aecn_marked"), stat(target, "collision_bypassed")) == (3, 3)
+    assert rt.register_read("pa_overflowed", 0) == 2
+
+
+def test_jobs_without_the_opt_in_are_unchanged_and_gacks_in_transit_are_forwarded(target):
+    """A job without a pa_job entry, on a switch where another job has one: no GACK, progress untouched,
+    no PA-ATP register moves, its RESULTs unmarked. A GACK passing through (the PS's, to a worker) is
+    forwarded as unicast even where its header names an aggregation entry: never aggregated."""
+    rt = target.runtime
+    pa_setup(rt)
+    rt.register_write("aecn_threshold", 0, 1)
+    plain = 1
+    rt.table_add(aggregate_entry(job=plain, base=8, count=8))
+    parts = {w: lanes_of(600 + w) for w in (1, 2, 3)}
+    frames = []
+    for w in (1, 2, 3):
+        ip, mac = HOSTS[w]
+        header = InaHeader(job=plain, flags=FLAG_DATA, elems=LANES, agg_node=SW_NODE, fanin=3, count=1, seq=2,
+                           slot=slot_index(2, 8, 8), bitmap=1 << w, progress=77)
+        frames.append((w, build_ina_frame(SW_MAC, mac, ip, SW_ADDR, header, parts[w], ecn=3)))
+    target.send_seq(frames[:2])
+    assert target.quiet() == []                                   # absorbed, silently, as today
+    target.send(3, frames[2][1])
+    pkt, _ = only(target.recv(1) + target.quiet(), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, wrap_sum(*parts.values())) and pkt.ina.progress == 77
+    assert pkt.ina.flags == FLAG_DATA and pkt.ina.count == 3
+    target.send(1, contribution(1, PA_JOB, 1, lanes_of(610)))    # the opted-in job's: one slot held
+    only(target.recv(1), port=1)
+    target.send(PS_PORT, result_frame(plain, 2))
+    pkt, _ = only(target.recv(1), port=1)
+    assert pkt.ina.flags == FLAG_RESULT                           # above the threshold, but not opted in
+    assert rt.register_read_all("pa_seq_sum") == [0] * PA_INDEX + [1] + [0] * (program.PA_JOBS - PA_INDEX - 1)
+    assert stat(target, "gacked") == 1 and stat(target, "aecn_marked") == 0
+
+    # The PS's GACK of an overflowed gradient, on its way back to worker 2 (agg_node is this switch's).
+    header = InaHeader(job=PA_JOB, flags=FLAG_GACK, elems=0, agg_node=SW_NODE, fanin=3, count=1, seq=3,
+                       slot=slot_index(3, 0, 8), bitmap=1 << 2, progress=9)
+    target.send(PS_PORT, build_ina_frame(SW_MAC, PS_MAC, PS_IP, HOSTS[2][0], header, np.zeros(0, dtype=np.int32)))
+    pkt, frame = only(target.recv(1), port=2)
+    assert ina_of(frame) == header and (pkt.ttl, pkt.dst_mac, len(frame)) == (63, HOSTS[2][1], PAYLOAD_OFFSET)
+    assert rt.register_read("agg_count", slot_index(3, 0, 8)) == 0 and stat(target, "aggregated") == 4
+    assert rt.counter_read("port_ina_tx", 2)[0] == 0
+    assert rt.register_read("pa_seq", PA_INDEX * program.PA_WORKERS + 2) == 0
+
+
+def test_pa_entries_are_refused_clearly(target):
+    rt = target.runtime
+    with pytest.raises(DataplaneError, match=rf"pa_index {program.PA_JOBS} outside"):
+        rt.table_add(TableEntry("pa_job", "pa_enable", (1,), (("pa_index", program.PA_JOBS), ("aecn", 1))))
+    with pytest.raises(DataplaneError, match="aecn 2 is not 0"):
+        rt.table_add(TableEntry("pa_job", "pa_enable", (1,), (("pa_index", 0), ("aecn", 2))))
+    with pytest.raises(DataplaneError, match="mirror session id 0 outside"):
+        rt.mirroring_add(0, 1)
+    with pytest.raises(DataplaneError, match="port 511 must be"):
+        rt.mirroring_add(program.gack_session(1), 511)
+    rt.table_add(TableEntry("pa_job", "pa_enable", (1,), (("pa_index", program.PA_JOBS - 1), ("aecn", 0))))
 
 
 # -- bad input --------------------------------------------------------------------------

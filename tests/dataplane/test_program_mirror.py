@@ -20,7 +20,8 @@ from testbed.dataplane.pyswitch.core import PySwitchCore
 
 P4_SOURCE = Path(__file__).resolve().parents[2] / "p4" / "ina.p4"
 SIZE_EXPRS = {"INA_SLOTS * INA_LANES": "SLOTS*LANES", "INA_SLOTS": "SLOTS", "1": "1", "INA_PORTS": "PORTS",
-              "INA_STATS": "STATS"}
+              "INA_STATS": "STATS", "INA_PA_JOBS": "PA_JOBS", "INA_PA_JOBS * INA_PA_WORKERS": "PA_JOBS*PA_WORKERS",
+              "INA_PA_JOBS * INA_PA_SEQS": "PA_JOBS*PA_SEQS"}
 BUILTIN_ACTIONS = {"NoAction"}   # core.p4
 # Top-level names v1model.p4 declares: a program declaration of the same name is a p4c error
 # ("Ingress duplicates Ingress"), so the program's controls cannot be named Ingress / Egress.
@@ -156,12 +157,15 @@ def test_stat_indices(p4):
     _compare("ina_stats index", p4["stats"], program.STAT_INDICES)
     assert re.search(rf"#define INA_STATS {len(program.STAT_INDICES)}\b", P4_SOURCE.read_text())
     assert re.search(rf"#define INA_PORTS {program.MAX_PORTS}\b", P4_SOURCE.read_text())
+    for name in ("PA_JOBS", "PA_WORKERS", "PA_SEQS"):
+        assert re.search(rf"#define INA_{name} {getattr(program, name)}\b", P4_SOURCE.read_text()), name
+    assert program.PA_SEQS & (program.PA_SEQS - 1) == 0      # a power of two: ina.p4 masks seq with it
 
 
 def test_flags_and_release_modes_match_wire_and_program():
     from testbed.dataplane import wire
     text = P4_SOURCE.read_text()
-    for name in ("DATA", "RESULT", "RETX", "COLLISION", "CAPACITY"):
+    for name in ("DATA", "GACK", "RESULT", "RETX", "ECN_ECHO", "AECN", "COLLISION", "CAPACITY"):
         value = int(re.search(rf"const bit<16> FLAG_{name}\s*=\s*(0x[0-9A-Fa-f]+);", text).group(1), 16)
         assert value == getattr(wire, f"FLAG_{name}"), name
     for name in ("RELEASE_ON_EMIT", "RELEASE_ON_RESULT"):
@@ -174,6 +178,13 @@ def test_flags_and_release_modes_match_wire_and_program():
         program.IMPAIR_SCALE - 1
     assert int(re.search(r"const bit<32> IMPAIR_SESSION_BASE = (\d+);", text).group(1)) == \
         program.IMPAIR_SESSION_BASE
+    assert int(re.search(r"const bit<32> GACK_SESSION_BASE = (\d+);", text).group(1)) == program.GACK_SESSION_BASE
+    assert int(re.search(r"const bit<8>  GACK_TTL = (\d+);", text).group(1)) == program.GACK_TTL
+    assert int(re.search(r"const bit<16> GACK_IPV4_BYTES = (\d+);", text).group(1)) == program.GACK_IPV4_BYTES
+    assert int(re.search(r"const bit<16> GACK_UDP_BYTES = (\d+);", text).group(1)) == program.GACK_UDP_BYTES
+    # the GACK session ranges of every port stay clear of the impairments' and inside bmv2's session ids
+    assert program.IMPAIR_SESSION_BASE + program.MAX_PORTS <= program.GACK_SESSION_BASE
+    assert program.gack_session(510) <= program.MAX_MIRROR_SESSION
     assert f"#define INA_LANES {wire.DEFAULT_LANES}" in text
     assert f"#define INA_SLOTS {program.DEFAULT_SLOTS}" in text
 

@@ -94,7 +94,7 @@ def hand_run():
     for rows in records.values():
         for iteration, row in enumerate(rows):
             row["iteration"] = iteration
-    job = SimpleNamespace(name="j", policy="atp", workers=["w1", "w2"], ps=["ps"], iterations=2)
+    job = SimpleNamespace(name="j", policy="atp", transport="atp", workers=["w1", "w2"], ps=["ps"], iterations=2)
     return job, records
 
 
@@ -112,7 +112,7 @@ def test_paper_metrics_on_a_hand_computable_run():
     assert m["min_gradient_sending_rate_bps"] == pytest.approx(8 * FRAME * 3 / 0.1)
     assert m["gradient_sending_rate_bps"] == pytest.approx(8 * FRAME * 3.25 / 0.1)
     assert m["worker_sent_bytes"] == 13 * FRAME
-    assert m["transport"]["timeouts"] == 1 and m["aggregation_exact"]
+    assert m["transport_events"]["timeouts"] == 1 and m["aggregation_exact"]
 
 
 def test_ina_amount_is_zero_when_the_ps_receives_everything():

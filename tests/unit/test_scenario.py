@@ -150,6 +150,10 @@ def test_missing_file_is_a_scenario_error(tmp_path):
         load_scenario(tmp_path / "nope.yaml")
 
 
-def test_shipped_scenarios_validate():
+def test_shipped_scenarios_and_sweeps_validate():
+    from testbed.sweep import load_sweep
     for path in sorted((REPO / "scenarios").rglob("*.yaml")):
-        load_scenario(path)
+        if "axes:" in path.read_text():
+            load_sweep(path)           # a sweep: every point's scenario is checked
+        else:
+            load_scenario(path)

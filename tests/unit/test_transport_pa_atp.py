@@ -251,13 +251,53 @@ def test_aack_gap_retransmits_at_once_and_halves_cwd_but_the_ps_echo_does_not_cu
     assert t.next_send(0.03) == (1, True)
 
 
-def test_timeouts_are_the_base_transports():
+def test_a_gacked_fragment_waits_the_hold_time_an_ungacked_one_the_rto():
     t = pa(initial_cwd=2)
     t.first_result_timeout_s = 0.0
-    t.start_iteration(2, now_s=0.0)
+    t.start_iteration(4, now_s=0.0)
+    assert sent(t) == [0, 1]                                     # armed at the initial RTO, 1 s
+    t.on_gack(0, 0.01)                                           # RTT sample 0.01 s: RTO = min RTO 0.2 s
+    assert t.rtt.srtt_s == 0.01 and t.rtt.rto_s() == 0.2
+    assert sent(t, 0.02) == [2, 3]                               # CWD 3 from gbase 1; armed at 0.02 + 0.2
+    assert t.next_send(0.21) is None
+    assert t.next_send(0.22) == (2, True)                        # un-GACKed: the RTO
+    assert t.next_send(0.22) == (3, True)
+    assert t.next_send(0.80) is None                             # GACKed at 0.01: holds 4 x 0.2 s ...
+    assert t.next_send(0.81) == (0, True)                        # ... then recovers as under atp
+    assert t.next_send(1.0) == (1, True)                         # un-GACKed, armed before the sample
+    assert t.stats["timeouts"] == 4
+
+
+def test_results_are_no_rtt_samples_gacks_are():
+    t = pa(initial_cwd=4)
+    t.start_iteration(4, now_s=0.0)
     sent(t)
-    t.on_gack(0, 0.01)                                           # a GACK is no RESULT: the timer still runs
-    assert t.next_send(1.01) == (0, True) and t.stats["timeouts"] >= 1
+    t.on_result(0, 0.5)                                          # first RESULT: no sample anyway
+    t.on_result(1, 0.9)                                          # waited for other workers: not a round trip
+    assert t.rtt.srtt_s is None
+    t.on_gack(2, 0.05)
+    assert t.rtt.srtt_s == 0.05
+
+
+def test_gacks_out_of_order_are_no_loss():
+    t = pa(initial_cwd=8)
+    t.start_iteration(20, now_s=0.0)
+    assert sent(t) == list(range(8))
+    for seq in (0, 2, 3, 4, 5):
+        t.on_gack(seq, 0.01)                     # 1 may have overflowed: its GACK comes later, from the PS
+    assert t.pending_retx == [] and t.stats["fast_retransmits"] == 0
+
+
+def test_an_aack_gap_releases_switch_held_fragments_and_leaves_the_ps_held_ones():
+    t = pa(initial_cwd=8)
+    t.start_iteration(20, now_s=0.0)
+    sent(t)
+    t.on_gack(0, 0.01, at_ps=True)                               # overflowed: the PS has it
+    for seq in range(1, 8):
+        t.on_gack(seq, 0.01)                                     # in a slot of the switch
+    for seq in (2, 3, 4, 5):
+        t.on_result(seq, 0.02)                                   # 0 and 1 have no RESULT: a gap
+    assert t.pending_retx == [1] and t.stats["fast_retransmits"] == 1   # RETX releases 1's partial
 
 
 def test_gacks_of_fragments_already_acknowledged_or_out_of_range_change_no_window():
@@ -295,8 +335,8 @@ def test_option_conflict_awd_options_without_awd():
 def worker(transport):
     config = AgentConfig(role="worker", name="w1", ip="10.0.0.1", job="j", job_id=3, seed=1, iterations=2,
                          lanes=64, scale_bits=20, gradient_bound=1.0, total_workers=2,
-                         submodels=[SubmodelPlan(0, 640, 10, "ps", "10.0.0.9", agg_node=7, agg_ip="10.255.0.1",
-                                                 fanin=2, slot_base=0, slot_count=16)],
+                         submodels=[SubmodelPlan(0, 640, 10, "ps", "10.0.0.9", ps_node=9, agg_node=7,
+                                                 agg_ip="10.255.0.1", fanin=2, slot_base=0, slot_count=16)],
                          total_fragments=10, layout=[(640, 10)], window=16, transport=transport)
     w = Worker(config, sock=None, records=None)
     w.transport.start_iteration(10, now_s=0.0)
@@ -304,8 +344,8 @@ def worker(transport):
     return w
 
 
-def header(flags, seq, iteration=0, job=3, fanin=2, progress=0):
-    return INA_HEADER.pack(job, flags, 0, 0, 7, fanin, 1, 0, iteration, seq, 0, 1, progress)
+def header(flags, seq, iteration=0, job=3, fanin=2, progress=0, agg_node=7):
+    return INA_HEADER.pack(job, flags, 0, 0, agg_node, fanin, 1, 0, iteration, seq, 0, 1, progress)
 
 
 def test_worker_hands_gacks_and_aecn_to_the_transport():
@@ -313,13 +353,16 @@ def test_worker_hands_gacks_and_aecn_to_the_transport():
     t = w.transport
     w.receive(header(FLAG_GACK | FLAG_ECN_ECHO, 0, fanin=2, progress=5), 0, 0.01)
     assert t.gacked[0] and (t.progress_sum, t.progress_workers) == (5, 2) and t.stats["gack_ce_marks"] == 1
+    assert not t.at_ps[0]                                        # the switch (node 7) took it
+    w.receive(header(FLAG_GACK, 3, agg_node=9), 0, 0.01)
+    assert t.gacked[3] and t.at_ps[3]                            # the PS (node 9) took it
     w.receive(header(FLAG_RESULT | FLAG_AECN, 0), 0, 0.02)
     assert t.acked[0] and t.stats["aecn_marks"] == 1
     w.receive(header(FLAG_GACK, 1, job=4), 0, 0.03)              # another job
     w.receive(header(FLAG_GACK, 2, iteration=1), 0, 0.03)        # not this iteration
     w.receive(header(FLAG_GACK, 10), 0, 0.03)                    # no such fragment
     w.receive(b"\x00" * 10, 0, 0.03)                             # runt
-    assert t.stats["gacks"] == 1
+    assert t.stats["gacks"] == 2
     w.receive(header(FLAG_RESULT, 4, iteration=1), 0, 0.04)      # a RESULT of a later iteration is kept
     assert w.early_results == {1: {4}} and not t.acked[4]
 

@@ -1,6 +1,6 @@
 """A job's ``transport`` and ``transport_options``: defaults by policy, validation (one-line errors naming
 file, line and field), the controller's wiring into each worker's AgentConfig, and the refusal of
-transports whose switch side the data plane does not implement yet."""
+transports whose switch side the data plane does not implement yet (none now)."""
 
 import textwrap
 
@@ -122,25 +122,27 @@ def test_the_controller_passes_transport_and_options_to_every_worker():
     assert {a.transport for a in plan.agents if a.role == "worker"} == {"switchml"}
 
 
-@pytest.mark.parametrize("name, words", [
-    ("pa-atp", "needs GACKs (with the progress sum and CE mark) and AECN marks on RESULTs, which the data "
-               "plane (p4/ina.p4, pyswitch) does not send yet"),
-    ("strawasyn", "needs GACKs, which the data plane (p4/ina.p4, pyswitch) does not send yet"),
-])
-def test_transports_the_data_plane_cannot_run_yet_are_refused_before_any_run(name, words):
+@pytest.mark.parametrize("name", ["pa-atp", "strawasyn"])
+def test_pa_atp_transports_run_now_that_the_data_plane_sends_gacks_and_aecn(name):
+    """The switch side exists (p4/ina.p4, pyswitch): nothing refuses them, and the controller opts their jobs
+    in at their aggregation switch."""
+    assert AWAITING_DATA_PLANE == {}
     scenario = parse(BASE + f"    transport: {name}\n")
-    assert emulation_limits(parse(BASE)) == []
-    (reason,) = emulation_limits(scenario)
-    assert reason.startswith("t.yaml:10: jobs.0.transport: ") and words in reason
-    with pytest.raises(ScenarioError) as info:
-        require_emulable(scenario)
-    err = info.value
-    assert (err.field, err.line) == ("jobs.0.transport", 10) and words in err.message
-    assert f"transport {name} " in err.message and "simulate" not in err.message and "\n" not in str(err)
+    assert emulation_limits(scenario) == []
+    require_emulable(scenario)
+    plan = controller.plan(scenario, compute_policy(scenario))
+    assert [e.action for e in plan.switches["s1"].entries if e.table == "pa_job"] == ["pa_enable"]
 
 
 def test_the_refusal_is_one_constant(monkeypatch):
+    """A transport named in AWAITING_DATA_PLANE is refused before any run, one line naming the job's field."""
     scenario = parse(BASE + "    transport: pa-atp\n")
-    monkeypatch.delitem(AWAITING_DATA_PLANE, "pa-atp")
-    assert emulation_limits(scenario) == []
-    require_emulable(scenario)
+    monkeypatch.setitem(AWAITING_DATA_PLANE, "pa-atp", "needs packets the data plane does not send yet")
+    (reason,) = emulation_limits(scenario)
+    assert reason.startswith("t.yaml:10: jobs.0.transport: ") and "needs packets the data plane" in reason
+    with pytest.raises(ScenarioError) as info:
+        require_emulable(scenario)
+    err = info.value
+    assert (err.field, err.line) == ("jobs.0.transport", 10) and "transport pa-atp needs packets" in err.message
+    assert "simulate" not in err.message and "\n" not in str(err)
+    assert emulation_limits(parse(BASE)) == []

@@ -31,13 +31,9 @@ TRANSPORTS = {cls.name: cls for cls in (AtpTransport, SwitchMLTransport, StrawAs
 #: Transports whose switch side the data plane (p4/ina.p4 and pyswitch) does not implement yet, with the
 #: reason: ``inatb validate`` and ``inatb run`` refuse a job that chooses one (testbed.scenario's emulation
 #: limits) rather than run it without the packets its worker side reads. Remove a name once the data
-#: plane sends them.
-AWAITING_DATA_PLANE = {
-    "pa-atp": "needs GACKs (with the progress sum and CE mark) and AECN marks on RESULTs, which the data plane "
-              "(p4/ina.p4, pyswitch) does not send yet: PA-ATP's switch side is not implemented",
-    "strawasyn": "needs GACKs, which the data plane (p4/ina.p4, pyswitch) does not send yet: PA-ATP's switch "
-                 "side is not implemented",
-}
+#: plane sends them. Empty: PA-ATP's switch side (GACKs with the progress sum and CE echo, AECN on
+#: RESULTs; p4/README.md) serves ``pa-atp`` and ``strawasyn``.
+AWAITING_DATA_PLANE = {}
 
 
 def default_transport(policy: str) -> str:

@@ -97,6 +97,9 @@ class Transport:
     #: [1, the fragments a worker sends per iteration]), ("weight",) (a number in (0, 1]), ("bool",).
     #: testbed/scenario.py enforces them; defaults and meaning live in the subclass.
     OPTIONS = {}
+    #: RTT samples from RESULTs (after the iteration's first): the round trip a RESULT closes. PA-ATP
+    #: samples its GACKs instead, since its RESULTs also wait for the job's slower workers.
+    RTT_FROM_RESULTS = True
 
     @classmethod
     def option_conflict(cls, options: dict):
@@ -122,10 +125,13 @@ class Transport:
         """A RESULT acknowledged fragment ``seq`` for the first time; ``aecn``: it carried PA-ATP's
         aggregator-overflow mark (AECN, §III-B 3)."""
 
-    def on_gack(self, seq: int, now_s: float, progress_sum: int = 0, fanin: int = 1, ecn_echo: bool = False):
+    def on_gack(self, seq: int, now_s: float, progress_sum: int = 0, fanin: int = 1, ecn_echo: bool = False,
+                at_ps: bool = False):
         """PA-ATP's gradient ACK (GACK, §III-B 1): fragment ``seq`` of this iteration reached its
         aggregation node; ``progress_sum`` is the node's S_sum over the ``fanin`` workers it
-        aggregates, ``ecn_echo`` the CE mark the fragment met. Transports without GACKs ignore it."""
+        aggregates, ``ecn_echo`` the CE mark the fragment met, ``at_ps`` whether the PS took it (it
+        overflowed the switch, or had no switch) rather than a switch's slot. Transports without GACKs
+        ignore it."""
 
     def state(self) -> dict:
         """Congestion-control state beyond ``window()`` and ``stats``, for the stall diagnosis."""
@@ -154,7 +160,8 @@ class Transport:
         self.sent_at = [0.0] * total
         self.send_order = [0] * total          # when (in sends, counted across iterations) each seq last left
         self.attempts = [0] * total
-        self.timers = []                       # heap of (deadline, seq, attempt)
+        self.timers = []                       # heap of (deadline, seq, version): only a seq's newest counts
+        self.timer_version = [0] * total
         self.first_result_s = None
         self.started_s = now_s
         self.pending_retx = []                 # seqs to resend at once (gaps, timeouts)
@@ -197,13 +204,25 @@ class Transport:
             self.attempts[seq] += 1
             self.stats["retransmitted"] += 1
         self.stats["sent"] += 1
-        heapq.heappush(self.timers, (self._deadline(seq, now_s), seq, self.attempts[seq]))
+        self._arm(seq, self._deadline(seq, now_s))
+
+    def _arm(self, seq: int, deadline_s: float):
+        """(Re)start ``seq``'s timer: an earlier one of the same seq no longer counts."""
+        self.timer_version[seq] += 1
+        heapq.heappush(self.timers, (deadline_s, seq, self.timer_version[seq]))
+
+    def _timeout_s(self, seq: int) -> float:
+        """How long ``seq`` may go unanswered: the RTO, doubled per attempt (subclasses may hold longer)."""
+        return min(MAX_RTO_S, self.rtt.rto_s() * (2 ** self.attempts[seq]))
 
     def _deadline(self, seq: int, now_s: float) -> float:
-        rto = min(MAX_RTO_S, self.rtt.rto_s() * (2 ** self.attempts[seq]))
         if self.first_result_s is None:
-            return now_s + max(rto, self.first_result_timeout_s)
-        return now_s + rto
+            return now_s + max(self._timeout_s(seq), self.first_result_timeout_s)
+        return now_s + self._timeout_s(seq)
+
+    def _answered(self, seq: int) -> bool:
+        """Whether ``seq`` needs no loss recovery now (its RESULT came; subclasses may know more)."""
+        return bool(self.acked[seq])
 
     def on_result(self, seq: int, now_s: float, ecn_echo: bool = False, aecn: bool = False):
         """A RESULT (PA-ATP's AACK) for ``seq`` of this iteration arrived, with the PS's ECN_ECHO and
@@ -216,7 +235,7 @@ class Transport:
         if self.first_result_s is None:
             self.first_result_s = now_s
             self._restart_timers(now_s)
-        elif self.attempts[seq] == 0:
+        elif self.attempts[seq] == 0 and self.RTT_FROM_RESULTS:
             self.rtt.sample(now_s - max(self.sent_at[seq], self.first_result_s))
         self.acked[seq] = 1
         self.done += 1
@@ -227,15 +246,17 @@ class Transport:
 
     def _restart_timers(self, now_s: float):
         """The first RESULT: every worker is sending; outstanding fragments get a network timeout from now."""
-        self.timers = [(now_s + self.rtt.rto_s() * (2 ** attempt), seq, attempt)
-                       for _, seq, attempt in self.timers]
-        heapq.heapify(self.timers)
+        outstanding = {seq for _, seq, version in self.timers if version == self.timer_version[seq]}
+        self.timers = []
+        for seq in sorted(outstanding):
+            self._arm(seq, now_s + self._timeout_s(seq))
 
     def _detect_gaps(self, acked_seq: int, now_s: float):
-        """Fragments of the same path sent ``DUPTHRESH`` sends before ``acked_seq`` and still unanswered."""
+        """Fragments of the same path sent ``DUPTHRESH`` sends before ``acked_seq`` and still unanswered
+        (:meth:`_answered`)."""
         order, path = self.send_order[acked_seq], self.path_keys[acked_seq]
         for seq in range(self.base, min(self.next_seq, self.total)):
-            if self.acked[seq] or self.path_keys[seq] != path or seq in self.pending_retx:
+            if self._answered(seq) or self.path_keys[seq] != path or seq in self.pending_retx:
                 continue
             if order - self.send_order[seq] >= DUPTHRESH:
                 self.stats["fast_retransmits"] += 1
@@ -244,8 +265,8 @@ class Transport:
 
     def _fire_timers(self, now_s: float):
         while self.timers and self.timers[0][0] <= now_s:
-            _, seq, attempt = heapq.heappop(self.timers)
-            if self.acked[seq] or attempt != self.attempts[seq] or seq in self.pending_retx:
+            _, seq, version = heapq.heappop(self.timers)
+            if self.acked[seq] or version != self.timer_version[seq] or seq in self.pending_retx:
                 continue
             self.stats["timeouts"] += 1
             self.pending_retx.append(seq)

@@ -7,8 +7,10 @@ mirror the program's controls one to one:
 ``tables.py``      match-action tables (exact, lpm) declared in program.py
 ``ingress.py``     parser + ``Ingress``: ina_filter, slot aggregation (release
                    on emit / on RESULT), route / ipv4_lpm, ina_result
-                   release and multicast, ``agg_capacity`` meter
-``egress.py``      ``Egress``: multicast-copy rewrite (ina_mcast_rewrite),
+                   release and multicast, ``agg_capacity`` meter; PA-ATP's
+                   pa_job opt-in: progress registers, GACK verdicts, AECN
+``egress.py``      ``Egress``: PA-ATP's GACK rewrite, multicast-copy rewrite
+                   (ina_mcast_rewrite),
                    ECN marking on enq_qdepth, port queues shaped like bmv2's
                    ``set_queue_rate``/``set_queue_depth``, and link loss /
                    duplication / reordering per port (seeded draws)

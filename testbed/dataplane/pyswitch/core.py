@@ -6,8 +6,8 @@ same code. ``control(request)`` is the single dispatcher of runtime verbs.
 """
 
 from testbed.dataplane import program
-from testbed.dataplane.entries import (TableEntry, check_multicast_group, check_object, check_switch_limits,
-                                      impairment_thresholds, validate_entry)
+from testbed.dataplane.entries import (TableEntry, check_mirror_session, check_multicast_group, check_object,
+                                      check_switch_limits, impairment_thresholds, validate_entry)
 from testbed.dataplane.pyswitch.egress import Egress, PortQueue
 from testbed.dataplane.pyswitch.ingress import Ingress, TokenBucket
 from testbed.dataplane.pyswitch.tables import Table
@@ -28,11 +28,18 @@ class PySwitchCore:
 
     # -- packets -------------------------------------------------------------
     def receive(self, buf: bytearray, in_port: int, now: float, send):
-        verdict = self.ingress.process(buf, now)
+        ingress = self.ingress
+        verdict = ingress.process(buf, now, in_port)
+        clone = ingress.clone
+        if clone is not None:   # an ingress clone (a completing gradient's GACK): queued first, as bmv2 does
+            session, frame, progress = clone
+            port = self.egress.mirror_sessions.get(session)   # no session: no clone (bmv2)
+            if port is not None:
+                self.egress.enqueue(port, frame, now, send, gack=progress)
         if verdict is None:
             return
         if verdict.__class__ is int:
-            self.egress.enqueue(verdict, buf, now, send)
+            self.egress.enqueue(verdict, buf, now, send, gack=ingress.gack)
             return
         for port in verdict:  # multicast: one copy per port, never back out of the ingress port
             if port != in_port:
@@ -149,6 +156,11 @@ class PySwitchCore:
             self.egress.queues.pop(port, None)
         else:
             self.egress.queues[port] = PortQueue(rate_bps, depth_pkts)
+
+    def _op_mirroring_add(self, session_id, port):
+        """Mirror session ``session_id`` clones to ``port`` (bmv2: mirroring_session_add)."""
+        check_mirror_session(session_id, port)
+        self.egress.mirror_sessions[int(session_id)] = int(port)
 
     def _op_set_port_impairment(self, port, drop, duplicate, reorder, seed):
         """As bmv2's runtime does it: the mirror session of the port's duplicates, then the thresholds;

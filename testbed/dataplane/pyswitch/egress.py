@@ -17,14 +17,21 @@ Egress, in ina.p4's order:
 
 1. the second pass of an impaired packet (its duplicate, or the packet
    reordered and back) leaves untouched;
-2. multicast copies (``replica=True``, bmv2's instance_type REPLICATION) go
+2. PA-ATP's GACK (``gack``: the progress Ingress computed, for a gradient
+   absorbed here or the ingress clone of a completing one):
+   :func:`gack_rewrite` turns the gradient into its sender's GACK (flags GACK,
+   ECN_ECHO when it arrived CE; progress; elems 0; addresses and ports
+   swapped; not ECN-capable, TTL ``program.GACK_TTL``, the lengths of its
+   headers, UDP checksum 0). Its lanes were cut when it was queued (Ingress),
+   so the shaper charged its own bytes;
+3. multicast copies (``replica=True``, bmv2's instance_type REPLICATION) go
    through ``ina_mcast_rewrite`` keyed by the egress port: the host behind
    the port gets the copy addressed to it (destination MAC and IPv4, UDP
    checksum 0);
-3. ECN-capable packets (ECT(0)/ECT(1)) that found at least ``ecn_threshold``
+4. ECN-capable packets (ECT(0)/ECT(1)) that found at least ``ecn_threshold``
    packets ahead of them get CE (DCTCP-style), counted in ``port_ecn_marked``;
-4. INA gradient packets (not RESULTs) are counted in ``port_ina_tx``;
-5. link impairments, per port, each drawn only where its threshold is not 0:
+5. INA gradient packets (not RESULTs, not GACKs) are counted in ``port_ina_tx``;
+6. link impairments, per port, each drawn only where its threshold is not 0:
    ``impair_drop`` (the packet is lost: ``port_impair_dropped``), else
    ``impair_duplicate`` (a copy, as the packet leaves, joins the tail of the
    queue of mirror session ``program.impair_session(port)``'s port, the port
@@ -37,7 +44,7 @@ Egress, in ina.p4's order:
    ``random(draw, 0, IMPAIR_DRAW_MAX)``), so a pyswitch run is repeatable;
    bmv2's random extern cannot be seeded.
 
-The IPv4 header checksum is recomputed after steps 2-4, once per first pass
+The IPv4 header checksum is recomputed after steps 2-5, once per first pass
 (the P4 program's ``update_checksum`` in its deparser), so a duplicate
 carries it too.
 
@@ -55,10 +62,13 @@ import random
 import struct
 
 from testbed.dataplane import program
-from testbed.dataplane.wire import FLAG_RESULT, INA_OFFSET, INA_UDP_PORT, PAYLOAD_OFFSET
+from testbed.dataplane.wire import FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, INA_OFFSET, INA_UDP_PORT, PAYLOAD_OFFSET
 
 _H10 = struct.Struct("!10H")
+_U16 = struct.Struct("!H")
+_U32 = struct.Struct("!I")
 _INA_PORT_HI, _INA_PORT_LO = INA_UDP_PORT >> 8, INA_UDP_PORT & 0xFF
+_NOT_GRADIENT = FLAG_RESULT | FLAG_GACK     # flags of INA packets port_ina_tx does not count (low byte)
 
 
 def fix_ipv4_checksum(buf: bytearray):
@@ -69,6 +79,22 @@ def fix_ipv4_checksum(buf: bytearray):
     csum = (~total) & 0xFFFF
     buf[24] = csum >> 8
     buf[25] = csum & 0xFF
+
+
+def gack_rewrite(buf: bytearray, progress: int):
+    """ina.p4's GACK, in place: the gradient in ``buf`` (its lanes already cut) becomes the header its sender
+    gets back, carrying ``progress`` (S_sum) and ECN_ECHO when the gradient arrived CE."""
+    _U16.pack_into(buf, INA_OFFSET + 2, FLAG_GACK | FLAG_ECN_ECHO if buf[15] & 3 == 3 else FLAG_GACK)
+    buf[INA_OFFSET + 4] = 0                                   # elems
+    _U32.pack_into(buf, INA_OFFSET + 34, progress)
+    buf[0:6], buf[6:12] = buf[6:12], buf[0:6]                 # Ethernet destination <-> source
+    buf[26:30], buf[30:34] = buf[30:34], buf[26:30]           # IPv4 source <-> destination
+    buf[34:36], buf[36:38] = buf[36:38], buf[34:36]           # UDP source <-> destination port
+    buf[15] &= 0xFC                                           # not ECN-capable
+    buf[22] = program.GACK_TTL
+    _U16.pack_into(buf, 16, program.GACK_IPV4_BYTES)
+    _U16.pack_into(buf, 38, program.GACK_UDP_BYTES)
+    buf[40] = buf[41] = 0
 
 
 SHAPER_TICK_S = 0.002
@@ -116,13 +142,14 @@ IMPAIR_DRAW_BITS = program.IMPAIR_SCALE.bit_length() - 1
 
 class Queued:
     """A packet waiting in a port's queue, with what its Egress pass needs."""
-    __slots__ = ("frame", "enq_qdepth", "replica", "second_pass")
+    __slots__ = ("frame", "enq_qdepth", "replica", "second_pass", "gack")
 
-    def __init__(self, frame: bytearray, enq_qdepth: int, replica: bool, second_pass: bool):
+    def __init__(self, frame: bytearray, enq_qdepth: int, replica: bool, second_pass: bool, gack):
         self.frame = frame
         self.enq_qdepth = enq_qdepth      # packets ahead of it when it was enqueued
         self.replica = replica            # a multicast copy (bmv2: instance_type REPLICATION)
         self.second_pass = second_pass    # an impairment's duplicate, or a reordered packet back in the queue
+        self.gack = gack                  # the progress of the GACK it leaves as (PA-ATP), or None
 
 
 class Egress:
@@ -152,12 +179,13 @@ class Egress:
         self.impair_rng[port] = random.Random(seed)
 
     def enqueue(self, port: int, buf: bytearray, now: float, send, replica: bool = False,
-                second_pass: bool = False):
+                second_pass: bool = False, gack=None):
         """The traffic manager: tail drop past the port's depth, else the packet leaves now (unshaped or
-        idle port with the tokens) or waits in the port's queue; ``send(port, buf)`` puts it on the wire."""
+        idle port with the tokens) or waits in the port's queue; ``send(port, buf)`` puts it on the wire.
+        ``gack``: the progress of the GACK the packet leaves as (PA-ATP), or None."""
         queue = self.queues.get(port)
         if queue is None:
-            self.depart(port, buf, 0, replica, second_pass, now, send)
+            self.depart(port, buf, 0, replica, second_pass, now, send, gack)
             return
         depth = len(queue.queue)
         if depth >= queue.depth_pkts:
@@ -166,16 +194,18 @@ class Egress:
         queue.refill(now)
         if not depth and queue.tokens >= len(buf):
             queue.tokens -= len(buf)
-            self.depart(port, buf, 0, replica, second_pass, now, send)
+            self.depart(port, buf, 0, replica, second_pass, now, send, gack)
         else:
-            queue.queue.append(Queued(buf, depth, replica, second_pass))
+            queue.queue.append(Queued(buf, depth, replica, second_pass, gack))
 
     def depart(self, port: int, buf: bytearray, enq_qdepth: int, replica: bool, second_pass: bool, now: float,
-               send):
+               send, gack=None):
         """ina.p4's Egress for one packet leaving its queue (the module docstring lists the steps)."""
         if second_pass:
             send(port, buf)
             return
+        if gack is not None:
+            gack_rewrite(buf, gack)
         if replica:
             entry = self._mcast_rewrite.get(port.to_bytes(2, "big"))
             if entry is not None and entry[0] == "mcast_rewrite":
@@ -189,7 +219,7 @@ class Egress:
             if port < program.MAX_PORTS:
                 self.port_ecn_marked[port] += 1
         if buf[23] == 17 and len(buf) >= PAYLOAD_OFFSET and buf[36] == _INA_PORT_HI and buf[37] == _INA_PORT_LO \
-                and not buf[INA_OFFSET + 3] & FLAG_RESULT and port < program.MAX_PORTS:
+                and not buf[INA_OFFSET + 3] & _NOT_GRADIENT and port < program.MAX_PORTS:
             self.port_ina_tx[port] += 1     # gradient packets only, as ina.p4 counts them
         fix_ipv4_checksum(buf)
         if port >= program.MAX_PORTS:
@@ -233,6 +263,6 @@ class Egress:
             while queue.queue and queue.tokens >= len(queue.queue[0].frame):
                 item = queue.queue.popleft()
                 queue.tokens -= len(item.frame)
-                self.depart(port, item.frame, item.enq_qdepth, item.replica, item.second_pass, now, send)
+                self.depart(port, item.frame, item.enq_qdepth, item.replica, item.second_pass, now, send, item.gack)
         # after every departure: an impaired one may have queued a packet on any port
         return min((queue.next_departure(now) for queue in self.queues.values()), default=float("inf"))

@@ -61,6 +61,32 @@ Per packet, in the order the P4 program applies them:
    and egress port, TTL - 1. No entry, or TTL <= 1: drop (``no_route_dropped``).
 
 Arithmetic is 32-bit two's complement per lane, wrapping as bit<32> does.
+
+PA-ATP's switch side (PA-ATP §III-B, §IV), for the jobs ``pa_job`` opts in
+(``pa_enable(pa_index, aecn)``; every INA packet looks its job up):
+
+- GACKs on their way back to a worker are forwarded, never aggregated;
+- progress (§IV Fig. 7): a raw gradient (level 0, one-hot bitmap) that
+  ``ina_aggregate`` takes here, in its job's slot range, moves its worker's
+  ``pa_seq`` entry (row ``pa_index``, the bitmap's bit) to its seq and
+  ``pa_seq_sum[pa_index]`` by the difference, and carries the new sum in its
+  ``progress`` field whatever becomes of it (aggregated, bypassed);
+- GACK: such a gradient absorbed into its slot goes back out of its ingress
+  port, Egress turning it into the GACK (:attr:`Ingress.gack`); the one that
+  completes the aggregate leaves as the aggregate and its GACK is an ingress
+  clone to mirror session ``program.gack_session(in_port)``
+  (:attr:`Ingress.clone`); bypassed, flushed or duplicate gradients get none
+  from the switch (the PS answers the raw ones it receives);
+- AECN: with ``aecn`` 1, a COLLISION of the job's packet counts as an
+  overflowed gradient (``pa_overflow`` cell of its seq, ``pa_overflowed``), and
+  a RESULT of the job gets FLAG_AECN when ``agg_used`` (slots held, every job's:
+  kept on every free/held transition of a slot) plus ``pa_overflowed`` exceeds
+  ``aecn_threshold`` (not 0) as it finds them; then its seq's cell stops
+  counting.
+
+A GACK's lanes never leave the switch (ina.p4's Egress invalidates them);
+pyswitch cuts them when the gradient is queued, so the port's byte shaper
+charges the GACK's own bytes.
 """
 
 import struct
@@ -71,8 +97,8 @@ import numpy as np
 from testbed.dataplane import program
 from testbed.dataplane.entries import encode_value
 from testbed.dataplane.pyswitch.tables import Table
-from testbed.dataplane.wire import (FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_RESULT, FLAG_RETX,
-                                    INA_HEADER, INA_OFFSET, PAYLOAD_OFFSET, slot_index)
+from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_GACK, FLAG_RESULT,
+                                    FLAG_RETX, INA_HEADER, INA_OFFSET, PAYLOAD_OFFSET, slot_index)
 
 S = program.STAT_INDICES
 ST_INA_RX, ST_AGG, ST_EMIT, ST_DUP = S["ina_rx"], S["aggregated"], S["emitted"], S["duplicate_dropped"]
@@ -80,12 +106,13 @@ ST_COLL, ST_CAP, ST_MAL, ST_RANGE = (S["collision_bypassed"], S["capacity_bypass
                                      S["slot_range_dropped"])
 ST_FWD, ST_NOROUTE, ST_FLUSH, ST_STALE = S["forwarded"], S["no_route_dropped"], S["partial_flushed"], S["stale_reclaimed"]
 ST_MCAST, ST_RETX_BYPASS, ST_RELEASED = S["multicast"], S["retx_bypassed"], S["result_released"]
-ST_LEAD_BYPASS = S["lead_bypassed"]
+ST_LEAD_BYPASS, ST_GACKED, ST_AECN = S["lead_bypassed"], S["gacked"], S["aecn_marked"]
 RELEASE_ON_EMIT = program.RELEASE_ON_EMIT
 MAX_ITERATION_LEAD = program.MAX_ITERATION_LEAD
+PA_WORKERS = program.PA_WORKERS
 
 _U16 = struct.Struct("!H")
-_U32 = struct.Struct("!I")              # slot at INA_OFFSET+22
+_U32 = struct.Struct("!I")              # slot at INA_OFFSET+22, progress at INA_OFFSET+34
 _U64 = struct.Struct("!Q")              # bitmap at INA_OFFSET+26
 _CLEAR_RETX = 0xFFFF & ~FLAG_RETX
 
@@ -119,6 +146,7 @@ class Ingress:
         self._ina_result = self.tables["ina_result"]
         self._route = self.tables["route"].exact
         self._ipv4_lpm = self.tables["ipv4_lpm"]
+        self._pa_job = self.tables["pa_job"].exact
         # Registers, named as in ina.p4; agg_value is [slot][lane] here, flat in P4.
         self.agg_value = np.zeros((slots, lanes), dtype=np.int32)
         self.agg_bitmap = [0] * slots
@@ -126,9 +154,20 @@ class Ingress:
         self.agg_job = [0] * slots
         self.agg_iteration = [0] * slots
         self.agg_seq = [0] * slots
+        self.agg_used = [0]                                   # slots with agg_count != 0
+        self.pa_seq = [0] * (program.PA_JOBS * PA_WORKERS)    # S_n at pa_index * PA_WORKERS + worker
+        self.pa_seq_sum = [0] * program.PA_JOBS               # S_sum per pa_index
+        self.pa_overflow = [0] * (program.PA_JOBS * program.PA_SEQS)   # overflowed gradients per seq cell
+        self.pa_overflowed = [0]                              # their sum
+        self.aecn_threshold = [0]                             # 0 = no AECN
         self.stats = [0] * len(program.STAT_INDICES)
         self.agg_capacity = None           # TokenBucket when the scenario sets a capacity
         self.mc_groups = {}                # group id -> tuple of ports
+        # What Egress needs of the packet process() ran last (ina.p4's metadata that crosses to Egress):
+        # ``gack``: the progress of the GACK the packet leaves as (meta.pa_gack, meta.pa_progress), or None;
+        # ``clone``: (mirror session, frame, progress) of its ingress clone (a completing gradient's GACK), or None.
+        self.gack = None
+        self.clone = None
 
     # -- control-plane helpers ------------------------------------------------
     @staticmethod
@@ -144,22 +183,24 @@ class Ingress:
         self.agg_bitmap[slot] = 0
 
     # -- fast path ---------------------------------------------------------------
-    def process(self, buf: bytearray, now: float):
-        """Run parser + Ingress on ``buf`` (modified in place).
+    def process(self, buf: bytearray, now: float, in_port: int):
+        """Run parser + Ingress on ``buf`` (modified in place), arrived on ``in_port``.
 
         Returns ``None`` (dropped/absorbed), an egress port (int), or a tuple of
-        ports (multicast group; may be empty).
+        ports (multicast group; may be empty); :attr:`gack` and :attr:`clone`
+        say what Egress must do besides.
         """
+        self.gack = self.clone = None
         n = len(buf)
         if n < 34 or buf[12] != 8 or buf[13] != 0 or buf[14] != 0x45:
             return None
         if buf[23] == 17 and n >= 42 and buf[36] == 0x9C and buf[37] == 0x40:
-            verdict = self._ina(buf, n, now)
+            verdict = self._ina(buf, n, now, in_port)
             if verdict is not True:
                 return verdict
         return self._forward(buf)
 
-    def _ina(self, buf, n, now):
+    def _ina(self, buf, n, now, in_port):
         """INA processing. True = continue to forwarding; otherwise the final verdict."""
         stats = self.stats
         if n < PAYLOAD_OFFSET:
@@ -171,8 +212,13 @@ class Ingress:
             stats[ST_MAL] += 1
             return None
         stats[ST_INA_RX] += 1
+        pa = self._pa_job.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2])) if self._pa_job else None
+        if pa is not None:
+            pa = pa[1] if pa[0] == "pa_enable" else None      # (pa_index, aecn)
         if flags & FLAG_RESULT:
-            return self._result(buf, job, iteration, seq)
+            return self._result(buf, job, flags, iteration, seq, pa)
+        if flags & FLAG_GACK:
+            return True     # a GACK on its way back to a worker: forwarded, never aggregated
         # ina_filter key: job, agg_node, submodel (header offsets 0, 6, 12)
         entry = self._ina_filter.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[INA_OFFSET + 6:INA_OFFSET + 8]) +
                                      bytes(buf[INA_OFFSET + 12:INA_OFFSET + 14]))
@@ -183,11 +229,22 @@ class Ingress:
         if not slot_base <= slot < slot_base + slot_count:
             stats[ST_RANGE] += 1
             return None
+        raw = pa is not None and level == 0 and bitmap and not bitmap & (bitmap - 1)
+        if raw:
+            # PA-ATP's progress (§IV Fig. 7): S_n of the bitmap's worker moves to seq, S_sum by the difference.
+            pa_index = pa[0]
+            index = pa_index * PA_WORKERS + bitmap.bit_length() - 1
+            last_seq = self.pa_seq[index]
+            self.pa_seq[index] = seq
+            progress = (self.pa_seq_sum[pa_index] + seq - last_seq) & 0xFFFFFFFF
+            self.pa_seq_sum[pa_index] = progress
+            _U32.pack_into(buf, INA_OFFSET + 34, progress)
         if self.agg_capacity is not None and not self.agg_capacity.take(now):
             stats[ST_CAP] += 1
             return self._bypass(buf, flags | FLAG_CAPACITY, bypass_dst)
         agg_count = self.agg_count
         held = agg_count[slot]
+        was_held = held != 0
         held_iteration = self.agg_iteration[slot]
         if self.agg_job[slot] in (job, 0) and iteration > held_iteration and \
                 iteration - held_iteration > MAX_ITERATION_LEAD:
@@ -199,6 +256,8 @@ class Ingress:
             if self.agg_job[slot] != job or held_iteration > iteration or \
                     (self.agg_seq[slot] != seq and held_iteration >= iteration):
                 stats[ST_COLL] += 1
+                if pa is not None and pa[1]:
+                    self._count_overflow(pa[0], seq)
                 return self._bypass(buf, flags | FLAG_COLLISION, bypass_dst)
             if held_iteration < iteration:
                 stats[ST_STALE] += 1
@@ -239,9 +298,12 @@ class Ingress:
                 self._write_aggregate(buf, slot, level, elems, flags | FLAG_DATA, switch_addr)
                 buf[30:34] = bypass_dst
                 self.release(slot)
+                self._track_used(was_held, slot)
                 return True
-            return self._emit(buf, slot, level, elems, flags | FLAG_DATA, switch_addr, release_mode, next_agg_node,
-                              next_fanin, next_dst, next_slot_base, next_slot_count, seq)
+            verdict = self._emit(buf, slot, level, elems, flags | FLAG_DATA, switch_addr, release_mode,
+                                 next_agg_node, next_fanin, next_dst, next_slot_base, next_slot_count, seq)
+            self._track_used(was_held, slot)
+            return verdict
         else:
             row = self.agg_value[slot, :elems]
             np.add(row, np.frombuffer(buf, dtype=">i4", count=elems, offset=PAYLOAD_OFFSET), out=row,
@@ -250,9 +312,41 @@ class Ingress:
             agg_count[slot] = (held + count) & 0xFFFF     # bit<16> in ina.p4
         stats[ST_AGG] += 1
         if agg_count[slot] >= fanin:
-            return self._emit(buf, slot, level, elems, (flags & _CLEAR_RETX) | FLAG_DATA, switch_addr, release_mode,
-                              next_agg_node, next_fanin, next_dst, next_slot_base, next_slot_count, seq)
+            if raw:
+                # PA-ATP: the completing gradient's GACK is an ingress clone of it as it arrived (its lanes cut,
+                # see the module docstring), back out of its ingress port; queued before the aggregate, as bmv2 does.
+                stats[ST_GACKED] += 1
+                self.clone = (program.GACK_SESSION_BASE + in_port,
+                              buf[:PAYLOAD_OFFSET] + buf[PAYLOAD_OFFSET + 4 * elems:], progress)
+            verdict = self._emit(buf, slot, level, elems, (flags & _CLEAR_RETX) | FLAG_DATA, switch_addr,
+                                 release_mode, next_agg_node, next_fanin, next_dst, next_slot_base, next_slot_count,
+                                 seq)
+            self._track_used(was_held, slot)
+            return verdict
+        self._track_used(was_held, slot)
+        if raw:
+            # PA-ATP: absorbed, the gradient goes back out of its ingress port as its sender's GACK.
+            stats[ST_GACKED] += 1
+            self.gack = progress
+            del buf[PAYLOAD_OFFSET:PAYLOAD_OFFSET + 4 * elems]
+            return in_port
         return None
+
+    def _track_used(self, was_held: bool, slot: int):
+        """agg_used follows ``slot`` from free to held and back (ina.p4: slot_was_held / slot_held)."""
+        held = self.agg_count[slot] != 0
+        if held != was_held:
+            used = self.agg_used[0]
+            if held:
+                self.agg_used[0] = (used + 1) & 0xFFFFFFFF
+            elif used:
+                self.agg_used[0] = used - 1
+
+    def _count_overflow(self, pa_index: int, seq: int):
+        """PA-ATP: one more overflowed gradient, outstanding until a RESULT of its seq cell passes."""
+        cell = program.pa_seq_cell(pa_index, seq)
+        self.pa_overflow[cell] = (self.pa_overflow[cell] + 1) & 0xFFFFFFFF
+        self.pa_overflowed[0] = (self.pa_overflowed[0] + 1) & 0xFFFFFFFF
 
     def _write_aggregate(self, buf, slot, level, elems, flags, switch_addr):
         """Flags, level + 1, count, bitmap, lanes and source of the aggregate of ``slot`` into ``buf``."""
@@ -286,8 +380,20 @@ class Ingress:
         buf[40] = buf[41] = 0
         return True
 
-    def _result(self, buf, job, iteration, seq):
-        """RESULT packets: release (ina_release), then multicast when the entry names a group."""
+    def _result(self, buf, job, flags, iteration, seq, pa):
+        """RESULT packets: AECN (PA-ATP), release (ina_release), then multicast when the entry names a group."""
+        if pa is not None and pa[1]:
+            overflowed = self.pa_overflowed[0]
+            threshold = self.aecn_threshold[0]
+            if threshold and (self.agg_used[0] + overflowed) & 0xFFFFFFFF > threshold:
+                _U16.pack_into(buf, INA_OFFSET + 2, flags | FLAG_AECN)
+                buf[40] = buf[41] = 0   # UDP checksum: the header changed (a stale one drops it at the worker)
+                self.stats[ST_AECN] += 1
+            cell = program.pa_seq_cell(pa[0], seq)
+            count = self.pa_overflow[cell]
+            if count:
+                self.pa_overflowed[0] = overflowed - count if overflowed > count else 0
+                self.pa_overflow[cell] = 0
         action, p = self._ina_result.lookup(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[30:34]))
         if action == "ina_release":
             slot_base, slot_count, group = p
@@ -295,6 +401,8 @@ class Ingress:
             if self.agg_count[slot] and self.agg_job[slot] == job and self.agg_iteration[slot] == iteration \
                     and self.agg_seq[slot] == seq:
                 self.release(slot)
+                if self.agg_used[0]:
+                    self.agg_used[0] -= 1
                 self.stats[ST_RELEASED] += 1
         elif action == "ina_multicast":
             group = p[0]

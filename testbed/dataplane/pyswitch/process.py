@@ -59,6 +59,7 @@ VERB_ARGUMENTS = {
     "counter_read": {"name": "str", "index": "int"},
     "counter_reset": {"name": "str"},
     "mc_group_create": {"group_id": "int", "ports": "list"},
+    "mirroring_add": {"session_id": "int", "port": "int"},
     "meter_set_rates": {"name": "str", "index": "int", "rate_per_s": "number", "burst": "number"},
     "set_port_shaping": {"port": "int", "rate_bps": "number", "depth_pkts": "int"},
     "set_port_impairment": {"port": "int", "drop": "number", "duplicate": "number", "reorder": "number",
