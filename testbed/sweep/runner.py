@@ -108,6 +108,13 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -
         executor.run(spec, jobs, target, on_done)
     finally:
         bar.close()
+        # A run that ended as Ctrl-C came (its summary written, the interrupt delivered after it) is in
+        # its directory but never reached on_done: the table is what the directories hold.
+        for point, point_dir in jobs:
+            if point.point_id not in rows:
+                status, summary, run_dir, error = point_state(point_dir)
+                if status != "missing":
+                    rows[point.point_id] = row(point, summary, run_dir, status, error)
         _write(spec, rows, table_path)
     frame = _write(spec, rows, table_path)
     plots = []

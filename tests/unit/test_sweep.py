@@ -67,6 +67,23 @@ def test_a_bad_axis_value_is_refused_before_anything_runs_naming_the_point(tmp_p
     assert "policy=no-such-policy" in str(err.value) and err.value.field == "axes"
 
 
+def test_a_run_interrupted_after_its_summary_is_in_the_table(tmp_path):
+    """Ctrl-C as a run ends: its summary is written, then the interrupt arrives (the orchestrator defers
+    it until the results are whole) and the executor never reports the point done."""
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\n"))
+
+    class EndsThenInterrupted(FakeRunner):
+        def __call__(self, scenario, out_root, target, stream):
+            super().__call__(scenario, out_root, target, stream)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec, tmp_path / "out", executor=LocalExecutor(EndsThenInterrupted()),
+                  progress=open("/dev/null", "w"))
+    rows = (tmp_path / "out" / "s" / "table.csv").read_text().splitlines()
+    assert len(rows) == 2 and ",ok," in rows[1]
+
+
 class FakeRunner:
     """Writes a run directory with a summary, as run_scenario does; fails or refuses where told."""
 
