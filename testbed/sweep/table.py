@@ -72,7 +72,20 @@ def plot_metric(frame: pd.DataFrame, axes: list, metric: str, path: Path, title:
         xs = [str(x) if categorical else x for x, _, _ in points]
         label = ", ".join(f"{a}={v}" for a, v in zip(others, key)) or metric
         # categories (schemes) are not a continuum: markers only
-        ax.errorbar(xs, [m for _, m, _ in points], yerr=[h for _, _, h in points], marker="o", capsize=3,
-                    linestyle="none" if categorical else "-", label=label)
+        line = ax.errorbar(xs, [m for _, m, _ in points], yerr=[h for _, _, h in points], marker="o", capsize=3,
+                           linestyle="none" if categorical else "-", label=label)
+        # A point with a distorted run measured the emulator: drawn hollow (and said in the title).
+        distorted = [(xv, m) for xv, (x, m, _) in zip(xs, points)
+                     if group[(group[x_axis] == x) & (group["distorted"] == True)].shape[0]]  # noqa: E712
+        if distorted:
+            ax.plot([d[0] for d in distorted], [d[1] for d in distorted], linestyle="none", marker="o",
+                    markersize=11, color=line[0].get_color(), markerfacecolor="white", zorder=3)
+            ax.plot([d[0] for d in distorted], [d[1] for d in distorted], linestyle="none", marker="x",
+                    color=line[0].get_color(), zorder=4)
+            title = title if title.endswith(DISTORTED_NOTE) else title + DISTORTED_NOTE
     finish_figure(fig, ax, path, x_axis, metric, title, legend=bool(others))
     return True
+
+
+#: Appended to a plot's title when a point on it includes a distorted run.
+DISTORTED_NOTE = " (circled x: a distorted run, not a result)"

@@ -164,3 +164,17 @@ def test_a_named_axis_sets_several_fields_per_value(tmp_path):
     with pytest.raises(ScenarioError) as err:
         load_sweep(sweep_file(tmp_path, "axes: {scheme: {A: [5]}}\n"))
     assert err.value.field == "axes.scheme.A"
+
+
+def test_a_point_with_a_distorted_run_is_drawn_apart(tmp_path, monkeypatch):
+    import pandas as pd
+    from testbed.sweep import table
+    titles = []
+    monkeypatch.setattr(table, "finish_figure", lambda fig, ax, path, x, y, title, legend: titles.append(title))
+    frame = pd.DataFrame([{"policy": "ps", "repetition": 0, "status": "ok", "distorted": False, "t": 1.0},
+                          {"policy": "atp", "repetition": 0, "status": "ok", "distorted": True, "t": 0.5}])
+    assert table.plot_metric(frame, ["policy"], "t", tmp_path / "t.png", "t")
+    assert titles == ["t" + table.DISTORTED_NOTE]
+    titles.clear()
+    assert table.plot_metric(frame.assign(distorted=False), ["policy"], "t", tmp_path / "t.png", "t")
+    assert titles == ["t"]
