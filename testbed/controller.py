@@ -317,27 +317,26 @@ def _pa_atp(scenario, routes, policy, result):
     rates = topo.capacity_bps()
     frame_bytes = ina_frame_bytes(scenario.switch.lanes)
     opted = {}    # switch -> [job], in job order
+    job_bdp = {}  # job -> the largest BDP of its workers' default paths to its PSs
     for job in scenario.jobs:
         if job.transport in program.PA_ATP_TRANSPORTS:
             for sw in policy.jobs[job.name].aggregating_switches():
                 opted.setdefault(sw, []).append(job)
+            paths = [routes.path(w, ps) for w in job.workers for ps in job.ps]
+            job_bdp[job.name] = max(bdp_pkts([rates[hop] for hop in zip(path, path[1:])], frame_bytes,
+                                             scenario.switch.ecn_threshold_pkts) for path in paths)
     for sw, jobs in sorted(opted.items()):
         if len(jobs) > program.PA_JOBS:
             raise PolicyError(f"switch {sw} aggregates {len(jobs)} jobs whose transport reads GACKs "
                               f"({', '.join(j.name for j in jobs)}); the program tracks the progress of "
                               f"{program.PA_JOBS} per switch")
         config = result.switches[sw]
-        bdp = 0.0
         for pa_index, job in enumerate(jobs):
             jp = policy.jobs[job.name]
             aecn = all(any(sw in routes.path(jp.ps_of_submodel[g], w) for w in job.workers) for g in jp.next_hop[sw])
             config.entries.append(TableEntry("pa_job", "pa_enable", (job.job_id,),
                                              (("pa_index", pa_index), ("aecn", int(aecn)))))
-            for w in job.workers:
-                for ps in job.ps:
-                    path = routes.path(w, ps)
-                    bdp = max(bdp, bdp_pkts([rates[hop] for hop in zip(path, path[1:])], frame_bytes,
-                                            scenario.switch.ecn_threshold_pkts))
+        bdp = max(job_bdp[job.name] for job in jobs)
         config.mirror_sessions.extend((program.gack_session(port), port)
                                       for port in sorted(topo.port(sw, link) for link in topo.links_of(sw)))
         aggregators = sum(count for (_, where), (_, count) in result.slot_ranges.items() if where == sw)

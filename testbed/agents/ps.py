@@ -47,13 +47,12 @@ from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FL
 TOS_CMSG_BYTES = socket.CMSG_SPACE(1)    # IP_TOS ancillary data: one byte
 
 
-def gack_header(data, ce: bool, ps_node: int) -> bytes:
-    """PA-ATP's GACK of the raw gradient ``data`` (a datagram, INA header first): its header, flags GACK
-    (+ ECN_ECHO when it arrived ``ce``), no lanes, ``agg_node`` the PS's id (the node that took it: the
-    worker then knows no switch slot holds it), every other field as it arrived (progress and fanin
-    included: its switch's S_sum and N)."""
-    (job, _, _, level, _, fanin, count, submodel, it, seq, slot, bitmap,
-     progress) = INA_HEADER.unpack_from(data)
+def gack_header(header: tuple, ce: bool, ps_node: int) -> bytes:
+    """PA-ATP's GACK of a raw gradient whose INA ``header`` (its unpacked fields) arrived: that header,
+    flags GACK (+ ECN_ECHO when it arrived ``ce``), no lanes, ``agg_node`` the PS's id (the node that
+    took it: the worker then knows no switch slot holds it), every other field as it arrived (progress
+    and fanin included: its switch's S_sum and N)."""
+    (job, _, _, level, _, fanin, count, submodel, it, seq, slot, bitmap, progress) = header
     return INA_HEADER.pack(job, FLAG_GACK | FLAG_ECN_ECHO if ce else FLAG_GACK, 0, level, ps_node, fanin, count,
                            submodel, it, seq, slot, bitmap, progress)
 
@@ -165,7 +164,8 @@ class ParameterServer:
                     break
                 if len(data) < INA_HEADER_BYTES:
                     continue
-                (job, flags, elems, level, _, _, count, _, it, seq, _, bitmap, _) = INA_HEADER.unpack_from(data)
+                header = INA_HEADER.unpack_from(data)
+                (job, flags, elems, level, _, _, count, _, it, seq, _, bitmap, _) = header
                 if job != cfg.job_id or not flags & FLAG_DATA:
                     continue
                 stats["ingress_pkts"] += 1
@@ -186,7 +186,7 @@ class ParameterServer:
                     stats["foreign_pkts"] += 1
                     continue
                 if gacks and not level:
-                    sendto(gack_header(data, ce, cfg.ps_id), sender)
+                    sendto(gack_header(header, ce, cfg.ps_id), sender)
                     stats["gacks_sent"] += 1
                 if bitmap & ~self.full_mask:
                     stats["discarded_pkts"] += 1      # a worker left out of this K-of-N iteration

@@ -80,15 +80,14 @@ class FragmentModel:
         self.is_switch = {n.name: n.kind == "switch" for n in scenario.topology.nodes.values()}
 
     # -- sizing --------------------------------------------------------------------------
-    def layout(self, job):
-        """Fragments per sub-model, and the seq of each: ``seqs[g][k]``."""
-        fragments = fragments_per_submodel(job.submodel_elements, self.lanes)
-        return fragments, fragment_seqs(fragments)
+    def fragments(self, job):
+        """Fragments per sub-model of ``job``."""
+        return fragments_per_submodel(job.submodel_elements, self.lanes)
 
     def event_estimate(self) -> int:
         total = 0
         for job, jp in self.jobs.values():
-            fragments, _ = self.layout(job)
+            fragments = self.fragments(job)
             for w in job.workers:
                 for g, node in jp.first_hop[w].items():
                     total += fragments[g] * (len(self.routes.walk(w, node)) + 2)
@@ -98,7 +97,7 @@ class FragmentModel:
     def analytic(self):
         egress, ps_in, sent = {}, {}, {}
         for job, jp in self.jobs.values():
-            fragments, _ = self.layout(job)
+            fragments = self.fragments(job)
             owners = set(jp.ps_of_submodel.values())
             for w in job.workers:
                 for g, node in jp.first_hop[w].items():
@@ -140,8 +139,8 @@ class FragmentModel:
             arrive(time + 1, nodes[1], packet)
 
         for name, (job, jp) in self.jobs.items():
-            fragments, seqs = self.layout(job)
-            in_seq_order = sorted((seq, g) for g, of_g in enumerate(seqs) for seq in of_g)
+            in_seq_order = sorted((seq, g) for g, of_g in enumerate(fragment_seqs(self.fragments(job)))
+                                  for seq in of_g)
             for w in job.workers:
                 clock = starts.get(w, 0)
                 for seq, g in in_seq_order:

@@ -36,6 +36,12 @@ RAY_RESOURCE = "inatb_emulation"
 RAY_CANCEL_WAIT_S = 60.0
 
 
+def run_summaries(point_dir: Path) -> list:
+    """The ``summary.json`` of every run in a point's directory (``<scenario>/<run id>/``, the
+    orchestrator's layout under its out_root), oldest first: run ids sort by time."""
+    return sorted(point_dir.glob("*/*/summary.json"), key=lambda p: p.parent.name)
+
+
 def run_point(scenario, point_dir: Path, target, runner) -> None:
     """Run ``scenario`` into ``point_dir``; a refusal before any run directory exists is recorded."""
     point_dir.mkdir(parents=True, exist_ok=True)
@@ -45,7 +51,7 @@ def run_point(scenario, point_dir: Path, target, runner) -> None:
         except (RunLockError, EnvironmentMissingError):
             raise
         except REFUSALS as exc:
-            if not list(point_dir.glob("*/*/summary.json")):
+            if not run_summaries(point_dir):
                 write_text_atomic(point_dir / "refused.json", json.dumps({"error": str(exc)}))
             else:
                 log.write(f"error: {exc}\n")

@@ -27,7 +27,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from testbed.atomic_io import write_text_atomic
-from testbed.sweep.executors import LocalExecutor
+from testbed.sweep.executors import LocalExecutor, run_summaries
 from testbed.sweep.table import plot_metric, row, write_table
 
 DONE_STATUSES = ("ok", "stalled")
@@ -45,7 +45,7 @@ class SweepResult:
 
 def newest_summary(point_dir: Path):
     """(summary, run_dir) of the point's newest run (run ids sort by time), or (None, None)."""
-    runs = sorted(point_dir.glob("*/*/summary.json"), key=lambda p: p.parent.name)
+    runs = run_summaries(point_dir)
     if not runs:
         return None, None
     path = runs[-1]
@@ -115,8 +115,7 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -
                 status, summary, run_dir, error = point_state(point_dir)
                 if status != "missing":
                     rows[point.point_id] = row(point, summary, run_dir, status, error)
-        _write(spec, rows, table_path)
-    frame = _write(spec, rows, table_path)
+        frame = _write(spec, rows, table_path)
     plots = []
     if len(frame):
         (sweep_dir / "plots").mkdir(exist_ok=True)

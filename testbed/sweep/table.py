@@ -15,10 +15,6 @@ from scipy import stats  # noqa: E402
 from testbed.atomic_io import write_text_atomic  # noqa: E402
 from testbed.metrics.plots import finish_figure  # noqa: E402
 
-#: Columns before the metrics, after the axes.
-POINT_COLUMNS = ("repetition", "seed", "status", "distorted", "error", "run_dir")
-
-
 def row(point, summary: dict, run_dir, status: str, error: str) -> dict:
     """One table row: the point's axes, its status, and the summary's scalar metrics."""
     out = {path: value for path, value in point.values}
@@ -26,9 +22,7 @@ def row(point, summary: dict, run_dir, status: str, error: str) -> dict:
                distorted=bool(summary.get("distorted")) if summary else None, error=error or "",
                run_dir=str(run_dir) if run_dir else "")
     for key, value in (summary or {}).items():
-        if key in out or key in ("seed", "status", "error"):
-            continue
-        if isinstance(value, (int, float, str, bool)) or value is None:
+        if key not in out and (isinstance(value, (int, float, str, bool)) or value is None):
             out[key] = value
     return out
 

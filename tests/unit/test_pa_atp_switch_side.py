@@ -111,10 +111,11 @@ def test_ps_of_other_transports_sends_no_gack(monkeypatch, transport):
 def test_gack_header_keeps_the_gradients_fields_and_drops_its_lanes():
     data = datagram(1, 7, flags=FLAG_DATA | FLAG_RETX | FLAG_COLLISION, progress=2**32 - 1, fanin=9,
                     lanes=[1, 2, 3, 4])[0]
-    gack = InaHeader.unpack(ps_agent.gack_header(data, ce=False, ps_node=0x8001))
+    header = INA_HEADER.unpack_from(data)
+    gack = InaHeader.unpack(ps_agent.gack_header(header, ce=False, ps_node=0x8001))
     assert gack == InaHeader(job=3, flags=FLAG_GACK, elems=0, agg_node=0x8001, fanin=9, count=1, seq=7, slot=7,
                              bitmap=0b10, progress=2**32 - 1)           # agg_node: the PS took it
-    assert InaHeader.unpack(ps_agent.gack_header(data, ce=True, ps_node=0x8001)).flags == FLAG_GACK | FLAG_ECN_ECHO
+    assert InaHeader.unpack(ps_agent.gack_header(header, ce=True, ps_node=0x8001)).flags == FLAG_GACK | FLAG_ECN_ECHO
 
 
 # -- the controller ----------------------------------------------------------------------------
