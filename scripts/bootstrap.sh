@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh Debian/Ubuntu machine for INA Testbed:
 # the Debian packages the emulation needs, and a virtualenv (.venv) with the
-# project and its Python dependencies. Safe to run again: it installs only
-# what is missing and reinstalls the project only when setup.py changed.
+# project and its Python dependencies (with --test, the test tools too).
+# Safe to run again: it installs only what is missing and reinstalls the
+# project only when setup.py changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,11 @@ fi
 
 debian_packages=(mininet iproute2 ethtool bridge-utils iftop iputils-ping procps psmisc git python3 python3-venv
                  nftables)
+# --test (scripts/test.sh): also what only the tests use: headless Chromium and its WebDriver, which
+# load the HTML reports (tests/browser).
+if [ "${1:-}" = "--test" ]; then
+    debian_packages+=(chromium chromium-driver)
+fi
 missing=()
 for pkg in "${debian_packages[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

@@ -4,5 +4,5 @@
 # run fails instead of skipping; only the bmv2 cases skip where bmv2 is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh --test
 exec .venv/bin/python -m pytest tests -q -rs "$@"

@@ -1,6 +1,6 @@
 """``inatb``: the command line. The only place that turns typed errors into exit codes.
 
-Commands: run, validate, simulate, fidelity, sweep, report, cleanup, doctor.
+Commands: run, validate, simulate, fidelity, sweep, report, compare, cleanup, doctor.
 """
 
 import argparse
@@ -39,6 +39,7 @@ def cmd_validate(args) -> int:
 
 def cmd_run(args) -> int:
     from testbed.emulation.orchestrator import run_scenario
+    from testbed.reports.text import format_summary
     scenario = _load(args)
     result = run_scenario(scenario, out_root=args.out, target=args.target)
     print(format_summary(result.summary), file=sys.stderr)
@@ -53,6 +54,7 @@ def cmd_fidelity(args) -> int:
     from testbed.fidelity import compare, format_fidelity
     from testbed.metrics.summary import write_summary
     from testbed.policy import compute_policy
+    from testbed.reports.text import format_summary
     scenario = _load(args)
     simulation = sim.evaluate(scenario, compute_policy(scenario))
     result = run_scenario(scenario, out_root=args.out, target=args.target)
@@ -89,57 +91,24 @@ def cmd_sweep(args) -> int:
     return 0 if statuses.get("ok", 0) + statuses.get("refused", 0) == len(result.rows) else 8
 
 
-def format_summary(s: dict) -> str:
-    from testbed.agents.transport import default_transport
-    def num(v, fmt):
-        return "n/a" if v is None else format(v, fmt)
-    lines = [f"scenario {s['scenario']} on {s['target']}: {s['status']}, wall {s['wall_s']:.1f}s, "
-             f"aggregation {'exact' if s['aggregation_exact'] else 'NOT exact'}"]
-    for j in s["jobs"]:
-        transport = j.get("transport")
-        how = j["policy"] + (f", transport {transport}" if transport and transport != default_transport(j["policy"])
-                             else "")
-        lines.append(f"  {j['job']} ({how}): {j['iterations_completed']}/{j['iterations']} iterations, "
-                     f"{num(j['iteration_time_s'], '.3f')} s/iteration, comm {num(j['comm_time_s'], '.3f')} s, "
-                     f"PS ingress {j['ps_ingress_bytes'] / 1e6:.2f} MB, "
-                     f"sending rate {num(j['gradient_sending_rate_bps'] and j['gradient_sending_rate_bps'] / 1e6, '.1f')} Mb/s, "
-                     f"retransmissions {j['retransmitted_packets']} "
-                     f"({num(j.get('retransmission_ratio') and 100 * j['retransmission_ratio'], '.1f')}%)")
-    if s.get("distorted"):
-        lines.append("  DISTORTED (an emulator artifact, not a result): " + "; ".join(s["distortion_reasons"]))
-    for b in s.get("background") or []:
-        lines.append(f"  background {b['distribution']}: requested load {b['requested_load']:g} "
-                     f"(of {b['load_relative_to']}), offered {num(b.get('offered_load'), '.3f')}, "
-                     f"achieved {num(b.get('achieved_load'), '.3f')}; "
-                     f"{b.get('completed_count', 0)}/{b.get('flow_count', 0)} flows completed; FCT p50 "
-                     f"{num(b.get('fct_p50_s'), '.4f')} s, p95 {num(b.get('fct_p95_s'), '.4f')} s, "
-                     f"p99 {num(b.get('fct_p99_s'), '.4f')} s")
-    stragglers = s.get("stragglers") or {}
-    for worker, d in sorted(stragglers.get("compute_delay_by_worker", {}).items()):
-        if d["max_s"]:
-            lines.append(f"  straggler {worker}: compute delay mean {d['mean_s']:.3f} s, max {d['max_s']:.3f} s")
-    for inj in stragglers.get("injections", []):
-        rate = f" to {inj['rate_bps'] / 1e6:g} Mb/s" if inj.get("rate_bps") else ""
-        lines.append(f"  {inj['kind']} {'-'.join(inj['target'])}{rate} at {inj['at_s']:g} s for "
-                     f"{inj['duration_s']:g} s (events.jsonl)")
-    for err in stragglers.get("injection_errors", []):
-        lines.append(f"  injection error: {err}")
-    if s.get("error"):
-        lines.append(f"  error: {s['error']}")
-    return "\n".join(lines)
-
-
 def cmd_report(args) -> int:
-    path = Path(args.run_dir) / "summary.json"
-    if not path.exists():
-        raise TestbedError(f"{path}: no summary.json (is this a run directory?)")
-    summary = json.loads(path.read_text())
-    print(format_summary(summary))
-    if summary.get("fidelity"):
-        from testbed.fidelity import format_fidelity
-        print("\nemulation against the simulator:\n" + format_fidelity(summary["fidelity"]))
-    for table in sorted((Path(args.run_dir) / "iftop").glob("*.txt")):
-        print(f"\n{table.stem}-eth0 (iftop -t layout):\n{table.read_text()}")
+    """The text report of a run or sweep directory, or with --html its HTML page (path printed)."""
+    from testbed.reports import results_kind
+    if args.html:
+        from testbed.reports.html import write_report
+        print(write_report(args.results_dir))
+        return 0
+    from testbed.reports.text import format_run_report, format_sweep_report
+    kind = results_kind(args.results_dir)
+    print(format_run_report(args.results_dir) if kind == "run" else format_sweep_report(args.results_dir))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """Metric differences between two runs or two sweeps."""
+    from testbed.reports.compare import compare_results, format_comparison
+    notes, diffs = compare_results(args.a, args.b, args.metric or ())
+    print(format_comparison(notes, diffs, only_changed=args.changed))
     return 0
 
 
@@ -202,9 +171,17 @@ def build_parser():
                    help="where points run: here, one after another (default), or on a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (HEAD:6379); without it --executor ray starts a local Ray")
     p.set_defaults(func=cmd_sweep)
-    p = sub.add_parser("report", help="print the summary of a run directory")
-    p.add_argument("run_dir")
+    p = sub.add_parser("report", help="the report of a run or sweep directory (text, or --html)")
+    p.add_argument("results_dir", help="a run directory (summary.json) or a sweep directory (table.csv)")
+    p.add_argument("--html", action="store_true", help="write report.html into the directory and print its path")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("compare", help="metric differences between two runs or two sweeps")
+    p.add_argument("a", help="run or sweep directory A")
+    p.add_argument("b", help="run or sweep directory B (of the same kind)")
+    p.add_argument("--metric", action="append", help="only this metric (repeatable; a run's job metrics match "
+                                                      "by name)")
+    p.add_argument("--changed", action="store_true", help="only metrics whose values differ")
+    p.set_defaults(func=cmd_compare)
     sub.add_parser("cleanup", help="remove what a crashed run left behind").set_defaults(func=cmd_cleanup)
     sub.add_parser("doctor", help="tell what this machine has and what each absence costs").set_defaults(
         func=cmd_doctor)
@@ -215,9 +192,9 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt
 
 
-#: Commands that only read a scenario: an unexpected exception there is still reported as one line
+#: Commands that only read a scenario or results: an unexpected exception there is still reported as one line
 #: (a bug of ours, named by type and place), never a traceback; ``run`` keeps its traceback.
-READ_ONLY_COMMANDS = ("validate", "simulate")
+READ_ONLY_COMMANDS = ("validate", "simulate", "report", "compare")
 NETWORK_COMMANDS = ("run", "fidelity", "sweep")
 EXIT_INTERNAL_ERROR = 70   # EX_SOFTWARE
 

@@ -47,3 +47,40 @@ def skip_bmv2_case(reason=BMV2_SKIP_REASON):
 def require_bmv2():
     if not bmv2_available():
         skip_bmv2_case()
+
+
+def require_browser():
+    """Headless Chromium and its WebDriver (Debian's chromium, chromium-driver; ``bootstrap.sh --test``
+    installs them), and Selenium (the [test] extra): skip without them, fail under CI."""
+    problems = [f"{b} not found" for b in ("chromium", "chromedriver") if shutil.which(b) is None]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        problems.append("selenium not installed")
+    if problems:
+        reason = "browser test: " + ", ".join(problems)
+        if IN_CI:
+            pytest.fail(reason + " (CI must load the HTML reports in Chromium)")
+        pytest.skip(reason)
+
+
+def open_in_chromium(path):
+    """Load a local HTML file in headless Chromium; (severe console messages, one dict per <img>:
+    alt, complete, naturalWidth)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        driver.get(f"file://{os.path.abspath(path)}")
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => ({alt: i.alt, complete: i.complete, "
+            "naturalWidth: i.naturalWidth}));")
+        severe = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        return severe, images
+    finally:
+        driver.quit()

@@ -201,7 +201,7 @@ def simple_switch_service_answers(host: str, thrift_port: int) -> bool:
         transport.close()
 
 
-def connect_clients(host: str, thrift_port: int, timeout_s: float | None = None):
+def connect_clients(host: str, thrift_port: int, timeout_s=None):
     """(standard, simple_pre_lag, simple_switch) clients over one multiplexed TCP connection, and the transport;
     ``timeout_s`` bounds each call (None: calls wait as long as the switch takes)."""
     try:

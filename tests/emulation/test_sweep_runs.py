@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from support import IN_CI
+from support import IN_CI, open_in_chromium, require_browser
 from test_quickstart import QUICKSTART, REPO, assert_clean, inatb
 
 
@@ -50,6 +50,17 @@ def test_a_sweep_runs_every_point_and_a_second_call_runs_none(emulation, tmp_pat
     again = inatb("sweep", str(sweep), "--out", str(out))
     assert again.returncode == 0 and "ran 0, already done 4" in again.stderr, again.stderr
     assert_clean()
+    # What the sweep left is browsable and comparable: its page and a run's page load in Chromium with
+    # every plot, and compare puts atp's PS ingress beside ps's.
+    require_browser()
+    by_point = {(r["policy"], r["repetition"]): r["run_dir"] for r in rows}
+    for results in (out / "qs", by_point[("atp", "0")]):
+        report = inatb("report", str(results), "--html")
+        assert report.returncode == 0, report.stderr
+        severe, images = open_in_chromium(report.stdout.strip())
+        assert severe == [] and images and all(i["naturalWidth"] > 0 for i in images), (severe, images)
+    compared = inatb("compare", by_point[("ps", "0")], by_point[("atp", "0")], "--metric", "ps_ingress_bytes")
+    assert compared.returncode == 0 and "ps_ingress_bytes" in compared.stdout, compared.stderr
 
 
 def test_ctrl_c_stops_a_sweep_and_the_next_call_does_only_the_rest(emulation, tmp_path):

@@ -1,0 +1,106 @@
+"""Reports of results directories: which kind a directory is, the HTML page's content, the text report
+of a sweep, and inatb compare's differences (runs and sweeps)."""
+
+import re
+
+import pytest
+from report_fixtures import write_run, write_sweep
+
+from testbed.cli import main
+from testbed.errors import UsageError
+from testbed.reports import results_kind
+from testbed.reports.compare import compare_results, format_comparison
+from testbed.reports.html import render_run, render_sweep, write_report
+from testbed.reports.results import numeric_metrics, load_table, point_means
+from testbed.reports.text import format_sweep_report
+
+FIDELITY = {"jobs": {"resnet50": [
+    {"metric": "comm_time_s", "emulated": 0.02, "simulated": 0.01, "ratio": 2.0, "tolerance": 0.25,
+     "within": False}]}, "run": [], "all_within": False}
+
+
+def test_a_directory_is_a_run_a_sweep_or_refused(tmp_path):
+    assert results_kind(write_run(tmp_path / "r")) == "run"
+    assert results_kind(write_sweep(tmp_path / "s")) == "sweep"
+    with pytest.raises(UsageError, match="neither a run directory"):
+        results_kind(tmp_path)
+    with pytest.raises(UsageError, match="no such directory"):
+        results_kind(tmp_path / "absent")
+
+
+def test_the_run_page_escapes_embeds_every_plot_and_says_distorted(tmp_path):
+    page = render_run(write_run(tmp_path / "r", distorted=True, fidelity=FIDELITY))
+    assert "name: &lt;q&amp;a&gt;" in page and "<q&a>" not in page
+    assert "<b>Distorted</b>" in page and "machine CPU busy 1.97 of 2 cores" in page
+    assert re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,', page) == ["iteration_time"]
+    assert "NOT every row within its bound" in page and "<td>NO</td>" in page
+    assert "Listening on ps-eth0" in page
+    clean = render_run(write_run(tmp_path / "c"))
+    assert "Distorted" not in clean and "Emulation against the simulator" not in clean
+    assert '<div class="banner good">Status <b>ok</b>' in clean
+
+
+def test_the_sweep_page_highlights_distorted_runs_and_their_point(tmp_path):
+    sweep = write_sweep(tmp_path / "s", distorted_point="ps")
+    page = render_sweep(sweep)
+    # the ps point in the per-point table, and its two runs in the full table
+    assert page.count('<tr class="distorted">') == 3
+    assert "2 distorted run(s)" in page
+    assert sorted(re.findall(r'<img alt="([^"]+)"', page)) == ["iteration_time_s", "ps_ingress_bytes"]
+    assert write_report(sweep) == sweep / "report.html" and (sweep / "report.html").read_text() == page
+
+
+def test_point_means_average_ok_runs_and_skip_run_columns(tmp_path):
+    frame = load_table(write_sweep(tmp_path / "s"))
+    assert numeric_metrics(frame) == ["iteration_time_s", "ps_ingress_bytes", "retransmission_ratio"]
+    means = point_means(frame, ["iteration_time_s"]).set_index("policy")
+    assert means.loc["atp", "iteration_time_s"] == pytest.approx(0.0405)
+    assert means.loc["ps", "iteration_time_s"] == pytest.approx(0.081)
+    assert means.loc["atp", "runs"] == 2 and means.loc["atp", "ok"] == 2
+    # two values 0.040, 0.041: t(0.975, 1) x sd / sqrt(2) = 12.706 x 0.000707 / 1.414
+    assert means.loc["atp", "iteration_time_s ±"] == pytest.approx(12.706 * 0.0005, rel=1e-3)
+
+
+def test_the_text_report_of_a_sweep_gives_means_per_point(tmp_path):
+    text = format_sweep_report(write_sweep(tmp_path / "s", distorted_point="atp"))
+    assert "4 runs, 2 points" in text and "0.0405 ±" in text and "2 distorted run(s)" in text
+
+
+def test_compare_two_runs(tmp_path):
+    a = write_run(tmp_path / "a")
+    b = write_run(tmp_path / "b", iteration_time_s=0.05, distorted=True)
+    notes, diffs = compare_results(a, b, ["iteration_time_s"])
+    assert [d.key for d in diffs] == ["iteration_time_s", "resnet50.iteration_time_s"]
+    assert diffs[0].delta == pytest.approx(0.01) and diffs[0].change == pytest.approx(0.25)
+    assert any("DISTORTED" in n and str(b) in n for n in notes)
+    text = format_comparison(notes, diffs)
+    assert "+25.0%" in text and text.startswith("note: B")
+    _, every = compare_results(a, b)
+    assert {"wall_s", "resnet50.fragments_sent"} <= {d.key for d in every}
+    unchanged = format_comparison([], every, only_changed=True)
+    assert "iteration_time_s" in unchanged and "wall_s" not in unchanged
+    with pytest.raises(UsageError, match="--metric nonsense: neither run has it"):
+        compare_results(a, b, ["nonsense"])
+
+
+def test_compare_two_sweeps_point_by_point(tmp_path):
+    a, b = write_sweep(tmp_path / "a"), write_sweep(tmp_path / "b", scale=1.1)
+    notes, diffs = compare_results(a, b, ["iteration_time_s"])
+    assert notes == []
+    assert {d.key: round(d.change, 6) for d in diffs} == {"policy=ps: iteration_time_s": 0.1,
+                                                          "policy=atp: iteration_time_s": 0.1}
+    _, default = compare_results(a, b)
+    assert {d.key.split(": ")[1] for d in default} == {"iteration_time_s", "ps_ingress_bytes",
+                                                       "retransmission_ratio"}
+    with pytest.raises(UsageError, match="two runs or two sweeps"):
+        compare_results(a, write_run(tmp_path / "r"))
+
+
+def test_the_commands_answer_bad_directories_in_one_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert main(["compare", str(tmp_path), str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("neither a run directory" in line for line in err)
+    run = write_run(tmp_path / "r")
+    assert main(["report", str(run), "--html"]) == 0
+    assert capsys.readouterr().out.strip() == str(run / "report.html")
