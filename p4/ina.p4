@@ -41,7 +41,7 @@
 #endif
 
 #define INA_PORTS 64        /* per-port counters: ports 0..63 (program.MAX_PORTS) */
-#define INA_STATS 18        /* entries of ina_stats (len(program.STAT_INDICES)) */
+#define INA_STATS 19        /* entries of ina_stats (len(program.STAT_INDICES)) */
 #define INA_PA_JOBS 16      /* PA-ATP register rows: opted-in jobs per switch (program.PA_JOBS) */
 #define INA_PA_WORKERS 64   /* pa_seq entries per row: one per bitmap bit (program.PA_WORKERS) */
 #define INA_PA_SEQS 1024    /* pa_overflow cells per row, a power of two (program.PA_SEQS) */
@@ -68,6 +68,7 @@ const bit<16> FLAG_CAPACITY  = 0x0400;
 /* ina_aggregate's release_mode (program.RELEASE_*) */
 const bit<8> RELEASE_ON_EMIT   = 0;
 const bit<8> RELEASE_ON_RESULT = 1;
+const bit<8> RELEASE_SHADOW    = 2;   /* SwitchML: two copies per pool slot (wire.shadow_slot) */
 
 /* program.MAX_ITERATION_LEAD: a DATA packet may claim or reclaim a slot whose tag is of its own job only
    if its iteration is at most the tag's + this. Synchronous training has one iteration in flight per
@@ -113,6 +114,7 @@ const bit<32> ST_RESULT_RELEASED    = 14;
 const bit<32> ST_LEAD_BYPASSED      = 15;
 const bit<32> ST_GACKED             = 16;
 const bit<32> ST_AECN_MARKED        = 17;
+const bit<32> ST_SHADOW_ANSWERED    = 18;
 
 /* ---------------------------------------------------------------- headers */
 
@@ -230,6 +232,10 @@ struct metadata_t {
     bit<1>  emit;             /* the packet leaves as the slot's aggregate */
     bit<1>  flush;            /* ... because a RETX duplicate asked for what the slot holds */
     bit<1>  flush_to_ps;      /* ... and the slot is incomplete: the partial goes to the PS */
+    bit<1>  shadow_answer;    /* SwitchML: a RETX duplicate of a complete, resulted copy leaves as its RESULT */
+    bit<1>  shadow_hit;       /* ina_shadow_result: a RESULT of a RELEASE_SHADOW job */
+    bit<32> pool;             /* ... its pool: copies 2k, 2k + 1 of pool slot k from slot_base */
+    bit<1>  held_resulted;    /* agg_resulted of the slot */
     bit<32> keep_mask;        /* lane = (slot lane & keep_mask) + (packet lane & add_mask) */
     bit<32> add_mask;
     bit<32> lane_value;
@@ -331,6 +337,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     @name(".Ingress.agg_job")       register<bit<16>>(INA_SLOTS) agg_job;
     @name(".Ingress.agg_iteration") register<bit<32>>(INA_SLOTS) agg_iteration;
     @name(".Ingress.agg_seq")       register<bit<32>>(INA_SLOTS) agg_seq;
+    @name(".Ingress.agg_resulted")  register<bit<1>>(INA_SLOTS) agg_resulted;             /* RELEASE_SHADOW: RESULT passed */
     @name(".Ingress.ina_stats")     counter(INA_STATS, CounterType.packets) ina_stats;
     @name(".Ingress.agg_capacity")  meter(1, MeterType.packets) agg_capacity;
     @name(".Ingress.agg_used")      register<bit<32>>(1) agg_used;                        /* slots with agg_count != 0 */
@@ -394,6 +401,14 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.mcast_grp = mcast_grp;
     }
 
+    @name(".Ingress.ina_shadow_result")
+    action ina_shadow_result(bit<32> slot_base, bit<32> pool, bit<16> mcast_grp) {
+        meta.shadow_hit = 1;
+        meta.slot_base = slot_base;
+        meta.pool = pool;
+        meta.mcast_grp = mcast_grp;
+    }
+
     @name(".Ingress.pa_enable")
     action pa_enable(bit<32> pa_index, bit<8> aecn) {
         meta.pa_hit = 1;
@@ -452,6 +467,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         actions = {
             ina_multicast;
             ina_release;
+            ina_shadow_result;
             NoAction;
         }
         default_action = NoAction();
@@ -536,6 +552,28 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             agg_used.write(0, meta.used_slots - 1);
                         }
                         ina_stats.count(ST_RESULT_RELEASED);
+                    }
+                }
+                /* SwitchML: the copy holding the RESULT's tag (copy 0 or 1 of pool slot seq mod pool) is
+                   resulted: its PS has the aggregate, a retransmission may be answered from it */
+                if (meta.shadow_hit == 1 && meta.pool != 0) {
+                    hash(meta.slot, HashAlgorithm.identity, 32w0, { hdr.ina.seq }, meta.pool);
+                    meta.slot = meta.slot_base + 2 * meta.slot;
+                    agg_count.read(meta.held_count, meta.slot);
+                    agg_job.read(meta.held_job, meta.slot);
+                    agg_iteration.read(meta.held_iteration, meta.slot);
+                    agg_seq.read(meta.held_seq, meta.slot);
+                    if (meta.held_count == 0 || meta.held_job != hdr.ina.job ||
+                            meta.held_iteration != hdr.ina.iteration || meta.held_seq != hdr.ina.seq) {
+                        meta.slot = meta.slot + 1;
+                        agg_count.read(meta.held_count, meta.slot);
+                        agg_job.read(meta.held_job, meta.slot);
+                        agg_iteration.read(meta.held_iteration, meta.slot);
+                        agg_seq.read(meta.held_seq, meta.slot);
+                    }
+                    if (meta.held_count != 0 && meta.held_job == hdr.ina.job &&
+                            meta.held_iteration == hdr.ina.iteration && meta.held_seq == hdr.ina.seq) {
+                        agg_resulted.write(meta.slot, 1);
                     }
                 }
                 if (meta.mcast_grp != 0) {
@@ -627,7 +665,14 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         hdr.udp.checksum = 0;
                         meta.go_on = 0;
                     } else if (meta.held_count != 0) {
-                        if (meta.held_job != hdr.ina.job || meta.held_iteration > hdr.ina.iteration ||
+                        if (meta.release_mode == RELEASE_SHADOW && meta.held_job == hdr.ina.job &&
+                                (meta.held_iteration < hdr.ina.iteration ||
+                                 (meta.held_iteration == hdr.ina.iteration && meta.held_seq < hdr.ina.seq))) {
+                            /* SwitchML: a newer use of this copy; its last use's result reached every
+                               worker (wire.shadow_slot): reclaim */
+                            ina_stats.count(ST_STALE_RECLAIMED);
+                            meta.held_count = 0;
+                        } else if (meta.held_job != hdr.ina.job || meta.held_iteration > hdr.ina.iteration ||
                                 (meta.held_seq != hdr.ina.seq && meta.held_iteration >= hdr.ina.iteration)) {
                             /* slot held by another tag: COLLISION, on to the PS unchanged */
                             ina_stats.count(ST_COLLISION_BYPASSED);
@@ -650,7 +695,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         }
                     }
                     if (meta.go_on == 1 && meta.held_count == 0 &&
-                            ((hdr.ina.flags & FLAG_RETX) != 0 ||
+                            (((hdr.ina.flags & FLAG_RETX) != 0 && meta.release_mode != RELEASE_SHADOW) ||
                              (meta.held_job == hdr.ina.job && meta.held_iteration == hdr.ina.iteration &&
                               meta.held_seq == hdr.ina.seq))) {
                         /* a retransmission finds no slot holding its tag, or a contribution finds the slot
@@ -673,6 +718,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             agg_job.write(meta.slot, hdr.ina.job);
                             agg_iteration.write(meta.slot, hdr.ina.iteration);
                             agg_seq.write(meta.slot, hdr.ina.seq);
+                            agg_resulted.write(meta.slot, 0);
                         } else {
                             agg_bitmap.read(meta.held_bitmap, meta.slot);
                             if ((meta.held_bitmap & hdr.ina.bitmap) != 0) {
@@ -685,15 +731,23 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                                    so a switch above that holds it re-emits too. Incomplete: the partial
                                    goes to the PS and the slot is freed (ATP's loss recovery), so no
                                    partial ever reaches a level above that a fuller one could overlap. */
-                                ina_stats.count(ST_PARTIAL_FLUSHED);
                                 meta.keep_mask = 0xFFFFFFFF;
                                 meta.add_mask = 0;
                                 meta.new_bitmap = meta.held_bitmap;
                                 meta.new_count = meta.held_count;
-                                meta.emit = 1;
-                                meta.flush = 1;
-                                if (meta.held_count < hdr.ina.fanin) {
-                                    meta.flush_to_ps = 1;
+                                agg_resulted.read(meta.held_resulted, meta.slot);
+                                if (meta.release_mode == RELEASE_SHADOW && meta.held_count >= hdr.ina.fanin &&
+                                        meta.held_resulted == 1) {
+                                    /* SwitchML: the copy is complete and its PS has it (its RESULT passed):
+                                       the aggregate is the result, back to its sender as the RESULT (below) */
+                                    meta.shadow_answer = 1;
+                                } else {
+                                    ina_stats.count(ST_PARTIAL_FLUSHED);
+                                    meta.emit = 1;
+                                    meta.flush = 1;
+                                    if (meta.held_count < hdr.ina.fanin) {
+                                        meta.flush_to_ps = 1;
+                                    }
                                 }
                             } else {
                                 meta.keep_mask = 0xFFFFFFFF;
@@ -731,7 +785,17 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                                 agg_used.write(0, meta.used_slots - 1);
                             }
                         }
-                        if (meta.emit == 0) {
+                        if (meta.shadow_answer == 1) {
+                            /* the RESULT of the copy, from this switch back to the sender: the copy's
+                               count, bitmap and lanes (written above), addresses swapped; on to forwarding */
+                            ina_stats.count(ST_SHADOW_ANSWERED);
+                            hdr.ina.flags = FLAG_RESULT;
+                            hdr.ina.count = meta.new_count;
+                            hdr.ina.bitmap = meta.new_bitmap;
+                            hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
+                            hdr.ipv4.srcAddr = meta.switch_addr;
+                            hdr.udp.checksum = 0;
+                        } else if (meta.emit == 0) {
                             if (meta.pa_raw == 1) {
                                 /* PA-ATP: absorbed into the slot, the gradient goes back out of its ingress
                                    port as its sender's GACK (Egress rewrites it) */
@@ -741,45 +805,47 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             }
                             return;     /* absorbed into the slot */
                         }
-                        /* the packet leaves as the aggregate, toward the next level (a flushed
-                           partial: toward the PS) */
-                        ina_stats.count(ST_EMITTED);
-                        if (meta.pa_raw == 1 && meta.counted == 1) {
-                            /* PA-ATP: the gradient that completes the aggregate leaves as the aggregate; its
-                               sender's GACK is an ingress clone of it (the packet as it arrived, re-parsed,
-                               with meta.pa_progress) back out of its ingress port, which Egress rewrites */
-                            clone_preserving_field_list(CloneType.I2E,
-                                                        GACK_SESSION_BASE + (bit<32>)standard_metadata.ingress_port,
-                                                        GACK_FIELD_LIST);
-                            ina_stats.count(ST_GACKED);
-                        }
-                        if (meta.flush == 0) {
-                            hdr.ina.flags = (hdr.ina.flags & ~FLAG_RETX) | FLAG_DATA;
-                        } else {
-                            hdr.ina.flags = hdr.ina.flags | FLAG_DATA;
-                        }
-                        if (hdr.ina.level != 255) {
-                            hdr.ina.level = hdr.ina.level + 1;
-                        }
-                        hdr.ina.count = meta.new_count;
-                        hdr.ina.bitmap = meta.new_bitmap;
-                        hdr.ipv4.srcAddr = meta.switch_addr;
-                        hdr.udp.checksum = 0;
-                        if (meta.flush_to_ps == 1) {
-                            /* agg_node, fanin and slot stay this switch's: no switch on the way
-                               aggregates it again (as a bypass) */
-                            hdr.ipv4.dstAddr = meta.bypass_dst;
-                        } else {
-                            hdr.ina.agg_node = meta.next_agg_node;
-                            hdr.ina.fanin = meta.next_fanin;
-                            if (meta.next_slot_count == 0) {
-                                hdr.ina.slot = meta.next_slot_base;
-                            } else {
-                                /* wire.slot_index: next_slot_base + seq mod next_slot_count */
-                                hash(hdr.ina.slot, HashAlgorithm.identity, meta.next_slot_base, { hdr.ina.seq },
-                                     meta.next_slot_count);
+                        if (meta.emit == 1) {
+                            /* the packet leaves as the aggregate, toward the next level (a flushed
+                               partial: toward the PS) */
+                            ina_stats.count(ST_EMITTED);
+                            if (meta.pa_raw == 1 && meta.counted == 1) {
+                                /* PA-ATP: the gradient that completes the aggregate leaves as the aggregate; its
+                                   sender's GACK is an ingress clone of it (the packet as it arrived, re-parsed,
+                                   with meta.pa_progress) back out of its ingress port, which Egress rewrites */
+                                clone_preserving_field_list(CloneType.I2E,
+                                                            GACK_SESSION_BASE + (bit<32>)standard_metadata.ingress_port,
+                                                            GACK_FIELD_LIST);
+                                ina_stats.count(ST_GACKED);
                             }
-                            hdr.ipv4.dstAddr = meta.next_dst;
+                            if (meta.flush == 0) {
+                                hdr.ina.flags = (hdr.ina.flags & ~FLAG_RETX) | FLAG_DATA;
+                            } else {
+                                hdr.ina.flags = hdr.ina.flags | FLAG_DATA;
+                            }
+                            if (hdr.ina.level != 255) {
+                                hdr.ina.level = hdr.ina.level + 1;
+                            }
+                            hdr.ina.count = meta.new_count;
+                            hdr.ina.bitmap = meta.new_bitmap;
+                            hdr.ipv4.srcAddr = meta.switch_addr;
+                            hdr.udp.checksum = 0;
+                            if (meta.flush_to_ps == 1) {
+                                /* agg_node, fanin and slot stay this switch's: no switch on the way
+                                   aggregates it again (as a bypass) */
+                                hdr.ipv4.dstAddr = meta.bypass_dst;
+                            } else {
+                                hdr.ina.agg_node = meta.next_agg_node;
+                                hdr.ina.fanin = meta.next_fanin;
+                                if (meta.next_slot_count == 0) {
+                                    hdr.ina.slot = meta.next_slot_base;
+                                } else {
+                                    /* wire.slot_index: next_slot_base + seq mod next_slot_count */
+                                    hash(hdr.ina.slot, HashAlgorithm.identity, meta.next_slot_base, { hdr.ina.seq },
+                                         meta.next_slot_count);
+                                }
+                                hdr.ipv4.dstAddr = meta.next_dst;
+                            }
                         }
                     }
                 }

@@ -19,11 +19,15 @@ Choices:
   frame needs no further rewrite at the last hop (switch INA addresses get
   the switch's MAC).
 - Slot release: RELEASE_ON_RESULT jobs (ATP) get an ``ina_result`` entry per
-  worker at each switch they aggregate on, so the PS's RESULT frees the slot.
+  worker at each switch they aggregate on, so the PS's RESULT frees the slot;
+  RELEASE_SHADOW jobs (SwitchML) the same, marking the shadow copy resulted.
 - RESULTs of jobs that aggregate in the network are multicast by the
   switches (:func:`_result_multicast`); the others are pulled by unicast.
 - Slots: each job gets a contiguous range at each switch it aggregates on,
   in job order; more than the switch has is a PolicyError naming the switch.
+  A RELEASE_SHADOW job (SwitchML) has two copies per pool slot: its range is
+  twice its pool, and its workers get the pool (``shadow_pool``, the copies'
+  layout is ``wire.shadow_slot``) and a window of at most the pool.
 - A switch egress is shaped by the switch itself at the link's rate (hosts
   shape their own egress with htb): no link direction is shaped twice.
 - Workers get their job's ``transport`` and ``transport_options`` as the
@@ -204,20 +208,32 @@ def _ina_filters(scenario, policy, result):
                     ("bypass_dst", topo.node(jp.ps_of_submodel[g]).ip))))
 
 
+def result_action(jp, base: int, count: int, group: int) -> tuple:
+    """The ``ina_result`` action and parameters of a job's RESULTs at a switch where it holds slots
+    ``[base, base + count)``: ATP frees the slot (``ina_release``), SwitchML marks its shadow copy resulted
+    (``ina_shadow_result``, a pool of half the range), the others only replicate (``ina_multicast``)."""
+    if count and jp.release_mode == program.RELEASE_ON_RESULT:
+        return "ina_release", (("slot_base", base), ("slot_count", count), ("mcast_grp", group))
+    if count and jp.release_mode == program.RELEASE_SHADOW:
+        return "ina_shadow_result", (("slot_base", base), ("pool", count // 2), ("mcast_grp", group))
+    return "ina_multicast", (("mcast_grp", group),)
+
+
 def _result_releases(scenario, policy, result):
-    """ATP's slot release: at every switch a RELEASE_ON_RESULT job aggregates on, the PS's RESULT
-    for a worker frees the slot holding its fragment as it passes (``ina_result`` -> ``ina_release``)."""
+    """Unicast RESULTs (a PS answering a retransmission, BytePS's pull) do what the job's multicast
+    RESULTs do at every switch it aggregates on: free the slot (ATP, ``ina_release``) or mark the shadow
+    copy resulted (SwitchML, ``ina_shadow_result``); one ``ina_result`` entry per worker address."""
     topo = scenario.topology
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
-        if jp.release_mode != program.RELEASE_ON_RESULT:
+        if jp.release_mode not in (program.RELEASE_ON_RESULT, program.RELEASE_SHADOW):
             continue
         for sw in jp.aggregating_switches():
             base, count = result.slot_ranges[(job.name, sw)]
+            action, params = result_action(jp, base, count, 0)
             for worker in job.workers:
                 result.switches[sw].entries.append(TableEntry(
-                    "ina_result", "ina_release", (job.job_id, topo.node(worker).ip),
-                    (("slot_base", base), ("slot_count", count), ("mcast_grp", 0))))
+                    "ina_result", action, (job.job_id, topo.node(worker).ip), params))
 
 
 def multicast_tree(topo, routes, ps: str, workers) -> dict:
@@ -270,10 +286,7 @@ def _result_multicast(scenario, routes, policy, result):
                 config = result.switches[sw]
                 config.multicast_groups.append(MulticastGroup(group, ports))
                 base, count = result.slot_ranges.get((job.name, sw), (0, 0))
-                if count and jp.release_mode == program.RELEASE_ON_RESULT:
-                    action, params = "ina_release", (("slot_base", base), ("slot_count", count), ("mcast_grp", group))
-                else:
-                    action, params = "ina_multicast", (("mcast_grp", group),)
+                action, params = result_action(jp, base, count, group)
                 config.entries.append(TableEntry("ina_result", action, (job.job_id, group_ip), params))
                 for child, port in zip(children, ports):
                     node = topo.node(child)
@@ -415,6 +428,8 @@ def _agents(scenario, policy, result):
                 agg = topo.node(jp.first_hop[worker][g] if worker in counted else ps)
                 sp.agg_node, sp.agg_ip, sp.fanin = agg.node_id, agg.ip, jp.fanin(g, agg.name)
                 sp.slot_base, sp.slot_count = result.slot_ranges.get((job.name, agg.name), (0, 0))
+                if jp.release_mode == program.RELEASE_SHADOW and sp.slot_count:
+                    sp.shadow_pool = sp.slot_count // 2
             return sp
 
         first_result_timeout_s = straggler_allowance_s(scenario, job)
@@ -424,6 +439,8 @@ def _agents(scenario, policy, result):
             window = job.window
             for g in range(len(fragments)):
                 count = result.slot_ranges.get((job.name, jp.first_hop[w][g]), (0, 0))[1]
+                if jp.release_mode == program.RELEASE_SHADOW:
+                    count //= 2        # two copies per pool slot: the window is the pool
                 if count:
                     window = min(window, count)
             result.agents.append(AgentConfig(

@@ -21,6 +21,7 @@ class SubmodelPlan:
     fanin: int = 1           # worker: contributions that node collects for this sub-model
     slot_base: int = 0
     slot_count: int = 0
+    shadow_pool: int = 0     # worker: SwitchML's pool (slot_count = 2 x pool copies, wire.shadow_slot); 0 = none
 
 
 @dataclass

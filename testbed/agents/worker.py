@@ -33,7 +33,10 @@ record (``straggler_delay_s``) and so in the run's event log.
 Fragment ``k`` of sub-model ``g`` has seq ``wire.fragment_seqs(layout)[g][k]``:
 the sub-models are interleaved, so sending in seq order sends them side by
 side. The slot of a fragment at its aggregation node is ``slot_base + seq mod
-slot_count`` (wire.slot_index), the range the controller gave the job there.
+slot_count`` (wire.slot_index), the range the controller gave the job there;
+under SwitchML's shadow copies (``shadow_pool``) it is the copy of its pool
+slot that ``wire.shadow_slot`` names for the iteration, flagged SHADOW when
+it is copy 1.
 """
 
 import random
@@ -44,8 +47,8 @@ from testbed.agents.common import agent_session, install_status_dump
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
-                                    FRAME_OVERHEAD_BYTES, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT, fragment_seqs,
-                                    ina_frame_bytes, slot_index)
+                                    FLAG_SHADOW, FRAME_OVERHEAD_BYTES, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
+                                    fragment_seqs, ina_frame_bytes, shadow_slot, slot_index)
 
 IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks)
 
@@ -66,8 +69,11 @@ class Worker:
         self.targets = [None] * config.total_fragments
         self.path_keys = [None] * config.total_fragments
         self.ps_nodes = [0] * config.total_fragments      # a GACK naming it came from the PS
+        self.shadow = {}        # seq -> (slot_base, pool) of fragments aggregated in SwitchML shadow copies
         for p in config.submodels:
             for seq in seqs_of[p.submodel]:
+                if p.shadow_pool:
+                    self.shadow[seq] = (p.slot_base, p.shadow_pool)
                 slot = slot_index(seq, p.slot_base, p.slot_count) if p.slot_count else 0
                 self.targets[seq] = ((p.agg_ip, INA_UDP_PORT), p.agg_node, p.fanin, p.submodel, slot)
                 # RESULTs of one path (aggregation node and PS) come back in order; of two, not.
@@ -78,6 +84,16 @@ class Worker:
                                         min_rto_s=config.retransmit_timeout_s,
                                         first_result_timeout_s=config.first_result_timeout_s,
                                         options=config.transport_options)
+
+    def slots_and_flags(self, iteration: int) -> tuple:
+        """Per seq, the slot it names this iteration and the flags that go with it (SHADOW for copy 1 of a
+        SwitchML pool slot); without shadow copies the slot is the same every iteration."""
+        slots = [target[4] for target in self.targets]
+        flags = [0] * len(slots)
+        for seq, (base, pool) in self.shadow.items():
+            slots[seq], version = shadow_slot(seq, iteration, self.cfg.total_fragments, base, pool)
+            flags[seq] = FLAG_SHADOW if version else 0
+        return slots, flags
 
     def straggler_delay_s(self) -> float:
         d = self.cfg.compute_delay
@@ -113,11 +129,12 @@ class Worker:
                                 cfg.gradient_bound, cfg.scale_bits).astype(">i4")
         bit = 1 << cfg.worker_index
         total = len(self.targets)
+        slots, slot_flags = self.slots_and_flags(iteration)
 
         def packet(seq, flags):
-            addr, agg_node, fanin, submodel, slot = self.targets[seq]
-            header = INA_HEADER.pack(cfg.job_id, flags, cfg.lanes, 0, agg_node, fanin, 1, submodel, iteration, seq,
-                                     slot, bit, 0)
+            addr, agg_node, fanin, submodel, _ = self.targets[seq]
+            header = INA_HEADER.pack(cfg.job_id, flags | slot_flags[seq], cfg.lanes, 0, agg_node, fanin, 1, submodel,
+                                     iteration, seq, slots[seq], bit, 0)
             return addr, header + rows[seq].tobytes()
 
         transport = self.transport

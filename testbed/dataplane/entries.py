@@ -156,15 +156,15 @@ def check_switch_limits(entry: TableEntry, slots: int) -> None:
     Raise DataplaneError naming the action, the parameter and the limit.
     """
     values = dict(entry.params)
-    if entry.action in ("ina_aggregate", "ina_release"):
-        base, count = values["slot_base"], values["slot_count"]
+    if entry.action in ("ina_aggregate", "ina_release", "ina_shadow_result"):
+        base = values["slot_base"]
+        count = 2 * values["pool"] if entry.action == "ina_shadow_result" else values["slot_count"]
         if count < 1 or base + count > slots:
             raise DataplaneError(f"{entry.action}: slot range [{base}, {base + count}) is empty or outside the "
                                  f"switch's {slots} slots (p4 -D INA_SLOTS / switch.slots)")
     if entry.action == "ina_aggregate" and values["release_mode"] not in program.SUPPORTED_RELEASE_MODES:
         raise DataplaneError(f"ina_aggregate: release_mode {values['release_mode']} is not supported "
-                             f"(0 = release on emit, 1 = release on RESULT; 2 = SwitchML shadow copy is declared "
-                             f"but not implemented, see p4/README.md)")
+                             f"(0 = release on emit, 1 = release on RESULT, 2 = SwitchML shadow copies)")
     if entry.action == "pa_enable":
         if values["pa_index"] >= program.PA_JOBS:
             raise DataplaneError(f"pa_enable: pa_index {values['pa_index']} outside the program's "

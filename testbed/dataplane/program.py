@@ -12,9 +12,13 @@ Names are given without the control instance prefix; bmv2 names them
 Value kinds: ``ip`` (dotted IPv4 string), ``mac`` (``aa:bb:..``), ``int``.
 
 Slot release modes (``ina_aggregate``'s ``release_mode``; p4/README.md has
-the full semantics): release on emit and release on RESULT are implemented by
-both targets; the SwitchML shadow copy is declared for the policy layer but
-refused at install time by both (``SUPPORTED_RELEASE_MODES``).
+the full semantics), implemented by both targets: release on emit, release
+on RESULT (ATP), and SwitchML's shadow copies (``RELEASE_SHADOW``: a
+complete slot keeps its aggregate until a newer use of the same job claims
+it; once the PS's RESULT of it passed the switch (``ina_shadow_result``
+marks it in ``agg_resulted``) it answers a retransmission with it, before
+that it re-emits it toward the PS; ``wire.shadow_slot`` says which copy a
+fragment names).
 
 Link impairments (loss, duplication, reordering per egress port; p4/README.md
 has the semantics): a probability is held as a threshold out of
@@ -51,8 +55,10 @@ MAX_PORTS = 64
 #: ina_aggregate's release_mode parameter
 RELEASE_ON_EMIT = 0     # GOAT / GRID / InArt / first-level ATP: free the slot when the aggregate leaves
 RELEASE_ON_RESULT = 1   # ATP: free the slot when the PS's RESULT for its tag passes back
-RELEASE_SHADOW = 2      # SwitchML: two slot copies alternate by the SHADOW bit (declared, not implemented)
-SUPPORTED_RELEASE_MODES = (RELEASE_ON_EMIT, RELEASE_ON_RESULT)
+RELEASE_SHADOW = 2      # SwitchML: two copies per pool slot (wire.shadow_slot); a complete copy keeps its
+                        # aggregate until a newer use of its job claims it, and answers RETX duplicates with it
+                        # once the PS's RESULT of it passed (ina_shadow_result); before, it re-emits it
+SUPPORTED_RELEASE_MODES = (RELEASE_ON_EMIT, RELEASE_ON_RESULT, RELEASE_SHADOW)
 
 #: How many iterations a DATA packet may be ahead of the tag of the slot it names (same job) and still
 #: claim or reclaim it (ina.p4's MAX_ITERATION_LEAD). Synchronous training has one iteration in flight
@@ -179,6 +185,10 @@ ACTIONS = {
         # RESULT packets of a RELEASE_ON_RESULT job: free the slot holding the
         # RESULT's tag in [slot_base, slot_base + slot_count), then as ina_multicast
         Action("ina_release", (Param("slot_base", 32), Param("slot_count", 32), Param("mcast_grp", 16))),
+        # RESULT packets of a RELEASE_SHADOW job (SwitchML): the copy of pool slot seq mod pool (of the
+        # job's range from slot_base, wire.shadow_slot) holding the RESULT's tag is marked resulted (its
+        # PS has the aggregate, so a retransmission is answered from the copy), then as ina_multicast
+        Action("ina_shadow_result", (Param("slot_base", 32), Param("pool", 32), Param("mcast_grp", 16))),
         # Egress, multicast copies only: the host behind this port gets the copy addressed to it
         Action("mcast_rewrite", (Param("dstAddr", 48, "mac"), Param("ipDstAddr", 32, "ip"))),
         # PA-ATP opt-in of a job at this switch: its register row, and whether it takes part in AECN here
@@ -200,7 +210,7 @@ TABLES = {
               ("ina_aggregate", "ina_pass"), "ina_pass"),
         Table("ina_result", "Ingress",
               (Key("hdr.ina.job", "exact", 16), Key("hdr.ipv4.dstAddr", "exact", 32, "ip")),
-              ("ina_multicast", "ina_release", "NoAction"), "NoAction"),
+              ("ina_multicast", "ina_release", "ina_shadow_result", "NoAction"), "NoAction"),
         Table("ina_mcast_rewrite", "Egress", (Key("standard_metadata.egress_port", "exact", 9),),
               ("mcast_rewrite", "NoAction"), "NoAction"),
         Table("pa_job", "Ingress", (Key("hdr.ina.job", "exact", 16),), ("pa_enable", "NoAction"), "NoAction"),
@@ -215,6 +225,7 @@ REGISTERS = {
         Register("agg_job", "Ingress", 16, "SLOTS"),
         Register("agg_iteration", "Ingress", 32, "SLOTS"),
         Register("agg_seq", "Ingress", 32, "SLOTS"),
+        Register("agg_resulted", "Ingress", 1, "SLOTS"),  # RELEASE_SHADOW: the PS's RESULT of the held tag passed
         Register("ecn_threshold", "Egress", 32, "1"),    # queue depth (packets) that marks CE; 0 = off
         Register("impair_drop", "Egress", 32, "PORTS"),       # per port: loss threshold out of IMPAIR_SCALE
         Register("impair_duplicate", "Egress", 32, "PORTS"),  # per port: duplication threshold
@@ -247,6 +258,7 @@ STAT_INDICES = {
     "lead_bypassed": 15,      # iteration > the slot's (same job) + MAX_ITERATION_LEAD: to the PS, unchanged
     "gacked": 16,             # PA-ATP GACKs sent: absorbed gradients, and clones for completing ones
     "aecn_marked": 17,        # RESULTs marked AECN (PA-ATP)
+    "shadow_answered": 18,    # RETX duplicates answered by a resulted shadow copy with its RESULT (SwitchML)
 }
 
 COUNTERS = {

@@ -60,7 +60,7 @@ FLAG_AECN = 0x0020        # aggregation-ECN (PA-ATP)
 FLAG_COLLISION = 0x0040   # slot held by another tag: bypassed toward the PS
 FLAG_OVERFLOW = 0x0080    # value overflow (ATP)
 FLAG_LAST = 0x0100        # last fragment of the iteration from this sender
-FLAG_SHADOW = 0x0200      # SwitchML slot version (shadow copy)
+FLAG_SHADOW = 0x0200      # SwitchML: the packet names copy 1 of its pool slot (wire.shadow_slot)
 FLAG_CAPACITY = 0x0400    # switch aggregation capacity exhausted: bypassed
 
 FLAG_NAMES = {
@@ -275,3 +275,21 @@ def slot_index(seq: int, slot_base: int, slot_count: int) -> int:
     ``hash(..., HashAlgorithm.identity, base, {seq}, count)``.
     """
     return slot_base + (seq % slot_count if slot_count else 0)
+
+
+def shadow_slot(seq: int, iteration: int, total_fragments: int, slot_base: int, pool: int) -> tuple:
+    """(slot, version) of fragment ``seq`` of ``iteration`` in a SwitchML pool of ``pool`` slots, each
+    with two copies (SwitchML §3, "shadow copies"; ``program.RELEASE_SHADOW``): the job's range at the
+    switch is ``2 x pool`` slots, copy ``version`` of pool slot ``k`` being ``slot_base + 2k + version``.
+
+    Pool slot ``k = seq mod pool`` is used by fragments ``k, k + pool, ...`` of every iteration, in that
+    order (a self-clocked worker, window <= pool, sends ``seq`` only after the RESULT of ``seq - pool``);
+    consecutive uses alternate copies, so the version is the parity of the use count over the run:
+    ``iteration x uses per iteration + seq // pool``. A copy is therefore reused only after every worker
+    sent the next use of its pool slot, i.e. after every worker had its result: until then it keeps the
+    aggregate, from which the switch answers a retransmission.
+    """
+    k = seq % pool
+    uses_per_iteration = (total_fragments - k + pool - 1) // pool
+    version = (iteration * uses_per_iteration + seq // pool) & 1
+    return slot_base + 2 * k + version, version

@@ -58,18 +58,18 @@ behaves as ATP.
 
 ``switchml`` (SwitchML, NSDI'21): one rack: every worker's first programmable
 switch must be the same switch (else PolicyError); a slot pool of
-``policy_options.switchml.pool`` slots (default: the window, at most the
+``policy_options.switchml.pool`` slots (default: the window, at most half the
 switch's slots); workers are self-clocked (a worker reuses a slot only after
 its result returned), so fragments wait for their slot instead of bypassing
 (``collision = "wait"``; in the emulation the workers' sliding window over
-``seq``, at most the pool, is that self-clocking). SwitchML keeps a shadow
-copy of each slot so a retransmission that arrives after the slot completed
-still gets the result; here the slot is released when its aggregate leaves
-(``RELEASE_ON_EMIT``) and such a retransmission bypasses to the PS, which
-answers it with the result it keeps: the same outcome without the second
-copy (``RELEASE_SHADOW`` is declared by the program, not implemented).
-SwitchML has no PS; ours sends the aggregate to the job's PS, which checks
-it and returns the result as for every scheme.
+``seq``, at most the pool, is that self-clocking). Each pool slot has two
+copies (SwitchML §3, "shadow copies": ``RELEASE_SHADOW``, a range of twice
+the pool): consecutive uses of a pool slot alternate copies
+(``wire.shadow_slot``), a complete copy keeps its aggregate until the next
+use but one claims it, and a retransmission that finds its copy complete is
+answered by the switch with that aggregate as the RESULT, without the PS.
+SwitchML has no PS; ours receives the aggregate, checks it and multicasts
+the result as for every scheme.
 
 ``geryon`` (Geryon, INFOCOM'20, as GOAT §VII-A and GRID §Motivation use it):
 no INA; each (worker, PS) flow takes one of its k shortest paths
@@ -279,11 +279,11 @@ def switchml_policy(job, scenario) -> JobPolicy:
         raise PolicyError(f"switchml: job {job.name}: workers sit under {len(racks)} aggregation switches "
                           f"({', '.join(racks)}); SwitchML aggregates in a single rack")
     tor = racks[0]
-    pool = min(options(job, "switchml").get("pool", window_slots(scenario, job)), scenario.switch.slots)
+    pool = min(options(job, "switchml").get("pool", window_slots(scenario, job)), scenario.switch.slots // 2)
     first_hop = {w: {g: tor for g in owner} for w in job.workers}
     next_hop = {tor: {g: owner[g] for g in owner}}
-    jp = JobPolicy(job.name, "switchml", owner, first_hop, next_hop, slots={tor: pool},
-                   release_mode=program.RELEASE_ON_EMIT, notes={"rack": tor, "synchronous": True})
+    jp = JobPolicy(job.name, "switchml", owner, first_hop, next_hop, slots={tor: 2 * pool},
+                   release_mode=program.RELEASE_SHADOW, notes={"rack": tor, "synchronous": True, "pool": pool})
     jp.collision = "wait"
     return jp
 

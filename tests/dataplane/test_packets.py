@@ -21,7 +21,8 @@ from testbed.dataplane import program
 from testbed.dataplane.entries import TableEntry
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK,
                                     FLAG_RESULT, FLAG_RETX, INA_OFFSET, INA_UDP_PORT, PAYLOAD_OFFSET, InaHeader,
-                                    build_frame, build_ina_frame, ipv4_checksum, parse_frame, slot_index)
+                                    FLAG_SHADOW, build_frame, build_ina_frame, ipv4_checksum, parse_frame, shadow_slot,
+                                    slot_index)
 from testbed.errors import DataplaneError
 
 from packet_targets import LANES, SLOTS, TARGET_KINDS, assert_no_rig_left_behind, make_target  # noqa: E402
@@ -87,11 +88,12 @@ def wrap_sum(*arrays):
 
 
 def contribution(worker, job, seq, lanes, iteration=0, flags=FLAG_DATA, fanin=3, base=0, count=8, submodel=0,
-                 elems=None, ecn=0, bitmap=None):
+                 elems=None, ecn=0, bitmap=None, slot=None):
     ip, mac = HOSTS[worker]
     header = InaHeader(job=job, flags=flags, elems=len(lanes) if elems is None else elems, agg_node=SW_NODE,
                        fanin=fanin, count=1, submodel=submodel, iteration=iteration, seq=seq,
-                       slot=slot_index(seq, base, count), bitmap=(1 << worker) if bitmap is None else bitmap)
+                       slot=slot_index(seq, base, count) if slot is None else slot,
+                       bitmap=(1 << worker) if bitmap is None else bitmap)
     return build_ina_frame(SW_MAC, mac, ip, SW_ADDR, header, lanes, ecn=ecn)
 
 
@@ -429,6 +431,91 @@ def test_release_on_result(target):
     target.send(PS_PORT, result(2, iteration=0))                # the second worker's copy: nothing left to free
     only(target.recv(1), port=2)
     assert stat(target, "result_released") == 1
+
+
+SHADOW_FRAGMENTS, SHADOW_POOL = 8, 4      # a job of 8 fragments per iteration, a pool of 4 slots (8 copies)
+
+
+def shadow_contribution(worker, seq, lanes, iteration=0, flags=FLAG_DATA):
+    slot, version = shadow_slot(seq, iteration, SHADOW_FRAGMENTS, 0, SHADOW_POOL)
+    return contribution(worker, 4, seq, lanes, iteration=iteration, fanin=2, slot=slot,
+                        flags=flags | (FLAG_SHADOW if version else 0))
+
+
+def test_shadow_copy_keeps_the_aggregate_and_answers_a_retransmission_with_it(target):
+    """SwitchML's shadow copies (RELEASE_SHADOW): a complete copy keeps its aggregate. Until its PS's RESULT
+    passes (ina_shadow_result marks the copy resulted), a RETX duplicate sends the aggregate to the PS again;
+    after, the switch answers it with the aggregate, as the RESULT, back to its sender."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=4, count=2 * SHADOW_POOL, release_mode=program.RELEASE_SHADOW))
+    for worker in (1, 2):
+        rt.table_add(TableEntry("ina_result", "ina_shadow_result", (4, HOSTS[worker][0]),
+                                (("slot_base", 0), ("pool", SHADOW_POOL), ("mcast_grp", 0))))
+    assert shadow_slot(1, 0, SHADOW_FRAGMENTS, 0, SHADOW_POOL) == (2, 0)     # pool slot 1, copy 0
+    parts = {w: lanes_of(300 + w) for w in (1, 2)}
+    total = wrap_sum(parts[1], parts[2])
+    target.send_seq([(1, shadow_contribution(1, 1, parts[1])), (2, shadow_contribution(2, 1, parts[2]))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, total) and pkt.ina.count == 2
+    assert rt.register_read("agg_count", 2) == 2                   # kept: the copy is the result
+    target.send(1, shadow_contribution(1, 1, parts[1]))
+    assert target.quiet() == []                                    # a plain duplicate
+    target.send(1, shadow_contribution(1, 1, parts[1], flags=FLAG_DATA | FLAG_RETX))
+    pkt, _ = only(target.recv(1), port=PS_PORT)                   # not resulted: the aggregate to the PS again
+    assert np.array_equal(pkt.lanes, total) and pkt.ina.flags == FLAG_DATA | FLAG_RETX and pkt.ina.count == 2
+    assert rt.register_read("agg_resulted", 2) == 0
+
+    def result(worker, iteration):
+        header = InaHeader(job=4, flags=FLAG_RESULT, elems=LANES, agg_node=PS_NODE, count=2, iteration=iteration,
+                           seq=1, bitmap=0b110)
+        return build_ina_frame(SW_MAC, PS_MAC, PS_IP, HOSTS[worker][0], header, total)
+
+    target.send(PS_PORT, result(2, iteration=3))                   # another iteration's RESULT: no mark
+    only(target.recv(1), port=2)
+    assert rt.register_read("agg_resulted", 2) == 0
+    target.send(PS_PORT, result(2, iteration=0))                   # lost after this switch, say
+    only(target.recv(1), port=2)
+    assert rt.register_read("agg_resulted", 2) == 1 and rt.register_read("agg_count", 2) == 2
+    target.send(1, shadow_contribution(1, 1, parts[1], flags=FLAG_DATA | FLAG_RETX))
+    pkt, frame = only(target.recv(1), port=1)
+    assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2]))
+    assert (pkt.ina.flags, pkt.ina.count, pkt.ina.bitmap, pkt.ina.seq, pkt.ina.job) == (FLAG_RESULT, 2, 0b110, 1, 4)
+    assert (pkt.src_ip, pkt.dst_ip, pkt.dst_mac, pkt.ttl) == (SW_ADDR, HOSTS[1][0], HOSTS[1][1], 63)
+    assert pkt.ip_checksum_ok and udp_checksum_of(frame) == 0
+    assert (stat(target, "shadow_answered"), stat(target, "partial_flushed"), stat(target, "emitted")) == (1, 1, 2)
+    assert rt.counter_read("port_ina_tx", 1)[0] == 0               # a RESULT, not a gradient
+    assert rt.register_read("agg_count", 2) == 2
+
+
+def test_shadow_copies_alternate_and_a_newer_use_reclaims_a_copy(target):
+    """The next use of a pool slot takes the other copy, leaving the first one whole; the use after takes the
+    first copy back (stale_reclaimed); a retransmission older than what a copy holds goes on to the PS."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=4, count=2 * SHADOW_POOL, release_mode=program.RELEASE_SHADOW))
+    parts = {w: lanes_of(310 + w) for w in (1, 2)}
+    target.send_seq([(1, shadow_contribution(1, 1, parts[1])), (2, shadow_contribution(2, 1, parts[2]))])
+    only(target.recv(1), port=PS_PORT)
+    # seq 5 is pool slot 1's next use: copy 1 (slot 3), flagged SHADOW; a RETX that finds it free claims it.
+    assert shadow_slot(5, 0, SHADOW_FRAGMENTS, 0, SHADOW_POOL) == (3, 1)
+    target.send(1, shadow_contribution(1, 5, parts[1], flags=FLAG_DATA | FLAG_RETX))
+    assert target.quiet() == []
+    assert rt.register_read("agg_count", 3) == 1 and rt.register_read("agg_count", 2) == 2
+    target.send(2, shadow_contribution(2, 5, parts[2]))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.seq == 5 and np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2]))
+    # Iteration 1's seq 1 is the use after: copy 0 again, reclaimed from iteration 0's seq 1.
+    assert shadow_slot(1, 1, SHADOW_FRAGMENTS, 0, SHADOW_POOL) == (2, 0)
+    target.send(1, shadow_contribution(1, 1, parts[1], iteration=1))
+    assert target.quiet() == []
+    assert (rt.register_read("agg_count", 2), rt.register_read("agg_iteration", 2)) == (1, 1)
+    assert stat(target, "stale_reclaimed") == 1
+    # A late retransmission of iteration 0's seq 1 finds a newer use there: on to the PS.
+    target.send(2, shadow_contribution(2, 1, parts[2], flags=FLAG_DATA | FLAG_RETX))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.flags & FLAG_COLLISION and pkt.ina.iteration == 0 and np.array_equal(pkt.lanes, parts[2])
+    assert (rt.register_read("agg_count", 2), stat(target, "shadow_answered")) == (1, 0)
 
 
 def test_multicast_of_results(target):
@@ -883,7 +970,7 @@ def test_bad_entries_are_refused_clearly(target):
          "expected 2 match values"),
         (aggregate_entry(job=1, base=SLOTS - 4, count=8), f"outside the switch's {SLOTS} slots"),
         (aggregate_entry(job=1, base=0, count=0), "is empty"),
-        (aggregate_entry(job=1, release_mode=program.RELEASE_SHADOW), "release_mode 2 is not supported"),
+        (aggregate_entry(job=1, release_mode=3), "release_mode 3 is not supported"),
         (TableEntry("ina_result", "ina_release", (1, PS_IP), (("slot_base", 0), ("slot_count", SLOTS + 1),
                                                               ("mcast_grp", 0))), "outside the switch's"),
     ]

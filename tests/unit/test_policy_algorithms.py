@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from testbed import controller
+from testbed.dataplane import program
 from testbed.dataplane.entries import validate_entry
 from testbed.errors import PolicyError
 from testbed.policy import SCHEMES, Policy, compute_policy
@@ -279,3 +280,23 @@ def test_switchml_needs_one_rack():
     assert set(job.next_hop) == {"t1"} and job.collision == "wait"
     with pytest.raises(PolicyError, match="single rack"):
         compute_policy(scenario_with("switchml"))
+
+
+def test_switchml_takes_two_shadow_copies_per_pool_slot_and_the_controller_says_so():
+    """SwitchML §3: a pool of s slots, two copies each: the range at the switch is 2s, the workers' window
+    at most s, each worker told the pool; RESULTs mark the copy resulted (ina_shadow_result)."""
+    text = TWO_RACKS.replace("[w3, t2], [w4, t2]", "[w3, t1], [w4, t1]")
+    scenario = scenario_with("switchml", text, "jobs.0.policy_options.switchml.pool=6")
+    policy = compute_policy(scenario)
+    job = policy.jobs["j"]
+    assert job.slots == {"t1": 12} and job.release_mode == program.RELEASE_SHADOW and job.notes["pool"] == 6
+    plan = controller.plan(scenario, policy)
+    workers = [a for a in plan.agents if a.role == "worker"]
+    assert {(p.shadow_pool, p.slot_count) for a in workers for p in a.submodels} == {(6, 12)}
+    assert {a.window for a in workers} == {min(6, scenario.jobs[0].window)}
+    results = [e for e in plan.switches["t1"].entries if e.table == "ina_result"]
+    assert results and {e.action for e in results} == {"ina_shadow_result"}
+    assert all(dict(e.params)["pool"] == 6 for e in results)
+    # The pool is at most half the switch's slots.
+    small = scenario_with("switchml", text, "switch.slots=8", "jobs.0.policy_options.switchml.pool=6")
+    assert compute_policy(small).jobs["j"].slots == {"t1": 8}

@@ -80,3 +80,15 @@ def test_gradient_rows_follow_the_seqs_of_the_layout():
     sub1 = drawn.integers(-limit, limit + 1, size=4, dtype=np.int64).reshape(1, 4)
     seqs = wire.fragment_seqs([3, 1])
     assert (rows[seqs[0]] == sub0).all() and (rows[seqs[1]] == sub1).all()
+
+
+@pytest.mark.parametrize("total, pool", [(8, 4), (10, 4), (3, 4), (7, 1)])
+def test_shadow_slot_uses_of_a_pool_slot_alternate_copies_across_iterations(total, pool):
+    """Every use of a pool slot (fragments k, k + pool, ... of iteration after iteration) takes the other copy
+    than the use before it, also from the last use of one iteration to the first of the next."""
+    from testbed.dataplane.wire import shadow_slot
+    for k in range(min(pool, total)):
+        uses = [shadow_slot(seq, it, total, 10, pool) for it in range(3) for seq in range(k, total, pool)]
+        assert all(slot == 10 + 2 * k + version for slot, version in uses)
+        versions = [version for _, version in uses]
+        assert versions == [i % 2 for i in range(len(versions))]

@@ -8,7 +8,8 @@ Per packet, in the order the P4 program applies them:
 2. RESULT packets: ``ina_result`` on (job, IPv4 destination). ``ina_release``
    first frees the slot ``slot_base + seq mod slot_count`` if it holds the
    RESULT's tag (job, iteration, seq) -- release on RESULT, ATP's rule;
-   ``ina_release`` and ``ina_multicast`` then replicate the packet to their
+   ``ina_shadow_result`` marks the shadow copy holding it resulted (SwitchML,
+   step 3); the three then replicate the packet to their
    multicast group (TTL - 1, never back out of the ingress port; the Egress
    ``ina_mcast_rewrite`` addresses each copy to the host behind its port);
    group 0, or no entry: the RESULT is forwarded as unicast (step 4).
@@ -53,7 +54,18 @@ Per packet, in the order the P4 program applies them:
    flush) leaves; RELEASE_ON_RESULT keeps it, full, until the RESULT of its
    tag passes back (``ina_release``), so a RETX re-emits the aggregate and a
    late sibling is a duplicate; the next iteration reclaims it anyway if the
-   RESULT was lost.
+   RESULT was lost. RELEASE_SHADOW (SwitchML's shadow copies; the worker names
+   copy ``version`` of its pool slot, ``wire.shadow_slot``) keeps a complete
+   copy too, until a newer use of the same job (later iteration, or same
+   iteration and higher seq) reclaims it (``stale_reclaimed``). A RESULT of
+   the job (``ina_shadow_result``) marks the copy holding its tag resulted
+   (``agg_resulted``: its PS has the aggregate). A RETX duplicate of a
+   complete, resulted copy is answered from it: the packet becomes the
+   RESULT (the copy's count, bitmap and lanes) from the switch back to its
+   sender (``shadow_answered``); of a complete copy not resulted yet, the
+   aggregate goes to the PS again (its RESULT was lost before this switch);
+   a RETX that finds the copy free or older claims it like any contribution
+   (only its own, already sent tag bypasses).
 
    An exhausted ``agg_capacity`` meter bypasses like a collision with the
    CAPACITY flag (GRID §Motivation: a saturated switch passes gradients on).
@@ -107,7 +119,8 @@ ST_COLL, ST_CAP, ST_MAL, ST_RANGE = (S["collision_bypassed"], S["capacity_bypass
 ST_FWD, ST_NOROUTE, ST_FLUSH, ST_STALE = S["forwarded"], S["no_route_dropped"], S["partial_flushed"], S["stale_reclaimed"]
 ST_MCAST, ST_RETX_BYPASS, ST_RELEASED = S["multicast"], S["retx_bypassed"], S["result_released"]
 ST_LEAD_BYPASS, ST_GACKED, ST_AECN = S["lead_bypassed"], S["gacked"], S["aecn_marked"]
-RELEASE_ON_EMIT = program.RELEASE_ON_EMIT
+RELEASE_ON_EMIT, RELEASE_SHADOW = program.RELEASE_ON_EMIT, program.RELEASE_SHADOW
+ST_SHADOW = S["shadow_answered"]
 MAX_ITERATION_LEAD = program.MAX_ITERATION_LEAD
 PA_WORKERS = program.PA_WORKERS
 
@@ -154,6 +167,7 @@ class Ingress:
         self.agg_job = [0] * slots
         self.agg_iteration = [0] * slots
         self.agg_seq = [0] * slots
+        self.agg_resulted = [0] * slots                       # RELEASE_SHADOW: the held tag's RESULT passed
         self.agg_used = [0]                                   # slots with agg_count != 0
         self.pa_seq = [0] * (program.PA_JOBS * PA_WORKERS)    # S_n at pa_index * PA_WORKERS + worker
         self.pa_seq_sum = [0] * program.PA_JOBS               # S_sum per pa_index
@@ -252,18 +266,24 @@ class Ingress:
             # iteration 0 in a slot no job used yet: no claim.
             stats[ST_LEAD_BYPASS] += 1
             return self._bypass(buf, flags, bypass_dst)
+        shadow = release_mode == RELEASE_SHADOW
         if held:
-            if self.agg_job[slot] != job or held_iteration > iteration or \
+            if shadow and self.agg_job[slot] == job and (held_iteration < iteration or (
+                    held_iteration == iteration and self.agg_seq[slot] < seq)):
+                # SwitchML: a newer use of this copy; its last use's result reached every worker.
+                stats[ST_STALE] += 1
+                held = 0
+            elif self.agg_job[slot] != job or held_iteration > iteration or \
                     (self.agg_seq[slot] != seq and held_iteration >= iteration):
                 stats[ST_COLL] += 1
                 if pa is not None and pa[1]:
                     self._count_overflow(pa[0], seq)
                 return self._bypass(buf, flags | FLAG_COLLISION, bypass_dst)
-            if held_iteration < iteration:
+            elif held_iteration < iteration:
                 stats[ST_STALE] += 1
                 held = 0
-        if not held and (flags & FLAG_RETX or (self.agg_seq[slot] == seq and self.agg_iteration[slot] == iteration
-                                               and self.agg_job[slot] == job)):
+        if not held and ((flags & FLAG_RETX and not shadow) or (
+                self.agg_seq[slot] == seq and self.agg_iteration[slot] == iteration and self.agg_job[slot] == job)):
             # A retransmission finds no slot holding its tag, or a contribution
             # arrives at a free slot whose last aggregation had its very tag
             # (release keeps the tag): its siblings already left (aggregate or
@@ -281,6 +301,7 @@ class Ingress:
             self.agg_job[slot] = job
             self.agg_iteration[slot] = iteration
             self.agg_seq[slot] = seq
+            self.agg_resulted[slot] = 0
         elif self.agg_bitmap[slot] & bitmap:
             stats[ST_DUP] += 1
             if not flags & FLAG_RETX:
@@ -292,6 +313,11 @@ class Ingress:
             # RETX. Incomplete: the partial goes to the PS and the slot is freed
             # (ATP's loss recovery), so no level above ever holds a partial that a
             # fuller aggregate could overlap.
+            if shadow and agg_count[slot] >= fanin and self.agg_resulted[slot]:
+                # SwitchML: the copy is complete and its PS has it (its RESULT passed): the aggregate is the
+                # result, back to the sender as its RESULT.
+                stats[ST_SHADOW] += 1
+                return self._shadow_answer(buf, slot, elems, switch_addr)
             stats[ST_FLUSH] += 1
             if agg_count[slot] < fanin:
                 stats[ST_EMIT] += 1
@@ -373,6 +399,19 @@ class Ingress:
             self.agg_bitmap[slot] = 0
         return True
 
+    def _shadow_answer(self, buf, slot, elems, switch_addr):
+        """SwitchML: ``buf`` (a RETX duplicate) becomes the RESULT of its complete shadow copy ``slot``, from
+        this switch back to its sender: flags RESULT, the copy's count, bitmap and lanes, source the switch,
+        destination the sender; every other header field as it arrived."""
+        _U16.pack_into(buf, INA_OFFSET + 2, FLAG_RESULT)
+        _U16.pack_into(buf, INA_OFFSET + 10, self.agg_count[slot])
+        _U64.pack_into(buf, INA_OFFSET + 26, self.agg_bitmap[slot])
+        buf[PAYLOAD_OFFSET:PAYLOAD_OFFSET + 4 * elems] = self.agg_value[slot, :elems].astype(">i4").tobytes()
+        buf[30:34] = buf[26:30]
+        buf[26:30] = switch_addr
+        buf[40] = buf[41] = 0
+        return True
+
     @staticmethod
     def _bypass(buf, flags, bypass_dst):
         _U16.pack_into(buf, INA_OFFSET + 2, flags)
@@ -395,7 +434,14 @@ class Ingress:
                 self.pa_overflowed[0] = overflowed - count if overflowed > count else 0
                 self.pa_overflow[cell] = 0
         action, p = self._ina_result.lookup(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[30:34]))
-        if action == "ina_release":
+        if action == "ina_shadow_result":
+            slot_base, pool, group = p
+            first = slot_base + 2 * (seq % pool) if pool else slot_base
+            for slot in (first, first + 1):
+                if self.agg_count[slot] and self.agg_job[slot] == job and self.agg_iteration[slot] == iteration \
+                        and self.agg_seq[slot] == seq:
+                    self.agg_resulted[slot] = 1
+        elif action == "ina_release":
             slot_base, slot_count, group = p
             slot = slot_index(seq, slot_base, slot_count)
             if self.agg_count[slot] and self.agg_job[slot] == job and self.agg_iteration[slot] == iteration \
