@@ -90,7 +90,7 @@ TOPOLOGY_KEYS = {
     "dumbbell": {"kind", "link_rate", "programmable", "hosts_left", "hosts_right", "paths", "core_rate"},
     "leaf-spine": {"kind", "link_rate", "programmable", "spines", "leaves", "hosts_per_leaf"},
     "fat-tree": {"kind", "link_rate", "programmable", "k", "hosts_per_edge"},
-    "goat-testbed": {"kind", "link_rate", "programmable"},
+    "goat-testbed": {"kind", "link_rate", "programmable", "workers_per_rack"},
 }
 SWITCH_KEYS = {"slots", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold"}
 #: A job's ``retransmit_timeout``: the workers' minimum RTO (Linux's TCP_RTO_MIN). Their RTO follows the
@@ -730,7 +730,8 @@ def _resolve_topology(c, spec, scale, seed):
                                      c.integer(spec["hosts_per_edge"], f"{path}.hosts_per_edge", 1, 64)
                                      if "hosts_per_edge" in spec else None)
         else:
-            topo = topology.goat_testbed("goat-testbed", rate)
+            topo = topology.goat_testbed("goat-testbed", rate, c.integer(
+                spec.get("workers_per_rack", 4), f"{path}.workers_per_rack", 1, 32))
     except TopologyError as exc:
         c.fail(path, str(exc))
     # No rule keeps the builder's flags (every switch programmable, or the

@@ -272,8 +272,9 @@ def fat_tree(name, default_rate_bps, k, hosts_per_edge=None):
     return b.build()
 
 
-def goat_testbed(name, default_rate_bps):
-    """GOAT Fig. 4: S3 holds the PS; S1 and S2 hold four workers each.
+def goat_testbed(name, default_rate_bps, workers_per_rack: int = 4):
+    """GOAT Fig. 4: S3 holds the PS; S1 and S2 hold ``workers_per_rack`` workers each (four in Fig. 4;
+    Exp#1-#3 vary the workers from 4 to 16: 2 to 8 per rack), w1.. under S1, the rest under S2.
 
     Fig. 4 says the testbed is "similar to the examples in Fig. 2(a)"; the
     motivating example needs a direct S1-S2 link (its 13-fragment count), so
@@ -284,9 +285,9 @@ def goat_testbed(name, default_rate_bps):
         b.switch(s)
     b.host("ps")
     b.link("ps", "s3")
-    for w in range(1, 9):
+    for w in range(1, 2 * workers_per_rack + 1):
         b.host(f"w{w}")
-        b.link(f"w{w}", "s1" if w <= 4 else "s2")
+        b.link(f"w{w}", "s1" if w <= workers_per_rack else "s2")
     b.link("s1", "s3")
     b.link("s2", "s3")
     b.link("s1", "s2")

@@ -157,3 +157,12 @@ def test_shipped_scenarios_and_sweeps_validate():
             load_sweep(path)           # a sweep: every point's scenario is checked
         else:
             load_scenario(path)
+
+
+def test_goat_testbed_workers_per_rack_is_checked():
+    text = ("version: 1\nname: g\ntopology: {kind: goat-testbed, link_rate: 1Gbps, workers_per_rack: 2}\n"
+            "jobs:\n  - {name: j, model: resnet18, workers: [w1, w2, w3, w4], ps: [ps], policy: ps}\n")
+    assert len(parse(text).topology.hosts()) == 5
+    message = str(error_of(text.replace("workers_per_rack: 2", "workers_per_rack: 0")))
+    assert "topology.workers_per_rack" in message
+    assert "w5" in str(error_of(text.replace("w4]", "w4, w5]")))

@@ -51,6 +51,13 @@ def test_goat_testbed_fig4():
     assert any({l.a, l.b} == {"s1", "s2"} for l in t.links)
 
 
+def test_goat_testbed_takes_workers_per_rack_for_the_4_to_16_worker_experiments():
+    t = topology.goat_testbed("goat", 100e9, workers_per_rack=8)
+    assert len(t.hosts()) == 17
+    assert {t.neighbor(f"w{i}", t.host_link(f"w{i}")) for i in range(1, 9)} == {"s1"}
+    assert {t.neighbor(f"w{i}", t.host_link(f"w{i}")) for i in range(9, 17)} == {"s2"}
+
+
 def test_ports_number_from_one_in_link_order():
     t = topology.explicit("e", 1e9, [("s1", True)], ["a", "b"], [("a", "s1", None), ("b", "s1", 5e6)])
     assert [l.port_b for l in t.links] == [1, 2]
