@@ -208,6 +208,12 @@ def _ina_filters(scenario, policy, result):
                     ("bypass_dst", topo.node(jp.ps_of_submodel[g]).ip))))
 
 
+def fragment_slots(jp, count: int) -> int:
+    """The slots a job's fragments cycle through in its range of ``count`` at a switch: the range, or under
+    shadow copies (SwitchML, two copies per pool slot) the pool, half of it."""
+    return count // 2 if jp.release_mode == program.RELEASE_SHADOW else count
+
+
 def result_action(jp, base: int, count: int, group: int) -> tuple:
     """The ``ina_result`` action and parameters of a job's RESULTs at a switch where it holds slots
     ``[base, base + count)``: ATP frees the slot (``ina_release``), SwitchML marks its shadow copy resulted
@@ -215,7 +221,7 @@ def result_action(jp, base: int, count: int, group: int) -> tuple:
     if count and jp.release_mode == program.RELEASE_ON_RESULT:
         return "ina_release", (("slot_base", base), ("slot_count", count), ("mcast_grp", group))
     if count and jp.release_mode == program.RELEASE_SHADOW:
-        return "ina_shadow_result", (("slot_base", base), ("pool", count // 2), ("mcast_grp", group))
+        return "ina_shadow_result", (("slot_base", base), ("pool", fragment_slots(jp, count)), ("mcast_grp", group))
     return "ina_multicast", (("mcast_grp", group),)
 
 
@@ -428,8 +434,8 @@ def _agents(scenario, policy, result):
                 agg = topo.node(jp.first_hop[worker][g] if worker in counted else ps)
                 sp.agg_node, sp.agg_ip, sp.fanin = agg.node_id, agg.ip, jp.fanin(g, agg.name)
                 sp.slot_base, sp.slot_count = result.slot_ranges.get((job.name, agg.name), (0, 0))
-                if jp.release_mode == program.RELEASE_SHADOW and sp.slot_count:
-                    sp.shadow_pool = sp.slot_count // 2
+                if jp.release_mode == program.RELEASE_SHADOW:
+                    sp.shadow_pool = fragment_slots(jp, sp.slot_count)
             return sp
 
         first_result_timeout_s = straggler_allowance_s(scenario, job)
@@ -438,9 +444,7 @@ def _agents(scenario, policy, result):
             delay.pop("workers", None)
             window = job.window
             for g in range(len(fragments)):
-                count = result.slot_ranges.get((job.name, jp.first_hop[w][g]), (0, 0))[1]
-                if jp.release_mode == program.RELEASE_SHADOW:
-                    count //= 2        # two copies per pool slot: the window is the pool
+                count = fragment_slots(jp, result.slot_ranges.get((job.name, jp.first_hop[w][g]), (0, 0))[1])
                 if count:
                     window = min(window, count)
             result.agents.append(AgentConfig(

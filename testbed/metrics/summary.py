@@ -70,7 +70,8 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
     retransmitted = sum(r["retx_pkts"] for r in all_worker_rows)
     iteration_s = max(per_ps_iteration) if per_ps_iteration else None
     return {
-        "job": job.name, "policy": job.policy, "transport": job.transport, "workers": len(job.workers), "ps": list(job.ps),
+        "job": job.name, "policy": job.policy, "transport": job.transport, "workers": len(job.workers),
+        "ps": list(job.ps),
         "participants": counted,
         "discarded_packets": sum(r.get("discarded_pkts", 0) for r in ps_rows),
         "iterations": job.iterations, "iterations_completed": completed,
@@ -96,7 +97,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
         "duplicate_packets_at_ps": sum(r["duplicate_pkts"] for r in ps_rows),
         "ce_marked_packets_at_ps": sum(r.get("ce_marked_pkts", 0) for r in ps_rows),
         "transport_events": {k: sum(r.get(k, 0) for r in all_worker_rows)
-                      for k in ("timeouts", "fast_retransmits", "ecn_echoes", "window_cuts")},
+                             for k in ("timeouts", "fast_retransmits", "ecn_echoes", "window_cuts")},
     }
 
 

@@ -6,12 +6,12 @@ mean over ok runs of each chosen metric in A and in B, and the relative change. 
 run that did not end ok, is named above the numbers: its figures are not results.
 """
 
-import math
 from dataclasses import dataclass
 
 from testbed.errors import UsageError
 from testbed.reports import results_kind
-from testbed.reports.results import load_summary, load_table, numeric_metrics, point_means, run_metrics, sweep_axes
+from testbed.reports.results import (is_number, load_summary, load_table, numeric_metrics, point_means, run_metrics,
+                                     sweep_axes)
 
 #: What a sweep comparison shows when no --metric is given (those both tables have).
 DEFAULT_SWEEP_METRICS = ("iteration_time_s", "comm_time_s", "gradient_sending_rate_bps", "ps_ingress_bytes",
@@ -92,13 +92,14 @@ def _compare_sweeps(path_a, path_b, metrics):
                 notes.append(f"{side} {point}: {r['distorted']} of {r['runs']} run(s) DISTORTED (not a result)")
             if r["ok"] < r["runs"]:
                 notes.append(f"{side} {point}: {r['runs'] - r['ok']} of {r['runs']} run(s) did not end ok")
-    diffs = [Difference(f"{point}: {m}", _num(by_a[point][m]), _num(by_b[point][m]))
+    diffs = [Difference(f"{point}: {m}", _number(by_a[point][m]), _number(by_b[point][m]))
              for point in by_a if point in by_b for m in metrics]
     return notes, diffs
 
 
-def _num(value):
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+def _number(value):
+    """A mean, or None where no ok run had one (NaN)."""
+    return value if is_number(value) else None
 
 
 def format_comparison(notes, diffs, only_changed: bool = False) -> str:

@@ -80,7 +80,8 @@ def render_sweep(sweep_dir: Path) -> str:
     name = Path(sweep_dir).name
     metrics = numeric_metrics(frame)
     means = point_means(frame, metrics)
-    distorted = int((frame["distorted"] == True).sum())  # noqa: E712
+    distorted_rows = frame["distorted"] == True  # noqa: E712
+    distorted = int(distorted_rows.sum())
     statuses = ", ".join(f"{n} {s}" for s, n in frame["status"].value_counts().sort_index().items())
     banner = (f'<div class="banner bad">{distorted} distorted run(s): they measured the emulator, not the '
               f'schemes; their points are circled on the plots and highlighted below.</div>' if distorted else
@@ -90,7 +91,7 @@ def render_sweep(sweep_dir: Path) -> str:
             _section("Per point (mean over ok runs, ± half-width of the 95% confidence interval)",
                      _table(means.to_dict("records"), distorted=means["distorted"] > 0)),
             _section("Plots", _figures(Path(sweep_dir) / "plots")),
-            _section("Every run (table.csv)", _table(frame.to_dict("records"), distorted=frame["distorted"] == True))]  # noqa: E712
+            _section("Every run (table.csv)", _table(frame.to_dict("records"), distorted=distorted_rows))]
     return _page(f"Sweep {name}", body)
 
 

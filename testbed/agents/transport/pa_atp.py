@@ -63,8 +63,9 @@ Measured on the two-job testbed (VGG19, no background, 5 iterations): with
 every AACK gap and the RTO from RESULTs, 6.9% of the fragments were
 retransmitted although their originals had arrived; with this split, 3.1%,
 all in the first iteration's slow start. A loss halves CWD, once per round
-(TCP's and DCTCP's reaction; the paper names none). The PS's ECN_ECHO on RESULTs is ignored: it is the job-wide,
-synchronous signal PA-ATP replaces by each worker's own marks on its GACKs.
+(TCP's and DCTCP's reaction; the paper names none). The PS's ECN_ECHO on
+RESULTs is ignored: it is the job-wide, synchronous signal PA-ATP replaces
+by each worker's own marks on its GACKs.
 
 StrawAsyn and the ablations (§V-A, §VI-D Fig. 15) are this code with
 switches: ``progress_aware: false`` makes d = alpha (DCTCP, StrawAsyn+AL);

@@ -119,8 +119,8 @@ ST_COLL, ST_CAP, ST_MAL, ST_RANGE = (S["collision_bypassed"], S["capacity_bypass
 ST_FWD, ST_NOROUTE, ST_FLUSH, ST_STALE = S["forwarded"], S["no_route_dropped"], S["partial_flushed"], S["stale_reclaimed"]
 ST_MCAST, ST_RETX_BYPASS, ST_RELEASED = S["multicast"], S["retx_bypassed"], S["result_released"]
 ST_LEAD_BYPASS, ST_GACKED, ST_AECN = S["lead_bypassed"], S["gacked"], S["aecn_marked"]
-RELEASE_ON_EMIT, RELEASE_SHADOW = program.RELEASE_ON_EMIT, program.RELEASE_SHADOW
 ST_SHADOW = S["shadow_answered"]
+RELEASE_ON_EMIT, RELEASE_SHADOW = program.RELEASE_ON_EMIT, program.RELEASE_SHADOW
 MAX_ITERATION_LEAD = program.MAX_ITERATION_LEAD
 PA_WORKERS = program.PA_WORKERS
 
@@ -374,16 +374,20 @@ class Ingress:
         self.pa_overflow[cell] = (self.pa_overflow[cell] + 1) & 0xFFFFFFFF
         self.pa_overflowed[0] = (self.pa_overflowed[0] + 1) & 0xFFFFFFFF
 
-    def _write_aggregate(self, buf, slot, level, elems, flags, switch_addr):
-        """Flags, level + 1, count, bitmap, lanes and source of the aggregate of ``slot`` into ``buf``."""
+    def _write_slot(self, buf, slot, elems, flags, switch_addr):
+        """Flags, count, bitmap, lanes and source of what ``slot`` holds into ``buf``; UDP checksum 0."""
         _U16.pack_into(buf, INA_OFFSET + 2, flags)
-        if level != 255:
-            buf[INA_OFFSET + 5] = level + 1
         _U16.pack_into(buf, INA_OFFSET + 10, self.agg_count[slot])
         _U64.pack_into(buf, INA_OFFSET + 26, self.agg_bitmap[slot])
         buf[PAYLOAD_OFFSET:PAYLOAD_OFFSET + 4 * elems] = self.agg_value[slot, :elems].astype(">i4").tobytes()
         buf[26:30] = switch_addr
         buf[40] = buf[41] = 0  # UDP checksum: the payload changed
+
+    def _write_aggregate(self, buf, slot, level, elems, flags, switch_addr):
+        """:meth:`_write_slot`, one level up: the aggregate of ``slot`` leaving this switch."""
+        self._write_slot(buf, slot, elems, flags, switch_addr)
+        if level != 255:
+            buf[INA_OFFSET + 5] = level + 1
 
     def _emit(self, buf, slot, level, elems, flags, switch_addr, release_mode, next_agg_node, next_fanin, next_dst,
               next_slot_base, next_slot_count, seq):
@@ -403,13 +407,8 @@ class Ingress:
         """SwitchML: ``buf`` (a RETX duplicate) becomes the RESULT of its complete shadow copy ``slot``, from
         this switch back to its sender: flags RESULT, the copy's count, bitmap and lanes, source the switch,
         destination the sender; every other header field as it arrived."""
-        _U16.pack_into(buf, INA_OFFSET + 2, FLAG_RESULT)
-        _U16.pack_into(buf, INA_OFFSET + 10, self.agg_count[slot])
-        _U64.pack_into(buf, INA_OFFSET + 26, self.agg_bitmap[slot])
-        buf[PAYLOAD_OFFSET:PAYLOAD_OFFSET + 4 * elems] = self.agg_value[slot, :elems].astype(">i4").tobytes()
         buf[30:34] = buf[26:30]
-        buf[26:30] = switch_addr
-        buf[40] = buf[41] = 0
+        self._write_slot(buf, slot, elems, FLAG_RESULT, switch_addr)
         return True
 
     @staticmethod
