@@ -77,6 +77,10 @@ def open_packet_socket(ifname: str, rcvbuf_bytes: int = 4 << 20) -> socket.socke
     return sock
 
 
+def _link_exists(ifname: str) -> bool:
+    return subprocess.run(["ip", "link", "show", ifname], capture_output=True).returncode == 0
+
+
 def leftovers() -> dict:
     """Namespaces and links whose names say a rig made them (for tests that check cleanup)."""
     netns = [line.split()[0] for line in _run(["ip", "netns", "list"], "ip netns list").splitlines()
@@ -143,16 +147,32 @@ class VethRig:
             for port in self.ports:
                 self.socks[port] = open_packet_socket(self.host_ifname(port))
 
-    def close(self):
+    def close(self, timeout_s: float = 5.0):
+        """Delete the rig's pairs and namespace, retrying until they are gone (a deletion can fail
+        while the kernel still tears down a port); raises naming what stayed and why."""
         for sock in self.socks.values():
             sock.close()
         self.socks.clear()
-        for sw in self._made_links:
-            subprocess.run(["ip", "link", "del", sw], capture_output=True)
-        self._made_links.clear()
-        if self._made_netns:
-            subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
-            self._made_netns = False
+        deadline = time.monotonic() + timeout_s
+        while True:
+            errors = []
+            for sw in list(self._made_links):
+                proc = subprocess.run(["ip", "link", "del", sw], capture_output=True, text=True)
+                if proc.returncode == 0 or not _link_exists(sw):
+                    self._made_links.remove(sw)
+                else:
+                    errors.append(f"{sw}: {proc.stderr.strip()}")
+            if self._made_netns:
+                proc = subprocess.run(["ip", "netns", "del", self.netns], capture_output=True, text=True)
+                if proc.returncode == 0 or not os.path.exists(f"/run/netns/{self.netns}"):
+                    self._made_netns = False
+                else:
+                    errors.append(f"{self.netns}: {proc.stderr.strip()}")
+            if not errors:
+                return
+            if time.monotonic() >= deadline:
+                raise EmulationError(f"could not delete the rig's {'; '.join(errors)}")
+            time.sleep(0.1)
 
     # -- packets ------------------------------------------------------------------
     def send(self, port: int, frame: bytes):

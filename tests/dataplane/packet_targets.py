@@ -115,10 +115,14 @@ class RigTarget:
         return self.rig.recv(wait_s, None)
 
     def close(self):
-        if self.runtime is not None:
-            self.runtime.close()
-        stop_process(self.proc)
-        self.rig.close()
+        try:
+            if self.runtime is not None:
+                self.runtime.close()
+        finally:
+            try:
+                stop_process(self.proc)
+            finally:
+                self.rig.close()
 
 
 def _start_pyswitch_process(tmp_path):
