@@ -340,13 +340,13 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     @name(".Ingress.agg_resulted")  register<bit<1>>(INA_SLOTS) agg_resulted;             /* RELEASE_SHADOW: RESULT passed */
     @name(".Ingress.ina_stats")     counter(INA_STATS, CounterType.packets) ina_stats;
     @name(".Ingress.agg_capacity")  meter(1, MeterType.packets) agg_capacity;
-    @name(".Ingress.agg_used")      register<bit<32>>(1) agg_used;                        /* slots with agg_count != 0 */
     /* PA-ATP: row r = a job's pa_index (pa_job); worker n = the bit of its raw gradients' bitmap */
+    @name(".Ingress.agg_used")      register<bit<32>>(INA_PA_JOBS) agg_used;             /* row r's slots held */
     @name(".Ingress.pa_seq")        register<bit<32>>(INA_PA_JOBS * INA_PA_WORKERS) pa_seq;   /* S_n at r * 64 + n */
     @name(".Ingress.pa_seq_sum")    register<bit<32>>(INA_PA_JOBS) pa_seq_sum;           /* S_sum of row r */
     @name(".Ingress.pa_overflow")   register<bit<32>>(INA_PA_JOBS * INA_PA_SEQS) pa_overflow; /* per seq cell */
-    @name(".Ingress.pa_overflowed") register<bit<32>>(1) pa_overflowed;                  /* sum of pa_overflow */
-    @name(".Ingress.aecn_threshold") register<bit<32>>(1) aecn_threshold;                /* packets; 0 = off */
+    @name(".Ingress.pa_overflowed") register<bit<32>>(INA_PA_JOBS) pa_overflowed;        /* row r's pa_overflow sum */
+    @name(".Ingress.aecn_threshold") register<bit<32>>(INA_PA_JOBS) aecn_threshold;      /* row r's; 0 = off */
 
     @name(".Ingress.drop")
     action drop() {
@@ -512,13 +512,13 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
             pa_job.apply();
 
             if ((hdr.ina.flags & FLAG_RESULT) != 0) {
-                /* PA-ATP's AECN: a RESULT (AACK) of a job taking part in AECN here is marked when the slots
-                   held plus the overflowed gradients outstanding exceed aecn_threshold, as the RESULT finds
-                   them; then its seq's cell of overflowed gradients stops counting. */
+                /* PA-ATP's AECN: a RESULT (AACK) of a job taking part in AECN here is marked when the job's
+                   slots held plus its overflowed gradients outstanding exceed its aecn_threshold, as the
+                   RESULT finds them; then its seq's cell of overflowed gradients stops counting. */
                 if (meta.pa_hit == 1 && meta.pa_aecn != 0) {
-                    aecn_threshold.read(meta.aecn_threshold, 0);
-                    agg_used.read(meta.used_slots, 0);
-                    pa_overflowed.read(meta.pa_overflowed, 0);
+                    aecn_threshold.read(meta.aecn_threshold, meta.pa_index);
+                    agg_used.read(meta.used_slots, meta.pa_index);
+                    pa_overflowed.read(meta.pa_overflowed, meta.pa_index);
                     if (meta.aecn_threshold != 0 && meta.used_slots + meta.pa_overflowed > meta.aecn_threshold) {
                         hdr.ina.flags = hdr.ina.flags | FLAG_AECN;
                         hdr.udp.checksum = 0;   /* the header changed: a stale checksum would drop it at the worker */
@@ -528,9 +528,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     pa_overflow.read(meta.pa_cell_count, meta.pa_cell);
                     if (meta.pa_cell_count != 0) {
                         if (meta.pa_overflowed > meta.pa_cell_count) {
-                            pa_overflowed.write(0, meta.pa_overflowed - meta.pa_cell_count);
+                            pa_overflowed.write(meta.pa_index, meta.pa_overflowed - meta.pa_cell_count);
                         } else {
-                            pa_overflowed.write(0, 0);
+                            pa_overflowed.write(meta.pa_index, 0);
                         }
                         pa_overflow.write(meta.pa_cell, 0);
                     }
@@ -547,9 +547,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             meta.held_iteration == hdr.ina.iteration && meta.held_seq == hdr.ina.seq) {
                         agg_count.write(meta.slot, 0);
                         agg_bitmap.write(meta.slot, 0);
-                        agg_used.read(meta.used_slots, 0);
-                        if (meta.used_slots != 0) {
-                            agg_used.write(0, meta.used_slots - 1);
+                        if (meta.pa_hit == 1) {
+                            agg_used.read(meta.used_slots, meta.pa_index);
+                            if (meta.used_slots != 0) {
+                                agg_used.write(meta.pa_index, meta.used_slots - 1);
+                            }
                         }
                         ina_stats.count(ST_RESULT_RELEASED);
                     }
@@ -685,8 +687,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                                 meta.pa_cell = meta.pa_index * INA_PA_SEQS + (hdr.ina.seq & (INA_PA_SEQS - 1));
                                 pa_overflow.read(meta.pa_cell_count, meta.pa_cell);
                                 pa_overflow.write(meta.pa_cell, meta.pa_cell_count + 1);
-                                pa_overflowed.read(meta.pa_overflowed, 0);
-                                pa_overflowed.write(0, meta.pa_overflowed + 1);
+                                pa_overflowed.read(meta.pa_overflowed, meta.pa_index);
+                                pa_overflowed.write(meta.pa_index, meta.pa_overflowed + 1);
                             }
                         } else if (meta.held_iteration < hdr.ina.iteration) {
                             /* an older iteration of the same job: reclaim */
@@ -776,13 +778,13 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                                 meta.slot_held = 1;
                             }
                         }
-                        /* agg_used follows the slot from free to held and back */
-                        if (meta.slot_held != meta.slot_was_held) {
-                            agg_used.read(meta.used_slots, 0);
+                        /* a PA-ATP job's agg_used follows its slot from free to held and back */
+                        if (meta.pa_hit == 1 && meta.slot_held != meta.slot_was_held) {
+                            agg_used.read(meta.used_slots, meta.pa_index);
                             if (meta.slot_held == 1) {
-                                agg_used.write(0, meta.used_slots + 1);
+                                agg_used.write(meta.pa_index, meta.used_slots + 1);
                             } else if (meta.used_slots != 0) {
-                                agg_used.write(0, meta.used_slots - 1);
+                                agg_used.write(meta.pa_index, meta.used_slots - 1);
                             }
                         }
                         if (meta.shadow_answer == 1) {

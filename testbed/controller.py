@@ -14,7 +14,9 @@ Choices:
   node order); parallel links between two switches are spread by destination
   (static ECMP, as PA-ATP's testbed routes over its four paths); a policy's
   explicit ``paths`` become exact ``route`` entries, which the program
-  applies before ``ipv4_lpm``.
+  applies before ``ipv4_lpm``. Exact ``route`` entries spread flows over
+  parallel links by (source, destination), or follow the source's pinned
+  path (``topology.pinned_paths``).
 - The destination MAC written by every hop is the final host's MAC, so the
   frame needs no further rewrite at the last hop (switch INA addresses get
   the switch's MAC).
@@ -34,7 +36,8 @@ Choices:
   scenario resolved them (by default the transport each paper pairs with
   the scheme, ``testbed.agents.transport.default_transport``), their host
   link rate for pacing, and a first-RESULT allowance covering the job's
-  compute-delay spread (:func:`straggler_allowance_s`).
+  compute-delay spread (:func:`straggler_allowance_s`); SwitchML's workers
+  get their fixed timeout scaled to the run (:func:`transport_options_of`).
 - Aggregation capacity (GRID's switch processing capacity) becomes the
   ``agg_capacity`` meter in fragments/s: capacity_bps / (lanes x 32 bits).
 - PA-ATP's switch side (:func:`_pa_atp`), for jobs whose transport reads
@@ -46,7 +49,8 @@ Choices:
   overflowed gradients counted, a RESULT of theirs ending the count, and its
   RESULTs marked); a GACK mirror session on every port of the switch
   (``program.gack_session(port)`` -> port, for the completing gradients'
-  GACKs); and the switch's ``aecn_threshold`` (:func:`aecn_threshold_pkts`).
+  GACKs); and per job its ``aecn_threshold`` (:func:`aecn_threshold_pkts`,
+  over its own slots).
   Their PS gets the job's transport, and answers raw gradients with GACKs.
 """
 
@@ -55,11 +59,13 @@ from dataclasses import asdict, dataclass, field
 
 from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.agents.transport.pa_atp import aecn_threshold_factor
+from testbed.agents.transport.switchml import SwitchMLTransport, default_timeout_s
 from testbed.dataplane import program
 from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
                                       check_switch_limits, validate_entry)
 from testbed.errors import PolicyError
 from testbed.models import fragments_per_submodel
+from testbed.policy.common import link_pairs
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.topology import DefaultRoutes, result_group_ip
 
@@ -95,7 +101,7 @@ def plan(scenario, policy) -> ControlPlan:
     _result_multicast(scenario, routes, policy, result)
     _pa_atp(scenario, routes, policy, result)
     _ports(scenario, result)
-    _agents(scenario, policy, result)
+    _agents(scenario, routes, policy, result)
     _validate(scenario, result)
     return result
 
@@ -110,6 +116,12 @@ def _validate(scenario, result):
 
 def _forward_entry(table, action, match, mac, port):
     return TableEntry(table, action, match, (("dstAddr", mac), ("port", port)))
+
+
+def _flow_key(topo, src, dst) -> int:
+    """Which of parallel links a flow from ``src`` to ``dst`` takes: the source's pinned path
+    (``topology.pinned_paths``), else a key of the pair, as ECMP hashing would."""
+    return topo.pinned_paths.get(src.name, src.node_id + dst.node_id)
 
 
 def _port_toward(topo, switch, neighbor, flow_key: int = 0):
@@ -142,7 +154,7 @@ def _policy_routes(topo, policy, result):
                     raise PolicyError(f"{job.scheme}: path {key} uses {here}-{nxt}, which is not a link")
                 result.switches[here].entries.append(_forward_entry(
                     "route", "route_forward", (src.ip, dst.ip), dst.mac,
-                    _port_toward(topo, here, nxt, src.node_id + dst.node_id)))
+                    _port_toward(topo, here, nxt, _flow_key(topo, src, dst))))
 
 
 def _parallel_link_routes(topo, routes, result):
@@ -173,7 +185,7 @@ def _parallel_link_routes(topo, routes, result):
                     continue
                 config.entries.append(_forward_entry("route", "route_forward", (src.ip, dst.ip), dst.mac,
                                                      _port_toward(topo, sw.name, next_node,
-                                                                  src.node_id + dst.node_id)))
+                                                                  _flow_key(topo, src, dst))))
 
 
 def _allocate_slots(scenario, policy, result):
@@ -312,13 +324,18 @@ def rtt_estimate_s(path_rates_bps, frame_bytes: int, ecn_threshold_pkts: int) ->
     return serialization_s + ecn_threshold_pkts * frame_bits / min(path_rates_bps)
 
 
+def link_rates_along(rates: dict, path) -> list:
+    """The rates of the links along ``path`` (nodes), from ``Topology.capacity_bps()``'s ``rates``."""
+    return [rates[hop] for hop in link_pairs(path)]
+
+
 def bdp_pkts(path_rates_bps, frame_bytes: int, ecn_threshold_pkts: int) -> float:
     """The bandwidth-delay product of a path in full frames: its slowest link's rate x :func:`rtt_estimate_s`."""
     return min(path_rates_bps) * rtt_estimate_s(path_rates_bps, frame_bytes, ecn_threshold_pkts) / (8.0 * frame_bytes)
 
 
 def aecn_threshold_pkts(aggregators: int, bdp: float, jobs: int) -> int:
-    """A switch's ``aecn_threshold``: eta x (M + BDP) packets, eta at the upper bound of PA-ATP's Eq. 9
+    """An ``aecn_threshold``: eta x (M + BDP) packets, eta at the upper bound of PA-ATP's Eq. 9
     (``aecn_threshold_factor``) with C_A = ``AECN_AGGREGATION_SHARE`` x BDP, so M + BDP - C_A - N. The switch
     marks once its used aggregators plus overflowed gradients exceed it, an integer count, so the floor is
     exact; at least 1 (the register's 0 turns AECN off). ValueError when no eta fits (N >= M + BDP - C_A)."""
@@ -329,9 +346,10 @@ def aecn_threshold_pkts(aggregators: int, bdp: float, jobs: int) -> int:
 def _pa_atp(scenario, routes, policy, result):
     """PA-ATP's switch side for the jobs whose transport reads GACKs (the module docstring has the choices).
 
-    M of a switch is the aggregator slots its jobs were given there (all jobs': slots no job has are no
-    aggregators to anyone), BDP the largest of :func:`bdp_pkts` over the default paths from each opted-in
-    job's workers to its PSs, N the opted-in jobs there."""
+    Each opted-in job gets its own threshold (``aecn_threshold[pa_index]``): a job's aggregators are its
+    own slot range there, which no other job's traffic can use or fill, so PA-ATP's switch of M
+    aggregators shared by N jobs is, per job, M = the job's slots at the switch, BDP the largest of
+    :func:`bdp_pkts` over the default paths from its workers to its PSs, and N = 1."""
     topo = scenario.topology
     rates = topo.capacity_bps()
     frame_bytes = ina_frame_bytes(scenario.switch.lanes)
@@ -342,7 +360,7 @@ def _pa_atp(scenario, routes, policy, result):
             for sw in policy.jobs[job.name].aggregating_switches():
                 opted.setdefault(sw, []).append(job)
             paths = [routes.path(w, ps) for w in job.workers for ps in job.ps]
-            job_bdp[job.name] = max(bdp_pkts([rates[hop] for hop in zip(path, path[1:])], frame_bytes,
+            job_bdp[job.name] = max(bdp_pkts(link_rates_along(rates, path), frame_bytes,
                                              scenario.switch.ecn_threshold_pkts) for path in paths)
     for sw, jobs in sorted(opted.items()):
         if len(jobs) > program.PA_JOBS:
@@ -355,16 +373,15 @@ def _pa_atp(scenario, routes, policy, result):
             aecn = all(any(sw in routes.path(jp.ps_of_submodel[g], w) for w in job.workers) for g in jp.next_hop[sw])
             config.entries.append(TableEntry("pa_job", "pa_enable", (job.job_id,),
                                              (("pa_index", pa_index), ("aecn", int(aecn)))))
-        bdp = max(job_bdp[job.name] for job in jobs)
+            aggregators = result.slot_ranges.get((job.name, sw), (0, 0))[1]
+            try:
+                threshold = aecn_threshold_pkts(aggregators, job_bdp[job.name], 1)
+            except ValueError as exc:
+                raise PolicyError(f"switch {sw}: no AECN threshold for PA-ATP job {job.name} with {aggregators} "
+                                  f"aggregator slots and a BDP of {job_bdp[job.name]:.1f} packets: {exc}") from None
+            config.register_writes.append(("aecn_threshold", pa_index, threshold))
         config.mirror_sessions.extend((program.gack_session(port), port)
                                       for port in sorted(topo.port(sw, link) for link in topo.links_of(sw)))
-        aggregators = sum(count for (_, where), (_, count) in result.slot_ranges.items() if where == sw)
-        try:
-            threshold = aecn_threshold_pkts(aggregators, bdp, len(jobs))
-        except ValueError as exc:
-            raise PolicyError(f"switch {sw}: no AECN threshold for its {len(jobs)} PA-ATP jobs with {aggregators} "
-                              f"aggregator slots and a BDP of {bdp:.1f} packets: {exc}") from None
-        config.register_writes.append(("aecn_threshold", 0, threshold))
 
 
 def _ports(scenario, result):
@@ -410,7 +427,22 @@ def compute_delay_spread_s(scenario, job) -> float:
                default=0.0)
 
 
-def _agents(scenario, policy, result):
+def transport_options_of(scenario, routes, job, worker) -> dict:
+    """``worker``'s transport options: the job's, plus what the controller derives from the network where
+    the scenario left it out (SwitchML's ``timeout_s``, ``transport.switchml.default_timeout_s``, from the round
+    trip of the worker's longest path to a PS of its job with the switch queues full)."""
+    options = dict(job.transport_options)
+    if job.transport == SwitchMLTransport.name and "timeout_s" not in options:
+        rates = scenario.topology.capacity_bps()
+        frame_bytes = ina_frame_bytes(scenario.switch.lanes)
+        paths = [routes.path(worker, ps) for ps in job.ps]
+        full_queue_rtt_s = max(rtt_estimate_s(link_rates_along(rates, path), frame_bytes,
+                                              scenario.switch.queue_depth_pkts) for path in paths)
+        options["timeout_s"] = default_timeout_s(full_queue_rtt_s)
+    return options
+
+
+def _agents(scenario, routes, policy, result):
     topo, lanes = scenario.topology, scenario.switch.lanes
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
@@ -450,13 +482,15 @@ def _agents(scenario, policy, result):
             result.agents.append(AgentConfig(
                 role="worker", name=w, ip=topo.node(w).ip, worker_index=index,
                 submodels=[plan_of(g, w) for g in range(len(fragments))], compute_time_s=job.compute_time_s,
+                start_s=job.start_s,
                 compute_delay=delay, window=window, participant=w in counted, transport=job.transport,
-                transport_options=dict(job.transport_options),
+                transport_options=transport_options_of(scenario, routes, job, w),
                 link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=first_result_timeout_s, **common))
         workers = [(i, topo.node(w).ip) for i, w in enumerate(job.workers)]
         for ps in job.ps:
             owned = [plan_of(g) for g in range(len(fragments)) if jp.ps_of_submodel[g] == ps]
             result.agents.append(AgentConfig(role="ps", name=ps, ip=topo.node(ps).ip, submodels=owned,
+                                             start_s=job.start_s,
                                              result_group_ip=result.result_groups.get((job.name, ps), ""),
                                              workers=workers, ps_id=topo.node(ps).node_id, transport=job.transport,
                                              participants=[i for i, w in enumerate(job.workers) if w in counted],

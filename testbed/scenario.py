@@ -86,8 +86,9 @@ HTB_MIN_RATE_BPS = 1e3
 TOP_KEYS = {"version", "name", "description", "seed", "scale", "target", "run_timeout", "topology", "switch",
             "jobs", "impairments", "metrics", "background", "stragglers", "simulation"}
 TOPOLOGY_KEYS = {
-    "explicit": {"kind", "link_rate", "programmable", "switches", "hosts", "links"},
-    "dumbbell": {"kind", "link_rate", "programmable", "hosts_left", "hosts_right", "paths", "core_rate"},
+    "explicit": {"kind", "link_rate", "programmable", "switches", "hosts", "links", "pinned_paths"},
+    "dumbbell": {"kind", "link_rate", "programmable", "hosts_left", "hosts_right", "paths", "core_rate",
+                 "pinned_paths"},
     "leaf-spine": {"kind", "link_rate", "programmable", "spines", "leaves", "hosts_per_leaf"},
     "fat-tree": {"kind", "link_rate", "programmable", "k", "hosts_per_edge"},
     "goat-testbed": {"kind", "link_rate", "programmable", "workers_per_rack"},
@@ -99,7 +100,7 @@ DEFAULT_MIN_RTO = "200ms"
 DEFAULT_WINDOW = 100
 JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterations", "compute_time",
             "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches",
-            "submodel_elements", "policy_options", "ps_memory", "transport", "transport_options"}
+            "submodel_elements", "policy_options", "ps_memory", "transport", "transport_options", "start"}
 #: A job's ``transport:`` (how its workers send; testbed/agents/transport registers one class per name, and
 #: each class declares the ``transport_options`` it takes). Default: the one each paper pairs with the
 #: job's policy (``default_transport``). Transports are not policies: any policy runs with any transport.
@@ -108,7 +109,8 @@ TRANSPORT_NAMES = tuple(TRANSPORTS)
 SIMULATION_KEYS = {"worker_start", "max_fragment_events", "results"}
 IMPAIRMENT_KEYS = {"link", "drop", "duplicate", "reorder"}
 METRICS_KEYS = {"sample_interval", "iftop_interfaces", "warmup_iterations"}
-BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "duration", "port"}
+BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "duration", "port",
+                   "start"}
 STRAGGLER_KEYS = {"compute_delay", "rate_changes", "pauses", "link_degradations", "heterogeneous_links"}
 DELAY_KINDS = ("normal", "uniform", "fixed")
 #: GOAT §VII-C draws per-worker latency from a normal distribution with std 0.2 clipped
@@ -146,6 +148,7 @@ class JobSpec:
     ps_memory_bytes: float = 0.0   # aggregation memory of each PS for this job (GOAT's B(alpha)); 0 = unlimited
     transport: str = "atp"         # how its workers send (testbed/agents/transport)
     transport_options: dict = field(default_factory=dict)   # {option: value}, checked against the transport's OPTIONS
+    start_s: float = 0.0           # its workers start the first iteration this long after the run's start
 
 
 @dataclass
@@ -163,7 +166,11 @@ class BackgroundSpec:
     ``load`` is relative to each sender's own link rate (the HPCC rule) unless
     ``bottleneck`` names a link: then the senders together offer ``load`` of
     that link's rate. Flow sizes are not scaled; rates are, so arrival rates
-    follow from load, rate and the distribution's mean.
+    follow from load, rate and the distribution's mean. ``distribution:
+    constant`` (``CONSTANT_RATE``) is instead one UDP flow from each sender to
+    each receiver at a constant rate, the sender's ``load`` shared among its
+    receivers, in Ethernet frame bits (PA-ATP §V-B). Flows run from ``start_s``
+    for ``duration_s`` after the run's start.
     """
     distribution: str
     load: float
@@ -173,6 +180,7 @@ class BackgroundSpec:
     max_flow_bytes: float = 0.0      # 0 = no truncation
     duration_s: float = 0.0          # 0 = as long as the job runs
     port: int = 5001
+    start_s: float = 0.0             # the flows' window opens this long after the run's start
 
 
 @dataclass
@@ -747,7 +755,26 @@ def _resolve_topology(c, spec, scale, seed):
         c.number(rule.get("fraction"), f"{path}.programmable.fraction", 0, 1, low_open=True)
     elif rule not in ("all", "none", None):
         c.fail(f"{path}.programmable", "expected all, none, a list of switch names, or {fraction: F}")
+    if "pinned_paths" in spec:
+        topo.pinned_paths = _resolve_pinned_paths(c, spec["pinned_paths"], f"{path}.pinned_paths", topo)
     return topology.mark_programmable(topo, rule, seed)
+
+
+def _resolve_pinned_paths(c, spec, path, topo):
+    """``pinned_paths: {hl1: 1, hl2: 2}``: the traffic a host sends crosses the k-th (from 1, in link order;
+    PA-ATP's p1-p4) of the parallel links between two switches; stored 0-based."""
+    if not isinstance(spec, dict) or not spec:
+        c.fail(path, "expected a mapping {host: path number}, e.g. {hl1: 1, hl2: 2}")
+    most = topo.parallel_link_count()
+    if most < 2:
+        c.fail(path, "this topology joins no two switches by parallel links; there is no path to pin")
+    hosts = {h.name for h in topo.hosts()}
+    out = {}
+    for host, number in spec.items():
+        if host not in hosts:
+            c.fail(f"{path}.{host}", f"host {_brief(host)} is not defined in the topology")
+        out[host] = c.integer(number, f"{path}.{host}", 1, most) - 1
+    return out
 
 
 def _explicit(c, spec, rate, scale):
@@ -897,7 +924,8 @@ def _resolve_jobs(c, spec, topo, scale, switch):
                                                    workers),
             ps_memory_bytes=c.size_bytes(job["ps_memory"], f"{p}.ps_memory", allow_zero=True) * scale
             if "ps_memory" in job else 0.0,
-            transport=transport, transport_options=transport_options))
+            transport=transport, transport_options=transport_options,
+            start_s=c.duration_s(job.get("start", "0s"), f"{p}.start")))
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         c.fail("jobs", f"job names must be unique, got {names}")
@@ -987,6 +1015,8 @@ def _resolve_transport_options(c, spec, path, transport, window, fragments):
             out[key] = c.integer(value, kp, 1, fragments)
         elif kind[0] == "weight":
             out[key] = c.number(value, kp, 0, 1, low_open=True)
+        elif kind[0] == "duration":
+            out[f"{key}_s"] = c.duration_s(value, kp, allow_zero=False)
         else:  # bool
             if not isinstance(value, bool):
                 c.fail(kp, f"expected true or false, got {_brief(value)}")
@@ -1049,7 +1079,7 @@ def _resolve_metrics(c, spec, topo):
 
 
 def _resolve_background(c, spec, topo, jobs):
-    from testbed.traffic.distributions import FlowSizeCDF, UnknownDistributionError
+    from testbed.traffic.distributions import CONSTANT_RATE, FlowSizeCDF, UnknownDistributionError
     hosts = {h.name for h in topo.hosts()}
     busy = {h for j in jobs for h in j.workers + j.ps}
     idle = sorted(hosts - busy)
@@ -1061,11 +1091,14 @@ def _resolve_background(c, spec, topo, jobs):
         if not isinstance(name, str) or not name:
             c.fail(f"{p}.distribution", f"expected a distribution name or file path, got {_brief(name)}")
         try:
-            FlowSizeCDF.load(name)
+            if name != CONSTANT_RATE:
+                FlowSizeCDF.load(name)
         except UnknownDistributionError as exc:
-            c.fail(f"{p}.distribution", str(exc))
+            c.fail(f"{p}.distribution", f"{exc}, or {CONSTANT_RATE} (one UDP flow at a constant rate)")
         except (OSError, ValueError) as exc:   # a path given: unreadable, not text, or not a CDF
             c.fail(f"{p}.distribution", f"cannot use {_brief(name)} as a flow-size CDF: {exc}")
+        if name == CONSTANT_RATE and "max_flow_size" in item:
+            c.fail(f"{p}.max_flow_size", f"a {CONSTANT_RATE} flow has no flow sizes to truncate")
         if "load" not in item:
             c.fail(f"{p}.load", "missing; a fraction in (0, 1] of the sender's link rate")
         load = c.number(item["load"], f"{p}.load", 0, 1, low_open=True)
@@ -1084,7 +1117,8 @@ def _resolve_background(c, spec, topo, jobs):
             name, load, groups["senders"], groups["receivers"], bottleneck,
             c.size_bytes(item["max_flow_size"], f"{p}.max_flow_size") if "max_flow_size" in item else 0.0,
             c.duration_s(item["duration"], f"{p}.duration") if "duration" in item else 0.0,
-            c.integer(item.get("port", 5001 + i), f"{p}.port", 1024, 39999)))
+            c.integer(item.get("port", 5001 + i), f"{p}.port", 1024, 39999),
+            c.duration_s(item.get("start", "0s"), f"{p}.start")))
     return out
 
 

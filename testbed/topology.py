@@ -58,6 +58,10 @@ class Topology:
     name: str
     nodes: dict = field(default_factory=dict)    # name -> NodeSpec
     links: list = field(default_factory=list)    # LinkSpec, index order
+    #: host -> which of two switches' parallel links (0-based, in link order) the traffic it sends crosses,
+    #: wherever its path crosses parallel links (PA-ATP §V-B pins flows to paths p1-p3); other hosts' flows
+    #: are spread by (source, destination), as ECMP hashing would.
+    pinned_paths: dict = field(default_factory=dict)
 
     # -- queries -----------------------------------------------------------------
     def hosts(self):
@@ -97,6 +101,15 @@ class Topology:
         if len(links) != 1:
             raise TopologyError(f"host {host} has {len(links)} links; hosts have exactly one")
         return links[0]
+
+    def parallel_link_count(self) -> int:
+        """The most links joining any two switches (1 when no two switches share more than one link)."""
+        counts = {}
+        for link in self.links:
+            if self.nodes[link.a].kind == "switch" and self.nodes[link.b].kind == "switch":
+                key = frozenset((link.a, link.b))
+                counts[key] = counts.get(key, 0) + 1
+        return max(counts.values(), default=1)
 
     def capacity_bps(self) -> dict:
         """Rate of each direction of each link, {(a, b): bps}; of parallel links, the first's."""

@@ -76,12 +76,13 @@ class RecordWriter:
 
 @contextlib.contextmanager
 def agent_session(config):
-    """The endpoint and record file of an agent, after the common start signal; closed on exit."""
+    """The endpoint, record file and start time (epoch seconds) of an agent, after the common start signal;
+    closed on exit."""
     sock = open_endpoint(config.ip)
     records = RecordWriter(config.run_dir, config.name)
     try:
-        announce_ready_and_wait(config.run_dir, config.name, config.deadline_s)
-        yield sock, records
+        start_epoch_s = announce_ready_and_wait(config.run_dir, config.name, config.deadline_s)
+        yield sock, records, start_epoch_s
     finally:
         records.close()
         sock.close()

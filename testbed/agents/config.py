@@ -47,6 +47,7 @@ class AgentConfig:
     ps_id: int = 0           # ps: its agg_node id
     result_group_ip: str = ""  # ps: RESULTs go once to this address, the switches multicast them; "" = unicast
     compute_time_s: float = 0.0
+    start_s: float = 0.0     # its job's first iteration starts this long after the run's start
     compute_delay: dict = field(default_factory=dict)  # worker: straggler delay distribution (see worker.py)
     window: int = 64
     retransmit_timeout_s: float = 0.05   # worker: minimum RTO

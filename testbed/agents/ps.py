@@ -90,10 +90,11 @@ class ParameterServer:
         for addr in addrs:
             self.sock.sendto(data, addr)
 
-    def run(self):
+    def run(self, start_epoch_s: float):
         cfg = self.cfg
         previous_results = {}
-        t_prev = time.monotonic()
+        # The first iteration counts from the job's start (its ``start`` after the run's common start).
+        t_prev = time.monotonic() + (start_epoch_s + cfg.start_s - time.time())
         for iteration in range(cfg.iterations):
             record = self.run_iteration(iteration, previous_results, t_prev)
             t_prev = time.monotonic()
@@ -243,10 +244,10 @@ class ParameterServer:
 
 
 def run(config) -> int:
-    with agent_session(config) as (sock, records):
+    with agent_session(config) as (sock, records, start_epoch_s):
         ps = ParameterServer(config, sock, records)
         install_status_dump(config.run_dir, config.name, ps.describe)
         print(f"ps {config.name}: job {config.job}, {len(ps.owned)} fragments/iteration from "
               f"{config.total_workers} workers", flush=True)
-        ps.run()
+        ps.run(start_epoch_s)
     return 0

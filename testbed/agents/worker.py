@@ -182,8 +182,8 @@ class Worker:
                                    f"{total} fragments after {cfg.deadline_s:.0f}s (first missing seq "
                                    f"{missing[0]}); is the PS running and every switch on the path up?")
         t_end = time.monotonic()
-        counts = {k: transport.stats[k] - before[k] for k in ("timeouts", "fast_retransmits", "ecn_echoes",
-                                                               "window_cuts")}
+        # What the transport did this iteration (every counter it keeps but the packets, counted above).
+        counts = {k: v - before[k] for k, v in transport.stats.items() if k not in ("sent", "retransmitted")}
         return {"iteration": iteration, "participant": cfg.participant, "superseded": superseded,
                 "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
                 "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm,
@@ -227,9 +227,13 @@ class Worker:
 
 
 def run(config) -> int:
-    with agent_session(config) as (sock, records):
+    with agent_session(config) as (sock, records, start_epoch_s):
         worker = Worker(config, sock, records)
         install_status_dump(config.run_dir, config.name, worker.describe)
+        if config.start_s > 0:
+            # The job's scheduled start (its ``start``), after the run's common start.
+            worker.phase = "waiting for the job's start"
+            time.sleep(max(0.0, start_epoch_s + config.start_s - time.time()))
         print(f"worker {config.name}: job {config.job} index {config.worker_index}, {len(worker.targets)} "
               f"fragments/iteration, window {config.window}", flush=True)
         iteration = 0

@@ -37,9 +37,11 @@ gradient's ``progress`` field, answer every gradient it absorbs with a GACK
 (the completing one by an ingress clone to mirror session
 ``gack_session(port)``, which the runtime maps to the port itself), and,
 where the entry's ``aecn`` is 1, count the job's overflowed gradients
-(``pa_overflow`` per seq cell, ``pa_overflowed`` in all) and mark its
-RESULTs AECN while ``agg_used`` + ``pa_overflowed`` exceeds
-``aecn_threshold``. Jobs whose transport is in ``PA_ATP_TRANSPORTS`` get
+(``pa_overflow`` per seq cell, ``pa_overflowed[pa_index]`` in all) and mark
+its RESULTs AECN while the slots it holds (``agg_used[pa_index]``) plus
+``pa_overflowed[pa_index]`` exceed ``aecn_threshold[pa_index]``: each job's
+aggregators are its own slot range, so PA-ATP's "used aggregators" and
+threshold are the job's. Jobs whose transport is in ``PA_ATP_TRANSPORTS`` get
 the entry (testbed/controller.py), and their PS answers raw gradients with
 GACKs (testbed/agents/ps.py).
 """
@@ -230,12 +232,12 @@ REGISTERS = {
         Register("impair_drop", "Egress", 32, "PORTS"),       # per port: loss threshold out of IMPAIR_SCALE
         Register("impair_duplicate", "Egress", 32, "PORTS"),  # per port: duplication threshold
         Register("impair_reorder", "Egress", 32, "PORTS"),    # per port: reordering threshold
-        Register("agg_used", "Ingress", 32, "1"),             # slots held (agg_count != 0), every job's
+        Register("agg_used", "Ingress", 32, "PA_JOBS"),       # slots row pa_index's job holds (agg_count != 0)
         Register("pa_seq", "Ingress", 32, "PA_JOBS*PA_WORKERS"),   # S_n: worker n's last seq, row pa_index
         Register("pa_seq_sum", "Ingress", 32, "PA_JOBS"),     # S_sum of row pa_index (mod 2^32)
         Register("pa_overflow", "Ingress", 32, "PA_JOBS*PA_SEQS"),  # overflowed gradients per seq cell
-        Register("pa_overflowed", "Ingress", 32, "1"),        # their total (outstanding overflowed gradients)
-        Register("aecn_threshold", "Ingress", 32, "1"),       # agg_used + pa_overflowed above it marks AECN; 0 = off
+        Register("pa_overflowed", "Ingress", 32, "PA_JOBS"),  # row pa_index's outstanding overflowed gradients
+        Register("aecn_threshold", "Ingress", 32, "PA_JOBS"), # row's agg_used + pa_overflowed above it: AECN; 0 = off
     )
 }
 

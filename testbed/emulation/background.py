@@ -3,15 +3,17 @@
 For each ``background`` entry the flows are planned up front
 (``traffic.distributions.plan_flows``: Poisson arrivals per sender, sizes from
 the named CDF, uniform destinations), so a run's background is a pure
-function of the scenario and its seed. Load is relative to each sender's
-link rate unless the entry names a bottleneck link, in which case the senders
-together offer ``load`` of that link (each offers an equal share).
+function of the scenario and its seed; a ``constant`` entry is one UDP flow
+per (sender, receiver) at a constant rate instead. Load is relative to each
+sender's link rate unless the entry names a bottleneck link, in which case
+the senders together offer ``load`` of that link (each offers an equal
+share).
 :func:`flowgen_configs` returns one sink config per receiving host and one
 source config per sending host; the orchestrator writes and starts them.
 """
 
-from testbed.traffic.distributions import FlowSizeCDF, plan_flows
-from testbed.traffic.flowgen import summarise_flows
+from testbed.traffic.distributions import CONSTANT_DATAGRAM_BYTES, CONSTANT_RATE, FlowSizeCDF, plan_flows
+from testbed.traffic.flowgen import ETHERNET_HEADER_BYTES, UDP_IP_OVERHEAD_BYTES, summarise_flows
 
 
 def distribution_of(spec) -> FlowSizeCDF:
@@ -29,39 +31,81 @@ def sender_rate_bps(spec, topology) -> float:
 
 
 def flowgen_configs(scenario, duration_s: float, start_epoch_s: float, out_dir) -> list:
-    """[(entry index, host, name, config dict)] for every background entry: sinks first, then sources."""
+    """[(entry index, host, name, config dict)] for every background entry: sinks first, then sources.
+
+    An entry's flows run from its ``start_s`` for its ``duration_s`` (default ``duration_s``) after
+    ``start_epoch_s``. A ``constant`` entry gets ``udp-sink`` and ``udp-source`` roles (one flow from each
+    sender to each receiver, :func:`constant_rate_ip_bps`), the others TCP ``sink`` and ``source`` roles."""
     topo = scenario.topology
     sinks, sources = [], []
     for index, spec in enumerate(scenario.background):
         window_s = spec.duration_s or duration_s
-        flows = plan_flows(distribution_of(spec), spec.load, sender_rate_bps(spec, topo), window_s, spec.senders,
-                           spec.receivers, seed=scenario.seed * 1000 + index)
-        stop = start_epoch_s + window_s
+        stop = start_epoch_s + spec.start_s + window_s
+        constant = spec.distribution == CONSTANT_RATE
+        prefix = "udp-" if constant else ""
         for host in sorted(set(spec.receivers)):
             sinks.append((index, host, f"bg{index}-sink-{host}", {
-                "role": "sink", "port": spec.port, "stop_epoch_s": stop + 30.0,
+                "role": f"{prefix}sink", "port": spec.port, "stop_epoch_s": stop + 30.0,
                 "output": str(out_dir / f"bg{index}-sink-{host}.jsonl")}))
+        if constant:
+            mine = {}
+            for host in spec.senders:
+                receivers = [r for r in spec.receivers if r != host]
+                mine[host] = [{"dst": topo.node(r).ip, "port": spec.port, "start_s": spec.start_s,
+                               "duration_s": window_s, "rate_bps": constant_rate_ip_bps(spec, topo) / len(receivers),
+                               "datagram_bytes": CONSTANT_DATAGRAM_BYTES} for r in receivers]
+        else:
+            flows = plan_flows(distribution_of(spec), spec.load, sender_rate_bps(spec, topo), window_s, spec.senders,
+                               spec.receivers, seed=scenario.seed * 1000 + index)
+            mine = {host: [{"dst": topo.node(f.receiver).ip, "port": spec.port, "start_s": spec.start_s + f.start_s,
+                            "size_bytes": f.size_bytes} for f in flows if f.sender == host]
+                    for host in spec.senders}
         for host in spec.senders:
-            mine = [{"dst": topo.node(f.receiver).ip, "port": spec.port, "start_s": f.start_s,
-                     "size_bytes": f.size_bytes} for f in flows if f.sender == host]
             sources.append((index, host, f"bg{index}-source-{host}", {
-                "role": "source", "src": host, "start_epoch_s": start_epoch_s, "stop_epoch_s": stop,
-                "output": str(out_dir / f"bg{index}-source-{host}.jsonl"), "flows": mine}))
+                "role": f"{prefix}source", "src": host, "start_epoch_s": start_epoch_s, "stop_epoch_s": stop,
+                "output": str(out_dir / f"bg{index}-source-{host}.jsonl"), "flows": mine[host]}))
     return sinks + sources
 
 
-def summarise(scenario, records_by_entry: dict, windows_s: dict) -> list:
-    """Per background entry: requested load, achieved load, FCT percentiles (summarise_flows)."""
+def constant_rate_ip_bps(spec, topology) -> float:
+    """The IP-packet rate of a ``constant`` entry's sender (what flowgen's ``udp-source`` paces): ``load`` of
+    :func:`sender_rate_bps` in Ethernet frame bits, the link shapers' unit, so each datagram counts its
+    IP and UDP headers and its payload, and the frame's 14 bytes more on the wire."""
+    ip_bytes = CONSTANT_DATAGRAM_BYTES + UDP_IP_OVERHEAD_BYTES
+    return spec.load * sender_rate_bps(spec, topology) * ip_bytes / (ip_bytes + ETHERNET_HEADER_BYTES)
+
+
+def summarise(scenario, records_by_entry: dict, windows_s: dict, sink_records_by_entry: dict = None) -> list:
+    """Per background entry: requested load and what came of it. TCP entries: achieved load and FCT
+    percentiles (``summarise_flows``) from the sources' records; ``constant`` entries: the IP bytes the
+    sources sent and the sinks received (``sink_records_by_entry``), the load received in Ethernet frame
+    bits, and the datagrams lost."""
     topo = scenario.topology
     out = []
     for index, spec in enumerate(scenario.background):
         records = records_by_entry.get(index, [])
         capacity_bps = sender_rate_bps(spec, topo) * len(spec.senders)
-        summary = summarise_flows(records, windows_s[index], capacity_bps) if windows_s.get(index) else {}
+        window_s = windows_s.get(index)
+        if spec.distribution == CONSTANT_RATE:
+            summary = _constant_summary(records, (sink_records_by_entry or {}).get(index, []), window_s,
+                                        capacity_bps)
+        else:
+            summary = summarise_flows(records, window_s, capacity_bps) if window_s else {}
         out.append({"distribution": spec.distribution, "requested_load": spec.load,
                     "load_relative_to": "bottleneck " + "-".join(spec.bottleneck) if spec.bottleneck
                     else "each sender's link rate (HPCC rule)",
-                    "capacity_bps": capacity_bps, "window_s": windows_s.get(index), "senders": spec.senders,
-                    "receivers": spec.receivers, "max_flow_bytes": spec.max_flow_bytes or None,
-                    "flow_sizes_scaled": False, **summary})
+                    "capacity_bps": capacity_bps, "start_s": spec.start_s, "window_s": window_s,
+                    "senders": spec.senders, "receivers": spec.receivers,
+                    "max_flow_bytes": spec.max_flow_bytes or None, "flow_sizes_scaled": False, **summary})
     return out
+
+
+def _constant_summary(source_records, sink_records, window_s, capacity_bps) -> dict:
+    sent_datagrams = sum(r["sent_datagrams"] for r in source_records)
+    received = sum(r["datagrams"] for r in sink_records)
+    received_bytes = sum(r["bytes"] for r in sink_records)
+    frame_bits = 8 * (received_bytes + ETHERNET_HEADER_BYTES * received)
+    return {"sent_datagrams": sent_datagrams, "sent_ip_bytes": sum(r["sent_bytes"] for r in source_records),
+            "received_datagrams": received, "received_ip_bytes": received_bytes,
+            "lost_datagrams": max(0, sent_datagrams - received),
+            "achieved_load": frame_bits / window_s / capacity_bps if window_s and capacity_bps else None}

@@ -9,9 +9,9 @@ Order of a run (each step's output is kept in the run directory):
    install every switch config through its SwitchRuntime;
 3. start the meters (iftop-style, on the PS interfaces) and the agents (PS
    and workers) in their hosts, wait until all announce readiness, write the
-   start signal; sample interface counters and show progress until every
-   worker has finished (an agent failing ends the run at once, with the tail
-   of its log);
+   start signal; sample interface counters and the programmable switches'
+   INA counters and show progress until every worker has finished (an
+   agent failing ends the run at once, with the tail of its log);
 4. read the switches' final counters, stop everything, delete every
    interface, process and state entry the run created (also on failure and
    Ctrl-C), then compute metrics, plots and ``summary.json``.
@@ -38,6 +38,7 @@ import yaml
 from testbed import __version__, controller
 from testbed.atomic_io import write_text_atomic
 from testbed.budget import resolve_target as resolve_auto
+from testbed.dataplane import program
 from testbed.dataplane.runtime import install
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.emulation import background
@@ -66,6 +67,8 @@ READY_TIMEOUT_S = 30.0
 #: Lead time of the common start epoch, so background sources and sinks are running when it comes.
 START_LEAD_S = 0.5
 CPU_SAMPLE_INTERVAL_S = 1.0
+#: The monitor loop's period (agents, stall, progress, switch counters), or the sample interval when shorter.
+MONITOR_PERIOD_S = 0.25
 RUN_DIR_ATTEMPTS = 5
 
 
@@ -236,11 +239,12 @@ class Run:
         self.agents = {}     # name -> (Popen, log path, role)
         self.meters = {}     # host -> (Popen, samples path)
         self.sampler = None
+        self.stat_series = None   # SwitchStatSeries of the programmable switches' INA counters
         self.runtimes = {}
         self.network = None
         self.state = None
         self.switch_stats = {}
-        self.flowgens = {}   # name -> (Popen, log path, role "sink"|"source", background entry index)
+        self.flowgens = {}   # name -> (Popen, log path, flowgen role, background entry index)
         self.left_out = set()  # workers whose gradients a K-of-N scheme does not count
         self.events = None
         self.injections = None
@@ -469,15 +473,25 @@ class Run:
                 raise EmulationError(f"agents not ready after {READY_TIMEOUT_S:.0f}s: {', '.join(missing)}")
             time.sleep(0.02)
 
-    def _ps_ports(self):
+    def _host_port(self, host):
+        """The switch interface facing ``host``: its tx is what the host receives, its rx what it sends."""
         topo = self.scenario.topology
-        ports = []
-        for job in self.scenario.jobs:
-            for ps in job.ps:
-                link = topo.host_link(ps)
-                switch = topo.neighbor(ps, link)
-                ports.append(f"{switch}-eth{topo.port(switch, link)}")
-        return ports
+        link = topo.host_link(host)
+        switch = topo.neighbor(host, link)
+        return f"{switch}-eth{topo.port(switch, link)}"
+
+    def _ps_ports(self):
+        return [self._host_port(ps) for job in self.scenario.jobs for ps in job.ps]
+
+    def _sample_switch_stats(self, now_s):
+        """One ``switch_stats.jsonl`` line of the programmable switches' INA counters, when due."""
+        if not self.stat_series.due(now_s):
+            return
+        readings = {sw.name: {name: self.runtimes[sw.name].counter_read("ina_stats",
+                                                                        program.STAT_INDICES[name])[0]
+                              for name in counters.SAMPLED_STATS}
+                    for sw in self.scenario.topology.programmable_switches()}
+        self.stat_series.write(now_s, time.time(), readings)
 
     def _process_ids(self) -> dict:
         """Every switch and agent process of the run: ``{"switch s1": pid, "worker w1": pid, ...}``."""
@@ -513,6 +527,8 @@ class Run:
         self.sampler = counters.CounterSampler(switch_ifaces, self.run_dir / "metrics.jsonl",
                                                scenario.metrics.sample_interval_s)
         self.sampler.start()
+        self.stat_series = counters.SwitchStatSeries(self.run_dir / "switch_stats.jsonl",
+                                                     scenario.metrics.sample_interval_s)
         progress = Progress(scenario, self.run_dir, self.stream)
         ps_ports = self._ps_ports()
         deadline = time.monotonic() + scenario.run_timeout_s
@@ -541,7 +557,8 @@ class Run:
                                          f"{', '.join(n for n, (p, _, _) in self.agents.items() if p.poll() is None)}")
                 rate = self.sampler.rate_bps(ps_ports)
                 progress.update(rate)
-                time.sleep(0.25)
+                self._sample_switch_stats(time.monotonic())
+                time.sleep(min(MONITOR_PERIOD_S, scenario.metrics.sample_interval_s))
             progress.update(self.sampler.rate_bps(ps_ports))     # the final state, iterations all done
         finally:
             progress.finish()
@@ -554,7 +571,7 @@ class Run:
     def _background_still_due(self):
         timed = [i for i, spec in enumerate(self.scenario.background) if spec.duration_s]
         return any(proc.poll() is None for proc, _, role, index in self.flowgens.values()
-                   if role == "source" and index in timed)
+                   if role.endswith("source") and index in timed)
 
     def _collect_switch_stats(self):
         """The switches' counters, read once (on a failed run too: they say where packets went)."""
@@ -653,6 +670,17 @@ class Run:
                 plots.plot_link_rates(run_dir / "plots" / "ps_ingress_rate.png", f"{scenario.name}: PS ingress",
                                       samples, {f"to {p}": (p, "tx_bytes") for p in ps_ports}, events,
                                       t0=self.start_epoch)
+                plots.plot_link_rates(run_dir / "plots" / "worker_send_rate.png",
+                                      f"{scenario.name}: what each worker sends (frames)", samples,
+                                      {f"{w} ({job.name})": (self._host_port(w), "rx_bytes")
+                                       for job in scenario.jobs for w in job.workers}, events, t0=self.start_epoch)
+            stat_path = run_dir / "switch_stats.jsonl"
+            if stat_path.exists():
+                plots.plot_aggregation_rates(run_dir / "plots" / "aggregation_rate.png",
+                                             f"{scenario.name}: aggregation throughput",
+                                             counters.load_counter_samples(stat_path),
+                                             [sw.name for sw in scenario.topology.programmable_switches()],
+                                             4 * scenario.switch.lanes, self.start_epoch)
         except Exception as exc:  # noqa: BLE001 - a plot must not lose the run's numbers
             summary["plot_error"] = str(exc)
         summary_mod.write_summary(run_dir, summary)
@@ -662,16 +690,19 @@ class Run:
         if not self.scenario.background or self.start_epoch is None:
             return []
         end = self.end_epoch or time.time()
-        records, windows = {}, {}
+        records, sink_records, windows = {}, {}, {}
+
+        def rows_of(pattern):
+            return [json.loads(line) for path in (self.run_dir / "background").glob(pattern)
+                    for line in path.read_text().splitlines() if line.strip()]
+
         for index, spec in enumerate(self.scenario.background):
-            rows = []
-            for path in (self.run_dir / "background").glob(f"bg{index}-source-*.jsonl"):
-                rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            window = spec.duration_s or (end - self.start_epoch)
+            window = spec.duration_s or max(0.0, end - self.start_epoch - spec.start_s)
             # Count only flows planned to start inside the window the run lasted.
-            records[index] = [r for r in rows if r["start_s"] < window]
+            records[index] = [r for r in rows_of(f"bg{index}-source-*.jsonl") if r["start_s"] < spec.start_s + window]
+            sink_records[index] = rows_of(f"bg{index}-sink-*.jsonl")
             windows[index] = window
-        return background.summarise(self.scenario, records, windows)
+        return background.summarise(self.scenario, records, windows, sink_records)
 
     def _straggler_summary(self, records):
         spec = self.scenario.stragglers

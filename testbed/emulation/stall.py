@@ -11,6 +11,8 @@ expected iteration time (:func:`expected_iteration_s`):
                  incast at the PS link, the slowest a scheme can be
                  without loss)
     bound    = max(STALL_MIN_S, STALL_FACTOR x expected of the slowest job)
+               + the latest job ``start`` (a job scheduled to start late
+                 has not stalled while it waits)
 
 so a run stops ``bound`` after its last progress with status ``stalled``,
 a one-line reason and ``diagnosis.json`` (:func:`diagnose`: per switch the
@@ -44,7 +46,8 @@ def expected_iteration_s(scenario, job) -> float:
 
 
 def stall_bound_s(scenario) -> float:
-    return max(STALL_MIN_S, STALL_FACTOR * max(expected_iteration_s(scenario, job) for job in scenario.jobs))
+    return (max(STALL_MIN_S, STALL_FACTOR * max(expected_iteration_s(scenario, job) for job in scenario.jobs))
+            + max(job.start_s for job in scenario.jobs))
 
 
 class StallWatch:

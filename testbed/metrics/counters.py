@@ -1,9 +1,16 @@
-"""Per-interface byte and packet counters, sampled over time.
+"""Counters sampled over time: every switch port's bytes and packets, and the switches' INA counters.
 
 Switch ports live in the root namespace, so their kernel counters are read
 from sysfs there; a switch port's tx is its neighbour host's rx. Each sample
 is one line of ``metrics.jsonl``: ``{"t": epoch_s, "ifaces": {name: [rx_bytes,
 rx_packets, tx_bytes, tx_packets]}}``.
+
+The programmable switches' INA counters (``ina_stats``, p4/README.md) are
+sampled by the orchestrator's monitor loop, which owns the switches' control
+clients, into ``switch_stats.jsonl``: ``{"t": epoch_s, "switches": {name:
+{counter: value}}}`` (:class:`SwitchStatSeries`, ``SAMPLED_STATS``): the
+aggregation throughput of a switch over time is its ``aggregated``
+contributions per second (PA-ATP Fig. 8).
 """
 
 import json
@@ -63,6 +70,42 @@ class CounterSampler(threading.Thread):
     def stop(self):
         self._stop_event.set()
         self.join(timeout=5)
+
+
+#: The INA counters sampled over a run: contributions summed into a slot, and aggregates sent on.
+SAMPLED_STATS = ("aggregated", "emitted")
+
+
+class SwitchStatSeries:
+    """Samples of the switches' INA counters, one JSON line each, no more often than ``interval_s``.
+
+    ``due(now_s)`` says whether a sample is due on the caller's monotonic clock; ``write(t_epoch_s,
+    readings)`` appends ``readings`` ({switch: {counter: value}}) as one line and restarts the interval."""
+
+    def __init__(self, path: Path, interval_s: float):
+        self.path = Path(path)
+        self.interval_s = interval_s
+        self.next_s = None
+
+    def due(self, now_s: float) -> bool:
+        return self.next_s is None or now_s >= self.next_s
+
+    def write(self, now_s: float, t_epoch_s: float, readings: dict):
+        with open(self.path, "a") as out:
+            out.write(json.dumps({"t": t_epoch_s, "switches": readings}) + "\n")
+        self.next_s = now_s + self.interval_s
+
+
+def stat_rate_series(samples, switch: str, counter: str, t0: float):
+    """(t relative to ``t0``, counter increments per second) between consecutive ``switch_stats.jsonl``
+    samples that both hold ``switch``'s ``counter``."""
+    series = []
+    for prev, cur in zip(samples, samples[1:]):
+        before, after = prev["switches"].get(switch, {}), cur["switches"].get(switch, {})
+        dt = cur["t"] - prev["t"]
+        if counter in before and counter in after and dt > 0:
+            series.append((cur["t"] - t0, (after[counter] - before[counter]) / dt))
+    return series
 
 
 def load_counter_samples(path: Path):

@@ -1,4 +1,4 @@
-"""PNG plots of a run: per-iteration time, PS ingress rate, switch egress rates."""
+"""PNG plots of a run: per-iteration time, PS ingress rate, each worker's sending rate, switches' aggregation."""
 
 import os
 from pathlib import Path
@@ -8,7 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from testbed.metrics.counters import rate_series  # noqa: E402
+from testbed.metrics.counters import rate_series, stat_rate_series  # noqa: E402
 
 
 def plot_iterations(path, scenario, records):
@@ -49,6 +49,20 @@ def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = N
                 ax.text(begin, ax.get_ylim()[1] * 0.95, f"{event['kind']} {'-'.join(event['target'])}",
                         fontsize=7, va="top")
     finish_figure(fig, ax, path, "time since the start signal (s)", "rate (Mb/s)", title, legend=bool(ifaces))
+
+
+def plot_aggregation_rates(path, title, stat_samples, switches, contribution_payload_bytes: int, t0: float):
+    """Each switch's aggregation throughput over time (PA-ATP §V-A: "the size of gradients aggregated by
+    the switch per unit time"): its ``aggregated`` contributions per second x their payload, in Mb/s of
+    gradient payload (lanes x 4 bytes; headers not counted)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for switch in switches:
+        series = stat_rate_series(stat_samples, switch, "aggregated", t0)
+        if series:
+            ax.plot([t for t, _ in series], [8 * contribution_payload_bytes * r / 1e6 for _, r in series],
+                    label=switch)
+    finish_figure(fig, ax, path, "time since the start signal (s)", "gradient payload aggregated (Mb/s)", title,
+                  legend=bool(switches))
 
 
 def finish_figure(fig, ax, path, xlabel: str, ylabel: str, title: str, legend: bool):

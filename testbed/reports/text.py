@@ -29,6 +29,12 @@ def format_summary(s: dict) -> str:
     if s.get("distorted"):
         lines.append("  DISTORTED (an emulator artifact, not a result): " + "; ".join(s["distortion_reasons"]))
     for b in s.get("background") or []:
+        if "received_datagrams" in b:      # a constant-rate UDP entry
+            lines.append(f"  background {b['distribution']} (UDP): requested load {b['requested_load']:g} "
+                         f"(of {b['load_relative_to']}) from {b.get('start_s', 0):g} s for "
+                         f"{num(b.get('window_s'), '.2f')} s, received {num(b.get('achieved_load'), '.3f')}; "
+                         f"{b['received_datagrams']} of {b['sent_datagrams']} datagrams arrived")
+            continue
         lines.append(f"  background {b['distribution']}: requested load {b['requested_load']:g} "
                      f"(of {b['load_relative_to']}), offered {num(b.get('offered_load'), '.3f')}, "
                      f"achieved {num(b.get('achieved_load'), '.3f')}; "

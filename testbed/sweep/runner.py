@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from testbed.atomic_io import write_text_atomic
 from testbed.sweep.executors import LocalExecutor, run_summaries
-from testbed.sweep.table import plot_metric, row, write_table
+from testbed.sweep.table import compose_run_plots, plot_metric, row, write_table
 
 DONE_STATUSES = ("ok", "stalled")
 
@@ -122,6 +122,10 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -
         for metric in spec.metrics:
             path = sweep_dir / "plots" / f"{metric}.png"
             if plot_metric(frame, [a for a, _ in spec.axes], metric, path, f"{spec.name}: {metric}"):
+                plots.append(path)
+        if spec.run_plots:
+            path = sweep_dir / "plots" / "run_plots.png"
+            if compose_run_plots(frame, [a for a, _ in spec.axes], spec.run_plots, path, spec.name):
                 plots.append(path)
     return SweepResult(sweep_dir, table_path, plots, len(finished), skipped,
                        [rows[p.point_id] for p in spec.points if p.point_id in rows])

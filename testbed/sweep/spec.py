@@ -12,6 +12,7 @@ axes:                           # every combination is a point
     PA-ATP: [policy=atp, transport=pa-atp]
 repetitions: 3                  # runs per point, each with its own derived seed
 metrics: [iteration_time_s, ps_ingress_bytes]   # summary metrics plotted (the table keeps every one)
+run_plots: [worker_send_rate]   # optional: plots of each run (its plots/<name>.png) side by side
 ```
 
 A point is one combination of axis values and one repetition. Its seed is
@@ -39,7 +40,9 @@ from testbed.errors import ScenarioError
 from testbed.scenario import load_scenario, read_yaml_document, read_yaml_text
 
 SWEEP_VERSION = 1
-SWEEP_KEYS = {"version", "name", "scenario", "set", "axes", "repetitions", "metrics"}
+SWEEP_KEYS = {"version", "name", "scenario", "set", "axes", "repetitions", "metrics", "run_plots"}
+#: What a sweep's ``run_plots`` may name: the plots every run writes (testbed/metrics/plots.py).
+RUN_PLOTS = ("iteration_time", "ps_ingress_rate", "worker_send_rate", "aggregation_rate")
 MAX_POINTS = 10_000
 MAX_REPETITIONS = 1_000
 
@@ -70,6 +73,7 @@ class SweepSpec:
     axes: list               # [(path, [values])]
     repetitions: int
     metrics: list
+    run_plots: list = field(default_factory=list)
     base_seed: int = 0
     points: list = field(default_factory=list)
 
@@ -143,12 +147,17 @@ def load_sweep(path) -> SweepSpec:
     metrics = doc.get("metrics", [])
     if not isinstance(metrics, list) or not all(isinstance(m, str) and m for m in metrics):
         c.fail("metrics", "expected a list of summary metric names, e.g. [iteration_time_s]")
+    run_plots = doc.get("run_plots", [])
+    if not isinstance(run_plots, list) or not all(isinstance(p, str) for p in run_plots):
+        c.fail("run_plots", f"expected a list of a run's plot names: {', '.join(RUN_PLOTS)}")
+    for i, plot in enumerate(run_plots):
+        c.choice(plot, f"run_plots.{i}", RUN_PLOTS)
     combinations = 1
     for _, values in axes:
         combinations *= len(values)
     if combinations * repetitions > MAX_POINTS:
         c.fail("axes", f"{combinations * repetitions} points (axes x repetitions); at most {MAX_POINTS}")
-    spec = SweepSpec(name, str(path), scenario_path, list(fixed), axes, repetitions, list(metrics))
+    spec = SweepSpec(name, str(path), scenario_path, list(fixed), axes, repetitions, list(metrics), list(run_plots))
     base = load_scenario(scenario_path, spec.fixed)
     spec.base_seed = base.seed
     spec.points = list(_points(spec))

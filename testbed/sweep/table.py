@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from testbed.atomic_io import write_text_atomic  # noqa: E402
-from testbed.metrics.plots import finish_figure  # noqa: E402
+from testbed.metrics.plots import finish_figure, save_figure  # noqa: E402
 
 def row(point, summary: dict, run_dir, status: str, error: str) -> dict:
     """One table row: the point's axes, its status, and the summary's scalar metrics."""
@@ -43,6 +43,29 @@ def mean_ci(values) -> tuple:
         return mean, 0.0
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
     return mean, stats.t.ppf(0.975, len(values) - 1) * sd / math.sqrt(len(values))
+
+
+def compose_run_plots(frame: pd.DataFrame, axes: list, names: list, path: Path, title: str) -> bool:
+    """The runs' own plots side by side (a sweep's ``run_plots``): one row per run that finished ok, its
+    axis values as the row's title, one column per plot name (the run's ``plots/<name>.png``); a run
+    without that plot leaves its cell empty. False (nothing written) when no run has any of them."""
+    done = frame[frame["status"] == "ok"] if len(frame) else frame
+    cells = [[Path(run_dir) / "plots" / f"{name}.png" for name in names] for run_dir in done["run_dir"]]
+    if not any(p.is_file() for row_cells in cells for p in row_cells):
+        return False
+    fig, grid = plt.subplots(len(cells), len(names), figsize=(6 * len(names), 3.4 * len(cells)), squeeze=False)
+    for (_, run), row_cells, row_axes in zip(done.iterrows(), cells, grid):
+        label = ", ".join(f"{a}={run[a]}" for a in axes) + (" (DISTORTED)" if run.get("distorted") is True else "")
+        for cell, ax in zip(row_cells, row_axes):
+            ax.axis("off")
+            if cell.is_file():
+                ax.imshow(plt.imread(cell))
+            ax.set_title(label, fontsize=9)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+    return True
 
 
 def plot_metric(frame: pd.DataFrame, axes: list, metric: str, path: Path, title: str) -> bool:

@@ -33,6 +33,14 @@ import numpy as np
 CDF_DIR = Path(__file__).resolve().parents[2] / "traffic" / "cdf"
 
 
+#: A background entry's ``distribution`` that names no flow-size CDF: one UDP flow per (sender, receiver)
+#: at a constant rate (PA-ATP §V-B's background UDP flow), sent by ``testbed.traffic.flowgen``'s
+#: ``udp-source`` role in datagrams of ``CONSTANT_DATAGRAM_BYTES`` of UDP payload: a 64-lane gradient's
+#: payload, so that a switch queue, counted in packets, holds about as much time of either traffic.
+CONSTANT_RATE = "constant"
+CONSTANT_DATAGRAM_BYTES = 256
+
+
 class UnknownDistributionError(ValueError):
     """A flow-size distribution name that has no file in ``traffic/cdf/``."""
 

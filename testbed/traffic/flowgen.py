@@ -43,6 +43,63 @@ Config (JSON object):
     ``{"src": "h1", "dst": "10.0.0.2", "size_bytes": 1460, "start_s": 0.013, "fct_s": 0.0021, "completed": true}``
     with ``start_s`` the planned offset and ``fct_s`` null when not completed
     (connection refused until the deadline, reset, or still running at stop).
+
+Constant-rate UDP flows. A *udp-source* sends each flow's datagrams at a
+constant rate from ``start_epoch_s + start_s`` for ``duration_s``; a
+*udp-sink* counts what arrives. ``rate_bps`` counts IP packets: each datagram
+is ``datagram_bytes`` of UDP payload plus 28 bytes of IPv4 (20) and UDP (8)
+headers, so datagrams leave every ``(datagram_bytes + 28) * 8 / rate_bps``
+seconds. On the wire each is an Ethernet frame 14 bytes longer (the link
+shaper counts frames, without preamble or FCS), so a flow occupies
+``rate_bps * (datagram_bytes + 42) / (datagram_bytes + 28)`` of a shaped link.
+The payload is zeros after a 12-byte header: the flow's index in ``flows``
+(uint32) and its sequence number (uint64), network byte order
+(``struct`` ``"!IQ"``); the sequence counts the datagrams the kernel accepted,
+0, 1, 2, ... Departure *k* is due at ``start + k * interval``; one select
+(microsecond timeout) sleeps until the next due departure of any flow. A loop
+that wakes late sends at most ``MAX_BURST_DATAGRAMS`` (8) datagrams of a flow
+at once and forgives the older backlog, so a stall never turns into a burst;
+a source that cannot keep up sends less, as its record shows. A send that
+fails (ENOBUFS/EAGAIN: the socket's send buffer or the device queue is full;
+any other per-datagram error too) is counted in ``send_drops`` and not
+retried. Each flow sends from its own socket (its own source port, so ECMP
+hashes flows apart). Linux drops silently, without ENOBUFS, a UDP datagram
+that a full qdisc of the sender's own interface refuses after the socket
+accepted it; the sink's ``lost`` counts those.
+
+``{"role": "udp-sink", "port": 5101, "listen_ip": "0.0.0.0", "stop_epoch_s": ..., "output": "udp-sink.jsonl"}``
+    ``port`` and ``output`` are required; ``listen_ip`` defaults to
+    ``0.0.0.0``; without ``stop_epoch_s`` the sink runs until SIGTERM. The
+    socket asks for a 4 MB receive buffer (SO_RCVBUFFORCE, else SO_RCVBUF,
+    which ``net.core.rmem_max`` caps; the start line quotes what it got) and
+    each wake reads every queued datagram (up to 4096 before it looks at the
+    clock again). At stop it writes one JSON line per (peer address, flow index):
+    ``{"peer": "10.0.0.7", "flow": 0, "datagrams": 311, "bytes": 319708, "lost": 2}``
+    with ``bytes`` the IP bytes (payload + 28 per datagram) and ``lost`` =
+    highest sequence seen + 1 - ``datagrams`` (so losses after the last
+    datagram that arrived are not seen; clamped at 0 should a datagram be
+    duplicated). Two udp-sources on one host sending the same flow index to
+    one sink would be counted together. Datagrams shorter than the header are
+    counted on the summary line only.
+
+``{"role": "udp-source", "src": "h7", "start_epoch_s": ..., "stop_epoch_s": ..., "output": "u.jsonl", "flows": [...]}``
+    ``flows`` is a list of
+    ``{"dst": "10.0.0.9", "port": 5101, "start_s": 0.0, "duration_s": 2.5, "rate_bps": 3.2e6, "datagram_bytes": 1000}``:
+    ``dst`` an IPv4 address, ``port`` 1-65535, ``start_s`` >= 0,
+    ``duration_s`` > 0, ``rate_bps`` > 0 and ``datagram_bytes`` an integer
+    from 12 to 1472 (default 1000); ``src`` and the epochs as for ``source``.
+    The source exits when every flow has sent its last datagram, at
+    ``stop_epoch_s`` or on SIGTERM/SIGINT, and then writes one JSON line per
+    flow, in the order of ``flows``: ``src``, ``flow``, then the flow's ``dst``,
+    ``port``, ``start_s``, ``duration_s``, ``rate_bps`` and ``datagram_bytes``
+    as configured, then what it did, e.g. for the flow above
+    ``"sent_datagrams": 973, "sent_bytes": 1000244, "send_drops": 0, "max_start_lag_s": 0.00012, "completed": true``.
+    ``flow`` is the index the sink reports, ``sent_bytes`` counts IP bytes
+    (``sent_datagrams * (datagram_bytes + 28)``), ``max_start_lag_s`` is the
+    latest that a departure of the flow (its first included) was served after
+    its due time (null if the flow never started), and ``completed`` is false
+    for a flow still due to send at the deadline or the signal. A complete,
+    unimpeded flow sends ``ceil(duration_s / interval)`` datagrams.
 """
 from __future__ import annotations
 
@@ -55,16 +112,27 @@ import resource
 import selectors
 import signal
 import socket
+import struct
 import sys
 import time
 from dataclasses import dataclass
-from typing import IO, Dict, List, Optional, Sequence
+from typing import IO, Dict, List, Optional, Sequence, Tuple
 
 CHUNK_BYTES = 64 * 1024  # per send/recv call: bounds the work one ready socket costs a loop turn
 ACK = b"\x01"
 RETRY_FIRST_S = 0.01
 RETRY_MAX_S = 0.2
 PERCENTILES = (50, 95, 99)
+
+UDP_HEADER = struct.Struct("!IQ")  # flow index, sequence number: the front of every udp-source datagram
+UDP_IP_OVERHEAD_BYTES = 28  # IPv4 (20) + UDP (8) headers: counted in rate_bps and in every "bytes"
+ETHERNET_HEADER_BYTES = 14  # what a frame adds to the IP packet (the shaper counts frames)
+UDP_DEFAULT_DATAGRAM_BYTES = 1000
+UDP_MAX_DATAGRAM_BYTES = 1500 - UDP_IP_OVERHEAD_BYTES  # one 1500-byte-MTU packet
+MAX_BURST_DATAGRAMS = 8  # catch-up bound of a flow after a late wake
+UDP_RCVBUF_BYTES = 4 * 1024 * 1024
+UDP_DRAIN_MAX = 4096  # datagrams read per wake before the sink looks at its deadline again
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux; Python does not export it
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -137,9 +205,8 @@ class _Source:
         self.src = config.get("src") or socket.gethostname()
         self.flows = [_Flow(f["dst"], int(f["port"]), float(f["start_s"]), int(f["size_bytes"]))
                       for f in config["flows"]]
-        now_mono_s, now_epoch_s = time.monotonic(), time.time()
-        self.t0_mono_s = now_mono_s + float(config["start_epoch_s"]) - now_epoch_s
-        self.deadline_mono_s = now_mono_s + float(config["stop_epoch_s"]) - now_epoch_s
+        self.t0_mono_s = _monotonic_of(config["start_epoch_s"])
+        self.deadline_mono_s = _monotonic_of(config["stop_epoch_s"])
         self.out, self.stop, self.wake = out, stop, wake
         self.selector = selectors.DefaultSelector()
         self.payload = memoryview(bytes(CHUNK_BYTES))
@@ -256,9 +323,7 @@ class _Sink:
         self.listener.bind((config.get("listen_ip", "0.0.0.0"), int(config["port"])))
         self.listener.listen(socket.SOMAXCONN)
         self.listener.setblocking(False)
-        stop_epoch_s = config.get("stop_epoch_s")
-        self.deadline_mono_s = (math.inf if stop_epoch_s is None
-                                else time.monotonic() + float(stop_epoch_s) - time.time())
+        self.deadline_mono_s = _monotonic_of(config.get("stop_epoch_s"))
         self.out, self.stop, self.wake = out, stop, wake
         self.selector = selectors.DefaultSelector()
         self.buffer = bytearray(CHUNK_BYTES)
@@ -296,36 +361,219 @@ class _Sink:
             return
         self._finish(conn, state, True)
 
+    def _on_ready(self, key) -> None:
+        if key.data != "listen":
+            self._on_readable(key.fileobj, key.data)
+            return
+        try:
+            conn, (host, port) = self.listener.accept()
+        except OSError:
+            return
+        conn.setblocking(False)
+        state = {"peer": f"{host}:{port}", "bytes": 0, "accept_mono_s": time.monotonic()}
+        self.selector.register(conn, selectors.EVENT_READ, state)
+
     def run(self) -> str:
-        self.selector.register(self.wake, selectors.EVENT_READ, "wake")
         self.selector.register(self.listener, selectors.EVENT_READ, "listen")
-        while True:
-            if self.stop.requested:
-                reason = "signal"
-                break
-            timeout_s = self.deadline_mono_s - time.monotonic()
-            if timeout_s <= 0:
-                reason = "deadline"
-                break
-            for key, _ in self.selector.select(None if math.isinf(timeout_s) else timeout_s):
-                if key.data == "wake":
-                    _drain(self.wake)
-                elif key.data == "listen":
-                    try:
-                        conn, (host, port) = self.listener.accept()
-                    except OSError:
-                        continue
-                    conn.setblocking(False)
-                    state = {"peer": f"{host}:{port}", "bytes": 0, "accept_mono_s": time.monotonic()}
-                    self.selector.register(conn, selectors.EVENT_READ, state)
-                else:
-                    self._on_readable(key.fileobj, key.data)
+        reason = _serve_until_stopped(self.selector, self.stop, self.wake, self.deadline_mono_s, self._on_ready)
         for key in list(self.selector.get_map().values()):
             if isinstance(key.data, dict):
                 self._finish(key.fileobj, key.data, False)
         self.selector.close()
         self.listener.close()
         return reason
+
+
+@dataclass
+class _UdpFlow:
+    dst: str
+    port: int
+    start_s: float
+    duration_s: float
+    rate_bps: float
+    datagram_bytes: int
+    begin_mono_s: float = 0.0
+    end_mono_s: float = 0.0
+    interval_s: float = 0.0
+    slot: int = 0  # the next departure to serve is due at begin_mono_s + slot * interval_s
+    sock: Optional[socket.socket] = None
+    payload: Optional[bytearray] = None
+    sent_datagrams: int = 0  # also the next sequence number
+    send_drops: int = 0
+    max_lag_s: Optional[float] = None
+    done: bool = False
+
+    def due_mono_s(self) -> float:
+        return self.begin_mono_s + self.slot * self.interval_s
+
+
+class _UdpSource:
+    """Sends each flow's datagrams at its constant rate; a heap holds every flow's next departure."""
+
+    def __init__(self, config: dict, stop: _StopFlag, wake: socket.socket) -> None:
+        self.src = config.get("src") or socket.gethostname()
+        self.t0_mono_s = _monotonic_of(config["start_epoch_s"])
+        self.deadline_mono_s = _monotonic_of(config["stop_epoch_s"])
+        self.flows: List[_UdpFlow] = []
+        for f in config["flows"]:
+            flow = _UdpFlow(f["dst"], int(f["port"]), float(f["start_s"]), float(f["duration_s"]),
+                            float(f["rate_bps"]), int(f.get("datagram_bytes", UDP_DEFAULT_DATAGRAM_BYTES)))
+            flow.begin_mono_s = self.t0_mono_s + flow.start_s
+            flow.end_mono_s = flow.begin_mono_s + flow.duration_s
+            flow.interval_s = (flow.datagram_bytes + UDP_IP_OVERHEAD_BYTES) * 8 / flow.rate_bps
+            self.flows.append(flow)
+        self.stop, self.wake = stop, wake
+        # Only the wake socket is ever registered (a UDP send never waits), so select()'s fd
+        # limit is moot, and its timeout has microseconds where epoll's has milliseconds.
+        self.selector = selectors.SelectSelector()
+        self.timers = [(flow.begin_mono_s, i) for i, flow in enumerate(self.flows)]
+        heapq.heapify(self.timers)
+
+    def _send(self, index: int, flow: _UdpFlow) -> None:
+        try:
+            if flow.sock is None:
+                flow.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                flow.sock.setblocking(False)
+                flow.payload = bytearray(flow.datagram_bytes)
+            UDP_HEADER.pack_into(flow.payload, 0, index, flow.sent_datagrams)
+            flow.sock.sendto(flow.payload, (flow.dst, flow.port))
+        except OSError:  # ENOBUFS/EAGAIN (queue full), or e.g. EMFILE/EHOSTUNREACH: this datagram is lost
+            flow.send_drops += 1
+            return
+        flow.sent_datagrams += 1
+
+    def _serve(self, index: int, now_mono_s: float) -> None:
+        """Send the departures of flow ``index`` due by ``now_mono_s``: at most MAX_BURST_DATAGRAMS."""
+        flow = self.flows[index]
+        lag_s = now_mono_s - flow.due_mono_s()
+        flow.max_lag_s = lag_s if flow.max_lag_s is None else max(flow.max_lag_s, lag_s)
+        # The flow was popped because its departure was due: never let rounding make it not due.
+        last_due = max(flow.slot, math.floor((now_mono_s - flow.begin_mono_s) / flow.interval_s))
+        flow.slot = max(flow.slot, last_due - MAX_BURST_DATAGRAMS + 1)  # forgive an older backlog
+        while flow.slot <= last_due and flow.due_mono_s() < flow.end_mono_s:
+            self._send(index, flow)
+            flow.slot += 1
+        if flow.due_mono_s() < flow.end_mono_s:
+            heapq.heappush(self.timers, (flow.due_mono_s(), index))
+        else:
+            flow.done = True
+            self._close(flow)
+
+    @staticmethod
+    def _close(flow: _UdpFlow) -> None:
+        if flow.sock is not None:
+            flow.sock.close()
+            flow.sock = None
+
+    def run(self) -> str:
+        """Run until every flow has sent its last datagram, the deadline, or a stop signal."""
+        self.selector.register(self.wake, selectors.EVENT_READ, None)
+        reason = "all flows ended"
+        while self.timers:
+            if self.stop.requested:
+                reason = "signal"
+                break
+            now_mono_s = time.monotonic()
+            if now_mono_s >= self.deadline_mono_s:
+                reason = "deadline"
+                break
+            while self.timers and self.timers[0][0] <= now_mono_s:
+                self._serve(heapq.heappop(self.timers)[1], now_mono_s)
+            if self.timers:
+                timeout_s = min(self.timers[0][0], self.deadline_mono_s) - time.monotonic()
+                if self.selector.select(max(0.0, timeout_s)):
+                    _drain(self.wake)
+        for flow in self.flows:
+            self._close(flow)
+        self.selector.close()
+        return reason
+
+    def records(self) -> List[dict]:
+        return [{"src": self.src, "flow": i, "dst": flow.dst, "port": flow.port, "start_s": flow.start_s,
+                 "duration_s": flow.duration_s, "rate_bps": flow.rate_bps, "datagram_bytes": flow.datagram_bytes,
+                 "sent_datagrams": flow.sent_datagrams,
+                 "sent_bytes": flow.sent_datagrams * (flow.datagram_bytes + UDP_IP_OVERHEAD_BYTES),
+                 "send_drops": flow.send_drops, "max_start_lag_s": flow.max_lag_s, "completed": flow.done}
+                for i, flow in enumerate(self.flows)]
+
+
+class _UdpSink:
+    """Counts the datagrams of each (peer, flow index) and the gaps in their sequence numbers."""
+
+    def __init__(self, config: dict, stop: _StopFlag, wake: socket.socket) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, UDP_RCVBUF_BYTES)  # needs CAP_NET_ADMIN
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RCVBUF_BYTES)  # capped by rmem_max
+        self.rcvbuf_bytes = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        self.sock.bind((config.get("listen_ip", "0.0.0.0"), int(config["port"])))
+        self.sock.setblocking(False)
+        self.deadline_mono_s = _monotonic_of(config.get("stop_epoch_s"))
+        self.stop, self.wake = stop, wake
+        self.selector = selectors.DefaultSelector()
+        self.buffer = bytearray(65536)
+        self.counts: Dict[Tuple[str, int], List[int]] = {}  # (peer, flow) -> [datagrams, bytes, highest seq]
+        self.foreign = 0
+
+    def _read_all(self) -> None:
+        buffer, counts = self.buffer, self.counts
+        for _ in range(UDP_DRAIN_MAX):
+            try:
+                n, (host, _) = self.sock.recvfrom_into(buffer)
+            except BlockingIOError:
+                return
+            except OSError:  # e.g. a queued ICMP error: nothing to count
+                continue
+            if n < UDP_HEADER.size:
+                self.foreign += 1
+                continue
+            flow, seq = UDP_HEADER.unpack_from(buffer)
+            entry = counts.get((host, flow))
+            if entry is None:
+                counts[(host, flow)] = [1, n + UDP_IP_OVERHEAD_BYTES, seq]
+            else:
+                entry[0] += 1
+                entry[1] += n + UDP_IP_OVERHEAD_BYTES
+                if seq > entry[2]:
+                    entry[2] = seq
+
+    def run(self) -> str:
+        self.selector.register(self.sock, selectors.EVENT_READ, "data")
+        reason = _serve_until_stopped(self.selector, self.stop, self.wake, self.deadline_mono_s,
+                                      lambda key: self._read_all())
+        self.selector.close()
+        self.sock.close()
+        return reason
+
+    def records(self) -> List[dict]:
+        return [{"peer": peer, "flow": flow, "datagrams": datagrams, "bytes": nbytes,
+                 "lost": max(0, highest + 1 - datagrams)}
+                for (peer, flow), (datagrams, nbytes, highest)
+                in sorted(self.counts.items(), key=lambda item: (socket.inet_aton(item[0][0]), item[0][1]))]
+
+
+def _monotonic_of(epoch_s: Optional[float]) -> float:
+    """The monotonic-clock time of wall-clock ``epoch_s`` (seconds since the epoch); None: never (inf)."""
+    return math.inf if epoch_s is None else time.monotonic() + float(epoch_s) - time.time()
+
+
+def _serve_until_stopped(selector, stop: _StopFlag, wake: socket.socket, deadline_mono_s: float, on_ready) -> str:
+    """A sink's loop: select until a stop signal ("signal") or ``deadline_mono_s`` ("deadline"), the reason
+    returned; ``wake`` (the signal wake-up socket, registered here) is drained, every other ready key goes to
+    ``on_ready(key)``."""
+    selector.register(wake, selectors.EVENT_READ, "wake")
+    while True:
+        if stop.requested:
+            return "signal"
+        timeout_s = deadline_mono_s - time.monotonic()
+        if timeout_s <= 0:
+            return "deadline"
+        for key, _ in selector.select(None if math.isinf(timeout_s) else timeout_s):
+            if key.data == "wake":
+                _drain(wake)
+            else:
+                on_ready(key)
 
 
 def _drain(sock: socket.socket) -> None:
@@ -336,16 +584,83 @@ def _drain(sock: socket.socket) -> None:
         pass
 
 
+ROLES = ("sink", "source", "udp-sink", "udp-source")
+REQUIRED_FIELDS = {
+    "sink": ("port",),
+    "source": ("start_epoch_s", "stop_epoch_s", "output", "flows"),
+    "udp-sink": ("port", "output"),
+    "udp-source": ("start_epoch_s", "stop_epoch_s", "output", "flows"),
+}
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_port(value: object) -> bool:
+    return _is_int(value) and 0 < value < 65536
+
+
+def _is_ipv4(value: object) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_field(path: str, where: str, field: str, container: dict, ok, requirement: str) -> None:
+    """ValueError naming the file and ``where.field`` unless ``ok(container[field])``."""
+    if field in container and ok(container[field]):
+        return
+    got = repr(container[field]) if field in container else "nothing"
+    raise ValueError(f"{path}: {where}{field} must be {requirement} (got {got})")
+
+
+def _check_udp_config(path: str, config: dict) -> None:
+    if config["role"] == "udp-sink":
+        _check_field(path, "", "port", config, _is_port, "an integer port 1-65535")
+        if "listen_ip" in config:
+            _check_field(path, "", "listen_ip", config, _is_ipv4, "an IPv4 address")
+        if "stop_epoch_s" in config:
+            _check_field(path, "", "stop_epoch_s", config, _is_number, "a number (seconds since the epoch)")
+        _check_field(path, "", "output", config, lambda v: isinstance(v, str) and v != "", "a file path")
+        return
+    for field in ("start_epoch_s", "stop_epoch_s"):
+        _check_field(path, "", field, config, _is_number, "a number (seconds since the epoch)")
+    _check_field(path, "", "output", config, lambda v: isinstance(v, str) and v != "", "a file path")
+    _check_field(path, "", "flows", config, lambda v: isinstance(v, list), "a list of flows")
+    for i, flow in enumerate(config["flows"]):
+        where = f"flows[{i}]."
+        if not isinstance(flow, dict):
+            raise ValueError(f"{path}: flows[{i}] must be an object (got {flow!r})")
+        _check_field(path, where, "dst", flow, _is_ipv4, "an IPv4 address")
+        _check_field(path, where, "port", flow, _is_port, "an integer port 1-65535")
+        _check_field(path, where, "start_s", flow, lambda v: _is_number(v) and v >= 0, "a number >= 0")
+        _check_field(path, where, "duration_s", flow, lambda v: _is_number(v) and v > 0, "a number > 0")
+        _check_field(path, where, "rate_bps", flow, lambda v: _is_number(v) and v > 0, "a number > 0")
+        if "datagram_bytes" in flow:
+            _check_field(path, where, "datagram_bytes", flow,
+                         lambda v: _is_int(v) and UDP_HEADER.size <= v <= UDP_MAX_DATAGRAM_BYTES,
+                         f"an integer from {UDP_HEADER.size} to {UDP_MAX_DATAGRAM_BYTES}")
+
+
 def load_config(path: str) -> dict:
     """Read and check a flowgen config; ValueError names the file and the bad field."""
     with open(path) as f:
         config = json.load(f)
-    if not isinstance(config, dict) or config.get("role") not in ("sink", "source"):
-        raise ValueError(f"{path}: 'role' must be 'sink' or 'source'")
-    required = ("port",) if config["role"] == "sink" else ("start_epoch_s", "stop_epoch_s", "output", "flows")
-    missing = [k for k in required if k not in config]
+    if not isinstance(config, dict) or config.get("role") not in ROLES:
+        raise ValueError(f"{path}: 'role' must be one of {', '.join(repr(r) for r in ROLES)}")
+    missing = [k for k in REQUIRED_FIELDS[config["role"]] if k not in config]
     if missing:
         raise ValueError(f"{path}: {config['role']} config lacks {', '.join(missing)}")
+    if config["role"].startswith("udp-"):
+        _check_udp_config(path, config)
+        return config
     for i, flow in enumerate(config.get("flows", [])):
         try:
             ipaddress.IPv4Address(flow["dst"])
@@ -368,6 +683,40 @@ def _raise_fd_limit(needed: int) -> None:
             pass
 
 
+def _run_udp_sink(config: dict, stop: _StopFlag, wake: socket.socket) -> None:
+    with open(config["output"], "w") as out:
+        sink = _UdpSink(config, stop, wake)
+        print(f"flowgen udp-sink: listening on {config.get('listen_ip', '0.0.0.0')}:{config['port']} "
+              f"(receive buffer {sink.rcvbuf_bytes} bytes)", flush=True)
+        reason = sink.run()
+        records = sink.records()
+        for record in records:
+            out.write(json.dumps(record) + "\n")
+    print(f"flowgen udp-sink: stopped ({reason}); {sum(r['datagrams'] for r in records)} datagrams, "
+          f"{sum(r['bytes'] for r in records)} bytes from {len(records)} flows, "
+          f"{sum(r['lost'] for r in records)} lost, {sink.foreign} foreign", flush=True)
+
+
+def _run_udp_source(config: dict, stop: _StopFlag, wake: socket.socket) -> None:
+    _raise_fd_limit(len(config["flows"]) + 64)
+    with open(config["output"], "w") as out:
+        source = _UdpSource(config, stop, wake)
+        print(f"flowgen udp-source {source.src}: {len(source.flows)} flows, "
+              f"{sum(flow.rate_bps for flow in source.flows) / 1e6:.3f} Mb/s in all (IP bytes) to "
+              f"{len({flow.dst for flow in source.flows})} destinations; starts in "
+              f"{source.t0_mono_s - time.monotonic():.3f} s, deadline in "
+              f"{source.deadline_mono_s - time.monotonic():.3f} s", flush=True)
+        reason = source.run()
+        records = source.records()
+        for record in records:
+            out.write(json.dumps(record) + "\n")
+    lags_s = [r["max_start_lag_s"] for r in records if r["max_start_lag_s"] is not None]
+    print(f"flowgen udp-source {source.src}: stopped ({reason}); {sum(r['completed'] for r in records)}/"
+          f"{len(records)} flows completed; {sum(r['sent_datagrams'] for r in records)} datagrams, "
+          f"{sum(r['sent_bytes'] for r in records)} bytes sent, {sum(r['send_drops'] for r in records)} send drops; "
+          f"departures at most {max(lags_s, default=0.0) * 1e3:.1f} ms late", flush=True)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if len(args) != 1:
@@ -386,7 +735,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signal.signal(signal.SIGTERM, stop.handle)
     signal.signal(signal.SIGINT, stop.handle)
     try:
-        if config["role"] == "sink":
+        if config["role"] == "udp-sink":
+            _run_udp_sink(config, stop, wake)
+        elif config["role"] == "udp-source":
+            _run_udp_source(config, stop, wake)
+        elif config["role"] == "sink":
             out = open(config["output"], "w") if config.get("output") else None
             try:
                 sink = _Sink(config, out, stop, wake)

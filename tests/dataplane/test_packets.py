@@ -787,7 +787,7 @@ def test_pa_gack_for_an_absorbed_gradient(target):
     assert (rt.register_read("agg_count", slot), rt.register_read("agg_bitmap", slot)) == (2, 0b110)  # aggregated
     assert (stat(target, "gacked"), stat(target, "aggregated"), stat(target, "forwarded")) == (2, 2, 0)
     assert rt.counter_read("port_ina_tx", 1)[0] == rt.counter_read("port_ina_tx", 2)[0] == 0
-    assert rt.register_read("agg_used", 0) == 1
+    assert rt.register_read("agg_used", PA_INDEX) == 1                            # the job's row
 
 
 def test_pa_gack_for_the_completing_gradient(target):
@@ -808,7 +808,7 @@ def test_pa_gack_for_the_completing_gradient(target):
     assert (aggregate.src_ip, aggregate.dst_ip, aggregate.ttl) == (SW_ADDR, PS_IP, 63)
     assert_gack_of(out[3], 3, PA_JOB, 6, progress=18, ce=True)
     assert (stat(target, "gacked"), stat(target, "emitted")) == (3, 1)
-    assert rt.register_read("agg_used", 0) == 0                                 # released on emit
+    assert rt.register_read("agg_used", PA_INDEX) == 0                          # released on emit
 
     # Seq 7, completed by a gradient arriving on a port without a GACK session (the PS's): the aggregate only.
     target.send_seq([(w, contribution(w, PA_JOB, 7, parts[w])) for w in (1, 2)])
@@ -856,12 +856,13 @@ def test_pa_progress_sum_over_workers_retransmission_and_new_iteration(target):
 
 
 def test_pa_aecn_marks_results_once_the_threshold_is_exceeded_and_not_before(target):
-    """A RESULT of the job is marked AECN when slots held (agg_used, every job's) plus overflowed gradients
-    (COLLISION bypasses of the job, outstanding until a RESULT of their seq passes) exceed aecn_threshold,
-    as the RESULT finds them; other jobs' RESULTs are never marked; threshold 0 marks nothing."""
+    """A RESULT of the job is marked AECN when the slots it holds (agg_used of its row) plus its overflowed
+    gradients (COLLISION bypasses of the job, outstanding until a RESULT of their seq passes; pa_overflowed
+    of its row) exceed its row's aecn_threshold, as the RESULT finds them; another job's slots count in no
+    row, its RESULTs are never marked; threshold 0 marks nothing."""
     rt = target.runtime
     pa_setup(rt, count=4, pa_index=1, sessions=())
-    rt.register_write("aecn_threshold", 0, 3)
+    rt.register_write("aecn_threshold", 1, 3)
     other = 7
     rt.table_add(aggregate_entry(job=other, base=4, count=4))
 
@@ -876,28 +877,31 @@ def test_pa_aecn_marks_results_once_the_threshold_is_exceeded_and_not_before(tar
     for seq in (0, 1, 2):                                        # three slots held (fanin 2: absorbed)
         target.send(1, contribution(1, PA_JOB, seq, lanes_of(500 + seq), fanin=2, count=4))
         only(target.recv(1), port=1)                             # GACK
-    assert rt.register_read("agg_used", 0) == 3
+    assert rt.register_read("agg_used", 1) == 3
     assert result_flags(10) == FLAG_RESULT                      # 3 + 0 is not above 3
     target.send(1, contribution(1, PA_JOB, 4, lanes_of(504), fanin=2, count=4))   # slot 0 held by seq 0
     bypassed, _ = only(target.recv(1), port=PS_PORT)
     assert bypassed.ina.flags == FLAG_DATA | FLAG_COLLISION and bypassed.ina.progress == 4   # no GACK: the PS's
-    assert (rt.register_read("pa_overflowed", 0), rt.register_read("pa_overflow", program.pa_seq_cell(1, 4))) == (1, 1)
+    assert (rt.register_read("pa_overflowed", 1), rt.register_read("pa_overflow", program.pa_seq_cell(1, 4))) == (1, 1)
     assert result_flags(11) == FLAG_RESULT | FLAG_AECN          # 3 + 1 > 3
+    target.send(1, contribution(1, other, 8, lanes_of(508), fanin=2, count=4, base=4))   # the other job's slot
+    assert target.quiet() == []
+    assert rt.register_read_all("agg_used") == [0, 3] + [0] * (program.PA_JOBS - 2)     # counted in no row
     assert result_flags(11, job=other) == FLAG_RESULT           # not opted in: never marked
     assert result_flags(4) == FLAG_RESULT | FLAG_AECN           # marked as found, then seq 4 stops counting
-    assert rt.register_read("pa_overflowed", 0) == 0 and rt.register_read("pa_overflow", program.pa_seq_cell(1, 4)) == 0
+    assert rt.register_read("pa_overflowed", 1) == 0 and rt.register_read("pa_overflow", program.pa_seq_cell(1, 4)) == 0
     assert result_flags(11) == FLAG_RESULT
     target.send(2, contribution(2, PA_JOB, 0, lanes_of(505), fanin=2, count=4))   # completes seq 0: slot freed
     only(target.recv(1), port=PS_PORT)                           # the aggregate (no GACK session here)
-    assert rt.register_read("agg_used", 0) == 2
+    assert rt.register_read("agg_used", 1) == 2
     for seq in (5, 6):                                           # slots 1, 2 held: two overflowed gradients
         target.send(2, contribution(2, PA_JOB, seq, lanes_of(506), fanin=2, count=4))
         only(target.recv(1), port=PS_PORT)
     assert result_flags(12) == FLAG_RESULT | FLAG_AECN          # 2 + 2 > 3
-    rt.register_write("aecn_threshold", 0, 0)
+    rt.register_write("aecn_threshold", 1, 0)
     assert result_flags(13) == FLAG_RESULT                      # 0: AECN off
     assert (stat(target, "aecn_marked"), stat(target, "collision_bypassed")) == (3, 3)
-    assert rt.register_read("pa_overflowed", 0) == 2
+    assert rt.register_read("pa_overflowed", 1) == 2
 
 
 def test_jobs_without_the_opt_in_are_unchanged_and_gacks_in_transit_are_forwarded(target):
@@ -906,7 +910,7 @@ def test_jobs_without_the_opt_in_are_unchanged_and_gacks_in_transit_are_forwarde
     forwarded as unicast even where its header names an aggregation entry: never aggregated."""
     rt = target.runtime
     pa_setup(rt)
-    rt.register_write("aecn_threshold", 0, 1)
+    rt.register_write("aecn_threshold", PA_INDEX, 1)
     plain = 1
     rt.table_add(aggregate_entry(job=plain, base=8, count=8))
     parts = {w: lanes_of(600 + w) for w in (1, 2, 3)}

@@ -4,6 +4,7 @@ import textwrap
 
 import pytest
 
+from testbed.emulation import background
 from testbed.errors import ScenarioError
 from testbed.scenario import parse_scenario
 
@@ -101,3 +102,38 @@ def test_worker_gets_its_delay_distribution_in_its_run_config():
     assert by_name["hl1"].compute_delay == {}
     assert by_name["hl2"].compute_delay["distribution"] == "uniform"
     assert by_name["hl2"].compute_delay["high_s"] == 0.3
+
+
+def test_constant_rate_flows_become_udp_roles_paced_in_frame_bits(tmp_path):
+    """PA-ATP §V-B's UDP flow: ``load`` 0.8 of the 20 Mb/s bottleneck in Ethernet frames, from ``start`` for
+    ``duration``; 256-byte datagrams are 284 IP bytes and 298 frame bytes."""
+    s = parse("""\
+        background:
+          - {distribution: constant, load: 0.8, senders: [hl3], receivers: [hr3], bottleneck: [s1, s2],
+             start: 0.5s, duration: 2s, port: 5101}
+          - {distribution: hadoop, load: 0.2, senders: [hl3], receivers: [hr2], start: 1s, duration: 3s}
+        """)
+    assert [(b.start_s, b.duration_s) for b in s.background] == [(0.5, 2.0), (1.0, 3.0)]
+    configs = background.flowgen_configs(s, 60.0, 1000.0, tmp_path)
+    roles = {name: (index, config["role"]) for index, _, name, config in configs}
+    assert roles == {"bg0-sink-hr3": (0, "udp-sink"), "bg0-source-hl3": (0, "udp-source"),
+                     "bg1-sink-hr2": (1, "sink"), "bg1-source-hl3": (1, "source")}
+    udp = next(c for _, _, name, c in configs if name == "bg0-source-hl3")
+    assert udp["stop_epoch_s"] == 1000.0 + 0.5 + 2.0
+    (flow,) = udp["flows"]
+    assert flow == {"dst": s.topology.node("hr3").ip, "port": 5101, "start_s": 0.5, "duration_s": 2.0,
+                    "rate_bps": pytest.approx(0.8 * 20e6 * 284 / 298), "datagram_bytes": 256}
+    tcp = next(c for _, _, name, c in configs if name == "bg1-source-hl3")
+    assert tcp["flows"] and all(1.0 <= f["start_s"] < 4.0 for f in tcp["flows"])
+    sent = [{"sent_datagrams": 100, "sent_bytes": 28400}]
+    got = [{"peer": "10.0.0.3", "flow": 0, "datagrams": 90, "bytes": 25560, "lost": 10}]
+    (summary, _) = background.summarise(s, {0: sent, 1: []}, {0: 2.0, 1: 3.0}, {0: got})
+    assert summary["distribution"] == "constant" and summary["lost_datagrams"] == 10
+    assert summary["achieved_load"] == pytest.approx(8 * 90 * 298 / 2.0 / 20e6)
+
+
+def test_constant_rate_flows_have_no_sizes():
+    err = error_of("background: [{distribution: constant, load: 0.5, max_flow_size: 1MB}]")
+    assert err.field == "background.0.max_flow_size" and "no flow sizes" in err.message
+    err = error_of("background: [{distribution: netflix, load: 0.5}]")
+    assert "or constant (one UDP flow at a constant rate)" in err.message

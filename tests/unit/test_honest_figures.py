@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from testbed.emulation.stall import STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, expected_iteration_s
+from testbed.emulation.stall import (STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, expected_iteration_s,
+                                     stall_bound_s)
 from testbed.metrics.cpu import cpu_share, process_cpu_s
 from testbed.metrics.distortion import SPURIOUS_RETX_LIMIT, Evidence, assess
 from testbed.metrics.losses import qdisc_dropped, udp_rcvbuf_errors
@@ -73,10 +74,16 @@ def test_expected_iteration_time_and_stall_bound():
     scenario = SimpleNamespace(
         topology=SimpleNamespace(host_link=lambda h: link), switch=SimpleNamespace(lanes=64),
         stragglers=SimpleNamespace(compute_delays=[delay]))
-    job = SimpleNamespace(submodel_elements=[640, 640], workers=["w1", "w2"], ps=["ps"], compute_time_s=0.02)
+    job = SimpleNamespace(submodel_elements=[640, 640], workers=["w1", "w2"], ps=["ps"], compute_time_s=0.02,
+                          start_s=0.0)
     # 20 fragments per worker, 2 workers, 1 ms a frame at the slowest link, 0.2 s spread, 20 ms compute
     assert expected_iteration_s(scenario, job) == pytest.approx(0.02 + 0.2 + 0.04)
     assert STALL_MIN_S == 10.0 and STALL_FACTOR == 10.0
+    scenario.jobs = [job]
+    assert stall_bound_s(scenario) == STALL_MIN_S
+    late = SimpleNamespace(**{**vars(job), "compute_time_s": 1.0, "start_s": 25.0})
+    scenario.jobs = [job, late]                                  # waiting for a late job's start is no stall
+    assert stall_bound_s(scenario) == pytest.approx(STALL_FACTOR * (1.0 + 0.2 + 0.04) + 25.0)
 
 
 def hand_run():
@@ -131,6 +138,13 @@ def test_run_level_honest_figures():
     assert figures["queue_drops"] == {"s1": {3: 5}} and figures["impairment_drops"] == {"s1": {2: 1}}
     assert figures["unmodelled_losses"] == {"switch s1 port sockets": 4, "host w1 (qdisc)": 2}
     assert evidence.fragments_sent == 12 and len(assess(evidence)) == 3
+    records["w1"][1]["releases"] = 2                 # PA-ATP released two partial aggregates on purpose
+    released = [job_metrics(job, records)]
+    assert released[0]["release_retransmissions"] == 2 and released[0]["transport_events"]["releases"] == 2
+    figures, _ = honest_figures(released, stats, {}, {})
+    assert figures["spurious_retransmissions"] == 1
+    records["w1"][1]["releases"] = 5                 # more releases than duplicates counted: none spurious
+    assert honest_figures([job_metrics(job, records)], stats, {}, {})[0]["spurious_retransmissions"] == 0
 
 
 def test_warmup_iterations_leave_out_times_not_counts():

@@ -175,11 +175,13 @@ def test_controller_opts_in_pa_atp_jobs_only_with_sessions_and_threshold():
     assert opted == [((job_ids["a"],), {"pa_index": 0, "aecn": 1}), ((job_ids["c"],), {"pa_index": 1, "aecn": 1})]
     ports = sorted(topo.port("s1", link) for link in topo.links_of("s1"))
     assert s1.mirror_sessions == [(program.gack_session(p), p) for p in ports]
-    slots = sum(count for (_, sw), (_, count) in plan.slot_ranges.items() if sw == "s1")
     frame = ina_frame_bytes(scenario.switch.lanes)
     rate = topo.host_link("w1").rate_bps
     bdp = controller.bdp_pkts([rate] * 3, frame, 64)                # w - s1 - s2 - p
-    assert ("aecn_threshold", 0, controller.aecn_threshold_pkts(slots, bdp, 2)) in s1.register_writes
+    # each opted-in job's own threshold, over its own slots (M) alone (N = 1)
+    thresholds = sorted(w for w in s1.register_writes if w[0] == "aecn_threshold")
+    assert thresholds == [("aecn_threshold", pa_index, controller.aecn_threshold_pkts(
+        plan.slot_ranges[(job, "s1")][1], bdp, 1)) for pa_index, job in enumerate(("a", "c"))]
     assert [f"mirroring_add {program.gack_session(p)} {p}" for p in ports] == \
         [line for line in s1.to_cli_lines() if line.startswith("mirroring_add")]
     # s2 aggregates nothing: nothing PA-ATP there; the PSs know their job's transport

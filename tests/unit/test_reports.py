@@ -1,6 +1,7 @@
 """Reports of results directories: which kind a directory is, the HTML page's content, the text report
 of a sweep, and inatb compare's differences (runs and sweeps)."""
 
+import json
 import re
 
 import pytest
@@ -12,7 +13,7 @@ from testbed.reports import results_kind
 from testbed.reports.compare import compare_results, format_comparison
 from testbed.reports.html import render_run, render_sweep, write_report
 from testbed.reports.results import numeric_metrics, load_table, point_means
-from testbed.reports.text import format_sweep_report
+from testbed.reports.text import format_summary, format_sweep_report
 
 FIDELITY = {"jobs": {"resnet50": [
     {"metric": "comm_time_s", "emulated": 0.02, "simulated": 0.01, "ratio": 2.0, "tolerance": 0.25,
@@ -104,3 +105,14 @@ def test_the_commands_answer_bad_directories_in_one_line(tmp_path, capsys):
     run = write_run(tmp_path / "r")
     assert main(["report", str(run), "--html"]) == 0
     assert capsys.readouterr().out.strip() == str(run / "report.html")
+
+
+def test_the_text_summary_of_a_run_with_a_constant_rate_udp_flow(tmp_path):
+    summary = json.loads((write_run(tmp_path / "run") / "summary.json").read_text())
+    summary["background"] = [{"distribution": "constant", "requested_load": 0.8,
+                               "load_relative_to": "each sender's link rate (HPCC rule)", "start_s": 0.0,
+                               "window_s": 1.84, "sent_datagrams": 1200, "received_datagrams": 1150,
+                               "achieved_load": 0.767}]
+    text = format_summary(summary)
+    assert ("background constant (UDP): requested load 0.8 (of each sender's link rate (HPCC rule)) from 0 s for "
+            "1.84 s, received 0.767; 1150 of 1200 datagrams arrived") in text

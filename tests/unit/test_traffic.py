@@ -1,5 +1,7 @@
 """Background traffic: flow-size CDFs, the HPCC arrival rule, flow plans, and flowgen over loopback."""
+import heapq
 import json
+import math
 import os
 import signal
 import socket
@@ -18,7 +20,7 @@ from testbed.traffic.distributions import (
     plan_flows,
     poisson_arrivals,
 )
-from testbed.traffic.flowgen import summarise_flows
+from testbed.traffic.flowgen import MAX_BURST_DATAGRAMS, _StopFlag, _UdpSource, load_config, summarise_flows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("hadoop", "cache_follower", "web_search", "data_mining")
@@ -236,3 +238,194 @@ def test_flowgen_rejects_a_bad_config(tmp_path):
         assert "flows[0]" in proc.stderr.read()
     finally:
         _stop([proc])
+
+
+# --- constant-rate UDP flows -------------------------------------------------------------------------------
+
+def _free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _udp_source_config(out, flows, start_epoch_s=1000.0, stop_epoch_s=1010.0):
+    return {"role": "udp-source", "src": "h7", "start_epoch_s": start_epoch_s, "stop_epoch_s": stop_epoch_s,
+            "output": str(out), "flows": flows}
+
+
+def _udp_flow(**overrides):
+    flow = {"dst": "127.0.0.1", "port": 5101, "start_s": 0.0, "duration_s": 1.0, "rate_bps": 1e6,
+            "datagram_bytes": 500}
+    flow.update(overrides)
+    return {k: v for k, v in flow.items() if v is not None}  # None: leave the field out
+
+
+def _read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+UDP_SINK_CONFIG = {"role": "udp-sink", "port": 5101, "listen_ip": "0.0.0.0", "stop_epoch_s": 1010.0, "output": "y"}
+
+
+@pytest.mark.parametrize("role, field", [("udp-source", f)
+                                         for f in ("start_epoch_s", "stop_epoch_s", "output", "flows")]
+                         + [("udp-sink", "port"), ("udp-sink", "output")])
+def test_udp_config_lacking_a_required_field_names_it(tmp_path, role, field):
+    config = _udp_source_config("x", [_udp_flow()]) if role == "udp-source" else dict(UDP_SINK_CONFIG)
+    del config[field]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=rf"bad\.json: {role} config lacks {field}"):
+        load_config(str(path))
+
+
+@pytest.mark.parametrize("field, value", [
+    ("dst", None), ("dst", "h9"), ("port", None), ("port", 0), ("port", 70000), ("port", "5101"),
+    ("start_s", None), ("start_s", -0.1), ("duration_s", None), ("duration_s", 0), ("rate_bps", None),
+    ("rate_bps", 0), ("rate_bps", -1e6), ("rate_bps", "fast"), ("datagram_bytes", 11), ("datagram_bytes", 1473),
+    ("datagram_bytes", 500.5), ("datagram_bytes", True),
+])
+def test_udp_source_config_names_the_bad_flow_field(tmp_path, field, value):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(_udp_source_config("x", [_udp_flow(), _udp_flow(**{field: value})])))
+    with pytest.raises(ValueError, match=rf"bad\.json: flows\[1\]\.{field} must be"):
+        load_config(str(path))
+
+
+@pytest.mark.parametrize("config, field", [
+    ({**UDP_SINK_CONFIG, "port": 0}, "port"), ({**UDP_SINK_CONFIG, "listen_ip": "any"}, "listen_ip"),
+    ({**UDP_SINK_CONFIG, "stop_epoch_s": "soon"}, "stop_epoch_s"), ({**UDP_SINK_CONFIG, "output": ""}, "output"),
+    (_udp_source_config("x", {"dst": "127.0.0.1"}), "flows"), (_udp_source_config("", []), "output"),
+    (_udp_source_config("x", [], start_epoch_s="now"), "start_epoch_s"),
+])
+def test_udp_config_names_a_bad_top_level_field(tmp_path, config, field):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=rf"bad\.json: {field} must be"):
+        load_config(str(path))
+
+
+def test_udp_configs_that_are_valid_load(tmp_path):
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps(_udp_source_config("x", [_udp_flow(datagram_bytes=None), _udp_flow(datagram_bytes=12),
+                                                        _udp_flow(datagram_bytes=1472, rate_bps=1)])))
+    assert len(load_config(str(path))["flows"]) == 3
+    path.write_text(json.dumps({"role": "udp-sink", "port": 5101, "output": "y"}))
+    assert load_config(str(path))["port"] == 5101
+
+
+def test_udp_flowgen_rejects_a_bad_config_with_exit_2(tmp_path):
+    proc = _spawn(_udp_source_config(tmp_path / "o", [_udp_flow(rate_bps=0)]), tmp_path / "bad.json")
+    try:
+        assert _wait(proc, 10) == 2
+        stderr = proc.stderr.read()
+        assert len(stderr.splitlines()) == 1 and "bad.json" in stderr and "flows[0].rate_bps" in stderr
+    finally:
+        _stop([proc])
+
+
+def test_udp_catch_up_after_a_late_wake_is_bounded():
+    # The flow began 1 s ago at one 100-byte IP packet per ms: 1000 departures are overdue.
+    now_s = time.time()
+    flow = _udp_flow(port=_free_udp_port(), duration_s=10.0, rate_bps=800_000, datagram_bytes=72)
+    wake_a, wake_b = socket.socketpair()
+    source = _UdpSource(_udp_source_config("x", [flow], now_s - 1.0, now_s + 10), _StopFlag(), wake_a)
+    try:
+        due_mono_s, index = heapq.heappop(source.timers)  # as run() does
+        now_mono_s = time.monotonic()
+        source._serve(index, now_mono_s)
+        state = source.flows[0]
+        assert state.sent_datagrams == MAX_BURST_DATAGRAMS and state.send_drops == 0  # not the 1000 overdue
+        assert state.max_lag_s == pytest.approx(now_mono_s - due_mono_s) and state.max_lag_s > 0.9
+        next_mono_s, index = heapq.heappop(source.timers)
+        assert now_mono_s < next_mono_s <= now_mono_s + 0.001 + 1e-9  # the backlog is forgiven: one interval on
+        source._serve(index, next_mono_s + 0.0025)  # departures due at +0, +1 and +2 ms
+        assert state.sent_datagrams == MAX_BURST_DATAGRAMS + 3 and state.max_lag_s > 0.9
+    finally:
+        source._close(source.flows[0])
+        wake_a.close()
+        wake_b.close()
+
+
+def test_udp_flowgen_over_loopback(tmp_path):
+    port = _free_udp_port()
+    rate_bps, duration_s, datagram_bytes = 2e6, 1.0, 500
+    sink_out, source_out = tmp_path / "sink.jsonl", tmp_path / "udp.jsonl"
+    procs = []
+    try:
+        now_s = time.time()
+        procs.append(_spawn({"role": "udp-sink", "listen_ip": "127.0.0.1", "port": port, "stop_epoch_s": now_s + 10,
+                             "output": str(sink_out)}, tmp_path / "sink.json"))
+        sink = procs[0]
+        assert "flowgen udp-sink: listening" in sink.stdout.readline()  # bound by now
+        start_epoch_s = time.time() + 0.3
+        flows = [_udp_flow(port=port, duration_s=duration_s, rate_bps=rate_bps, datagram_bytes=datagram_bytes)]
+        procs.append(_spawn(_udp_source_config(source_out, flows, start_epoch_s, start_epoch_s + 5),
+                            tmp_path / "source.json"))
+        source = procs[1]
+        assert _wait(source, 4) == 0, source.stderr.read()
+        assert time.time() >= start_epoch_s + 0.99  # paced over the whole second, not sent in a burst
+        sink.send_signal(signal.SIGTERM)
+        assert _wait(sink, 5) == 0, sink.stderr.read()
+        (record,) = _read_jsonl(source_out)
+        ip_bytes = datagram_bytes + 28
+        assert record["completed"] is True and record["src"] == "h7" and record["flow"] == 0
+        assert record["send_drops"] == 0 and record["sent_bytes"] == record["sent_datagrams"] * ip_bytes
+        assert abs(record["sent_bytes"] / (rate_bps * duration_s / 8) - 1) < 0.1
+        assert record["sent_datagrams"] <= math.ceil(duration_s * rate_bps / (8 * ip_bytes))
+        assert 0 <= record["max_start_lag_s"] < 0.5
+        (received,) = _read_jsonl(sink_out)
+        assert received["peer"] == "127.0.0.1" and received["flow"] == 0
+        assert received["datagrams"] > 0.9 * record["sent_datagrams"]
+        assert received["bytes"] == received["datagrams"] * ip_bytes
+        assert 0 <= received["lost"] <= record["sent_datagrams"] - received["datagrams"]
+        source_lines = source.stdout.read().splitlines()
+        assert len(source_lines) == 2 and "1/1 flows completed" in source_lines[1]
+        sink_lines = sink.stdout.read().splitlines()
+        assert len(sink_lines) == 1 and f"{received['datagrams']} datagrams" in sink_lines[0]
+    finally:
+        _stop(procs)
+
+
+def test_udp_source_stopped_by_sigterm_records_what_it_sent(tmp_path):
+    out = tmp_path / "udp.jsonl"
+    port = _free_udp_port()  # nothing listens: unconnected UDP sends do not care
+    start_epoch_s = time.time() + 0.2
+    # 125-byte IP packets at 1 Mb/s: one per ms; flow 0 ends after 201 of them, flow 1 would run 30 s.
+    flows = [_udp_flow(port=port, duration_s=0.2005, rate_bps=1e6, datagram_bytes=97),
+             _udp_flow(port=port, duration_s=30.0, rate_bps=1e6, datagram_bytes=97)]
+    procs = []
+    try:
+        procs.append(_spawn(_udp_source_config(out, flows, start_epoch_s, start_epoch_s + 60), tmp_path / "src.json"))
+        source = procs[0]
+        assert "flowgen udp-source h7" in source.stdout.readline()  # signal handlers are installed by now
+        while time.time() < start_epoch_s + 0.5:  # let flow 0 end and flow 1 run a while
+            time.sleep(0.05)
+        source.send_signal(signal.SIGTERM)
+        assert _wait(source, 5) == 0, source.stderr.read()
+        first, second = _read_jsonl(out)
+        assert first["completed"] is True and 0.9 * 201 <= first["sent_datagrams"] <= 201
+        assert second["completed"] is False and 0 < second["sent_datagrams"] < 30_000
+        assert second["sent_bytes"] == second["sent_datagrams"] * 125
+        assert "stopped (signal)" in source.stdout.read()
+    finally:
+        _stop(procs)
+
+
+def test_udp_source_deadline_cuts_a_flow(tmp_path):
+    out = tmp_path / "udp.jsonl"
+    start_epoch_s = time.time() + 0.1
+    flows = [_udp_flow(port=_free_udp_port(), duration_s=10.0, rate_bps=1e6),
+             _udp_flow(port=_free_udp_port(), start_s=20.0, duration_s=1.0)]  # never starts
+    procs = []
+    try:
+        procs.append(_spawn(_udp_source_config(out, flows, start_epoch_s, start_epoch_s + 0.4), tmp_path / "src.json"))
+        source = procs[0]
+        assert _wait(source, 5) == 0, source.stderr.read()
+        running, unstarted = _read_jsonl(out)
+        assert running["completed"] is False and running["sent_datagrams"] > 0
+        assert unstarted["completed"] is False and unstarted["sent_datagrams"] == 0
+        assert unstarted["max_start_lag_s"] is None
+        assert "stopped (deadline)" in source.stdout.read()
+    finally:
+        _stop(procs)

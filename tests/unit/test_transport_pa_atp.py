@@ -12,7 +12,7 @@ import pytest
 from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.agents.transport import TRANSPORTS, make_transport
 from testbed.agents.transport.pa_atp import (DEFAULT_AECN_WEIGHT, DEFAULT_ECN_WEIGHT, DEFAULT_INITIAL_CWD,
-                                             PaAtpTransport, StrawAsynTransport, aecn_threshold_factor)
+                                             HOLD_RTOS, PaAtpTransport, StrawAsynTransport, aecn_threshold_factor)
 from testbed.agents.worker import Worker
 from testbed.dataplane.wire import FLAG_AECN, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, INA_HEADER
 
@@ -263,9 +263,9 @@ def test_a_gacked_fragment_waits_the_hold_time_an_ungacked_one_the_rto():
     assert t.next_send(0.22) == (2, True)                        # un-GACKed: the RTO
     assert t.next_send(0.22) == (3, True)
     assert t.next_send(0.80) is None                             # GACKed at 0.01: holds 4 x 0.2 s ...
-    assert t.next_send(0.81) == (0, True)                        # ... then recovers as under atp
+    assert t.next_send(0.81) == (0, True)                        # ... then releases what the switch holds
     assert t.next_send(1.0) == (1, True)                         # un-GACKed, armed before the sample
-    assert t.stats["timeouts"] == 4
+    assert t.stats["timeouts"] == 3 and t.stats["held_timeouts"] == 1 and t.stats["releases"] == 1
 
 
 def test_results_are_no_rtt_samples_gacks_are():
@@ -295,9 +295,56 @@ def test_an_aack_gap_releases_switch_held_fragments_and_leaves_the_ps_held_ones(
     t.on_gack(0, 0.01, at_ps=True)                               # overflowed: the PS has it
     for seq in range(1, 8):
         t.on_gack(seq, 0.01)                                     # in a slot of the switch
+    cwd = t.cwd
     for seq in (2, 3, 4, 5):
         t.on_result(seq, 0.02)                                   # 0 and 1 have no RESULT: a gap
-    assert t.pending_retx == [1] and t.stats["fast_retransmits"] == 1   # RETX releases 1's partial
+    assert t.pending_retx == [1]                                 # RETX releases 1's partial aggregate ...
+    assert t.stats["releases"] == 1 and t.stats["fast_retransmits"] == 0
+    assert t.cwd == cwd and t.stats["window_cuts"] == 0          # ... which is no loss: no window cut
+
+
+def test_an_aack_gap_behind_an_ungacked_fragment_is_a_loss():
+    t = pa(initial_cwd=8)
+    t.start_iteration(20, now_s=0.0)
+    sent(t)
+    for seq in range(1, 8):
+        t.on_gack(seq, 0.01)                                     # 0's GACK never came: lost on its way
+    cwd = t.cwd
+    for seq in (1, 2, 3):
+        t.on_result(seq, 0.02)
+    assert t.pending_retx == [0] and t.stats["fast_retransmits"] == 1 and t.stats["releases"] == 0
+    assert t.cwd == cwd / 2 and t.stats["window_cuts"] == 1
+
+
+def test_a_held_fragment_waits_while_the_job_progresses():
+    """A GACKed fragment's hold time (HOLD_RTOS x RTO) counts from the latest new RESULT: while RESULTs of
+    earlier fragments keep coming, the other workers are catching up to it."""
+    t = make_transport("pa-atp", window_cap=8, link_rate_bps=0.0, frame_bytes=336, min_rto_s=0.2,
+                       first_result_timeout_s=0.0, options={"initial_cwd": 4})
+    t.start_iteration(4, now_s=0.0)
+    assert sent(t) == [0, 1, 2, 3]
+    for seq in range(4):
+        t.on_gack(seq, 0.01)                                     # RTO: the 0.2 s floor
+    hold = HOLD_RTOS * 0.2
+    for k, now in enumerate((0.5, 1.0, 1.5)):
+        t.on_result(k, now)                                      # the job progresses every 0.5 s < hold
+        assert t.next_send(now + 0.49) is None
+    assert t.next_send(1.5 + hold - 0.01) is None and t.stats["timeouts"] == 0
+    assert t.next_send(1.5 + hold + 0.01) == (3, True)           # no RESULT for a hold time: released
+    assert t.stats["held_timeouts"] == 1 and t.stats["releases"] == 1 and t.stats["timeouts"] == 0
+    assert t.stats["window_cuts"] == 0                           # a release is no loss
+
+
+def test_a_fragment_the_ps_holds_times_out_as_a_loss_when_the_job_stands_still():
+    t = make_transport("pa-atp", window_cap=8, link_rate_bps=0.0, frame_bytes=336, min_rto_s=0.2,
+                       first_result_timeout_s=0.0, options={"initial_cwd": 2})
+    t.start_iteration(2, now_s=0.0)
+    assert sent(t) == [0, 1]
+    t.on_gack(0, 0.01, at_ps=True)
+    t.on_result(1, 0.02)
+    assert t.next_send(0.02 + HOLD_RTOS * 0.2 + 0.01) == (0, True)
+    assert t.stats["timeouts"] == 1 and t.stats["held_timeouts"] == 1 and t.stats["releases"] == 0
+    assert t.stats["window_cuts"] == 1
 
 
 def test_gacks_of_fragments_already_acknowledged_or_out_of_range_change_no_window():

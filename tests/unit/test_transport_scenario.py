@@ -83,8 +83,10 @@ def test_transport_options_resolved_per_transport():
     ("transport_options: {initial_window: 17}\n", "jobs.0.transport_options.initial_window", "[1, 16], got 17"),
     ("transport_options: {initial_window: 0}\n", "jobs.0.transport_options.initial_window", "[1, 16]"),
     ("transport_options: {initial_window: 2.5}\n", "jobs.0.transport_options.initial_window", "an integer"),
-    ("transport: switchml\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options",
-     "transport switchml takes no options"),
+    ("transport: switchml\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options.initial_window",
+     "allowed here: timeout"),
+    ("transport: switchml\ntransport_options: {timeout: 0s}\n", "jobs.0.transport_options.timeout", "> 0"),
+    ("transport: switchml\ntransport_options: {timeout: 10}\n", "jobs.0.transport_options.timeout", "unit"),
     ("transport: pa-atp\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options.initial_window",
      "allowed here: aecn_weight, awd_limit, ecn_weight, initial_awd, initial_cwd, progress_aware"),
     ("transport: pa-atp\ntransport_options: {initial_cwd: 17}\n", "jobs.0.transport_options.initial_cwd",
@@ -117,9 +119,26 @@ def test_the_controller_passes_transport_and_options_to_every_worker():
         assert (config.transport, config.transport_options) == ("pa-atp", {"initial_cwd": 4, "awd_limit": False})
         again = AgentConfig.from_json(config.to_json())
         assert (again.transport, again.transport_options) == (config.transport, config.transport_options)
-    scenario = parse(BASE, "policy=switchml")
-    plan = controller.plan(scenario, compute_policy(scenario))
-    assert {a.transport for a in plan.agents if a.role == "worker"} == {"switchml"}
+
+
+def test_switchml_gets_its_fixed_timeout_scaled_to_the_run():
+    """SwitchML's 10 ms, or twice the round trip of the worker's path with the switch queue full: at scale 0.001
+    the 100 Gb/s links run at 100 Mb/s, a 336-byte frame takes 26.9 us, the path w1-s1-ps serializes it on two
+    links both ways (107.5 us) and queues 128 frames at the slowest (3.44 ms): 2 x 3.548 ms < 10 ms. At 0.0001
+    it is 2 x 35.48 ms. A given ``timeout`` wins."""
+    def timeouts(*overrides):
+        scenario = parse(BASE, "policy=switchml", *overrides)
+        plan = controller.plan(scenario, compute_policy(scenario))
+        workers = [a for a in plan.agents if a.role == "worker"]
+        assert {a.transport for a in workers} == {"switchml"}
+        return {a.transport_options["timeout_s"] for a in workers}
+
+    assert timeouts() == {0.010}
+    (slow,) = timeouts("scale=0.0001")
+    assert slow == pytest.approx(2 * (4 * 336 * 8 / 10e6 + 128 * 336 * 8 / 10e6))
+    assert timeouts("jobs.0.transport_options.timeout=25ms") == {0.025}
+    assert job_with("transport: switchml\ntransport_options: {timeout: 3ms}\n").transport_options == \
+        {"timeout_s": 0.003}
 
 
 @pytest.mark.parametrize("name", ["pa-atp", "strawasyn"])

@@ -4,6 +4,7 @@ import pytest
 
 from testbed.agents.transport import TRANSPORTS, default_transport, make_transport
 from testbed.agents.transport.atp import MAX_WINDOW, AtpTransport
+from testbed.agents.transport.switchml import PAPER_TIMEOUT_S, default_timeout_s
 from testbed.agents.transport.base import DUPTHRESH, INITIAL_RTO_S, MAX_RTO_S, Pacer, RttEstimator
 
 FRAME_BYTES = 336
@@ -170,6 +171,22 @@ def test_switchml_window_is_fixed():
     t.on_congestion(1.0, "loss", t.sends)
     t.on_result(0, 1.0, ecn_echo=True)
     assert t.window() == 6 and len(drain(t, 1.0)) == 1
+
+
+def test_switchml_timeout_is_fixed_without_rtt_estimation_or_back_off():
+    """SwitchML resends an unanswered fragment once per fixed timeout (NSDI'21: 10 ms), whatever the RTT."""
+    t = transport("switchml", window_cap=2, first_result_timeout_s=0.0, timeout_s=0.05)
+    assert default_timeout_s(0.001) == PAPER_TIMEOUT_S and default_timeout_s(0.02) == 0.04
+    t.start_iteration(4, now_s=0.0)
+    assert drain(t, 0.0) == [(0, False), (1, False)]
+    t.on_result(0, 0.01)                                         # the first RESULT: 1's timer restarts at 0.01
+    assert drain(t, 0.01) == [(2, False)]
+    t.on_result(2, 0.02)                                         # an RTT sample would not change the timeout
+    assert t.state() == {"timeout_s": 0.05} and t.next_deadline_s(0.02) == pytest.approx(0.06)
+    assert drain(t, 0.059) == [] and drain(t, 0.0601) == [(1, True)]
+    assert drain(t, 0.11) == [] and drain(t, 0.1102) == [(1, True)]  # no doubling: again after 0.05 s
+    assert t.stats["timeouts"] == 2 and t.window() == 2
+    assert transport("switchml").fixed_timeout_s == PAPER_TIMEOUT_S
 
 
 def test_already_acknowledged_fragments_are_not_sent():

@@ -5,7 +5,8 @@
   echo or a loss (once per round trip), within [1, 100] and the job's
   ``window``; paced at the host link rate.
 - ``switchml`` (:mod:`.switchml`): SwitchML's self-clocked fixed window (one
-  fragment per slot, no congestion control).
+  fragment per slot, no congestion control) and fixed timeout (``timeout``,
+  by default SwitchML's 10 ms scaled with the run).
 - ``pa-atp`` (:mod:`.pa_atp`): PA-ATP's dual windows (CWD on GACKs, AWD on
   AACKs), progress-aware congestion control and asynchronous degree control;
   ``transport_options`` ``progress_aware`` / ``awd_limit`` give the ablations

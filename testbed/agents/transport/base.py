@@ -94,7 +94,8 @@ class Transport:
 
     #: ``transport_options`` the scenario may give, by name: ("window", most) (an integer in
     #: [1, min(most, the job's window)]; most None = the job's window), ("fragments",) (an integer in
-    #: [1, the fragments a worker sends per iteration]), ("weight",) (a number in (0, 1]), ("bool",).
+    #: [1, the fragments a worker sends per iteration]), ("weight",) (a number in (0, 1]), ("bool",),
+    #: ("duration",) (a positive duration, given to the transport in seconds as ``<option>_s``).
     #: testbed/scenario.py enforces them; defaults and meaning live in the subclass.
     OPTIONS = {}
     #: RTT samples from RESULTs (after the iteration's first): the round trip a RESULT closes. PA-ATP
@@ -113,7 +114,8 @@ class Transport:
         self.rtt = RttEstimator(min_rto_s, INITIAL_RTO_S)
         self.pacer = Pacer(link_rate_bps, frame_bytes)
         self.first_result_timeout_s = first_result_timeout_s
-        self.stats = dict(sent=0, retransmitted=0, timeouts=0, fast_retransmits=0, ecn_echoes=0, window_cuts=0)
+        self.stats = dict(sent=0, retransmitted=0, timeouts=0, fast_retransmits=0, ecn_echoes=0, window_cuts=0,
+                          releases=0)
         self.total = 0
         self.sends = 0
 
@@ -259,18 +261,27 @@ class Transport:
             if self._answered(seq) or self.path_keys[seq] != path or seq in self.pending_retx:
                 continue
             if order - self.send_order[seq] >= DUPTHRESH:
-                self.stats["fast_retransmits"] += 1
-                self.pending_retx.append(seq)
-                self.on_congestion(now_s, "loss", self.send_order[seq])
+                self._on_gap(seq, now_s)
+
+    def _on_gap(self, seq: int, now_s: float):
+        """``seq`` is unanswered behind answered ones: lost, so retransmit it at once (a loss signal)."""
+        self.stats["fast_retransmits"] += 1
+        self.pending_retx.append(seq)
+        self.on_congestion(now_s, "loss", self.send_order[seq])
 
     def _fire_timers(self, now_s: float):
         while self.timers and self.timers[0][0] <= now_s:
             _, seq, version = heapq.heappop(self.timers)
             if self.acked[seq] or version != self.timer_version[seq] or seq in self.pending_retx:
                 continue
-            self.stats["timeouts"] += 1
-            self.pending_retx.append(seq)
-            self.on_congestion(now_s, "loss", self.send_order[seq])
+            self._on_timer(seq, now_s)
+
+    def _on_timer(self, seq: int, now_s: float):
+        """``seq``'s timer expired unanswered: lost, so retransmit it (a loss signal). Subclasses that know
+        where a fragment is (PA-ATP's GACKs) may wait longer or retransmit it for another reason."""
+        self.stats["timeouts"] += 1
+        self.pending_retx.append(seq)
+        self.on_congestion(now_s, "loss", self.send_order[seq])
 
     def next_deadline_s(self, now_s: float):
         """When the worker must look again even if nothing arrives (a timer, or the pacer)."""

@@ -51,19 +51,28 @@ so loss recovery treats fragments by where they are:
   switch's GACKs of later fragments, so their order proves no loss;
 - a fragment a switch's slot holds is retransmitted on an AACK gap (§III-B
   1: the retransmission releases the partial aggregate to the PS, where the
-  job's other contributions of that seq went when they overflowed);
+  job's other contributions of that seq went when they overflowed). That
+  is a *release*, not a loss: it is counted apart (``releases``; the run's
+  summary does not count it as a spurious retransmission) and cuts no
+  window;
 - a fragment the PS took needs nothing: no gap makes it lost;
-- a GACKed fragment's timer is the hold time ``HOLD_RTOS`` x RTO (it waits
-  for the other workers; before the iteration's first RESULT, at least the
-  straggler allowance), after which it is retransmitted as under ``atp``;
-  an un-GACKed one's is the RTO from the start of the iteration (the node
-  GACKs at once, stragglers or not).
+- a GACKed fragment's timer is the hold time ``HOLD_RTOS`` x RTO (before the
+  iteration's first RESULT, at least the straggler allowance), counted from
+  the job's latest new RESULT: it waits for the other workers as long as the
+  job progresses. Once the job stood still for a hold time (the lowest
+  outstanding seqs are all split between a switch's slot and the PS, so no
+  RESULT comes to open a gap), a switch-held fragment is released, and a
+  PS-held one retransmitted as a loss; an un-GACKed one's timer is the RTO
+  from its sending (the node GACKs at once, stragglers or not).
 
 Measured on the two-job testbed (VGG19, no background, 5 iterations): with
 every AACK gap and the RTO from RESULTs, 6.9% of the fragments were
 retransmitted although their originals had arrived; with this split, 3.1%,
-all in the first iteration's slow start. A loss halves CWD, once per round
-(TCP's and DCTCP's reaction; the paper names none). The PS's ECN_ECHO on
+all in the first iteration's slow start. On Fig. 8's set-up (a leading and a
+lagging worker per job) releases made up most retransmissions, and hold
+timers counted from the GACK (not from the job's progress) released 101 of a
+leading worker's 586 fragments while its partner caught up. A loss halves
+CWD, once per round (TCP's and DCTCP's reaction; the paper names none). The PS's ECN_ECHO on
 RESULTs is ignored: it is the job-wide, synchronous signal PA-ATP replaces
 by each worker's own marks on its GACKs.
 
@@ -175,10 +184,11 @@ class PaAtpTransport(Transport):
         self.aack_round = [0, 0]        # [RESULTs, AECN-marked RESULTs]
         self.progress_sum = None        # S_sum of the latest GACK of this iteration, and its N
         self.progress_workers = 1
-        self.stats.update(gacks=0, gack_ce_marks=0, aecn_marks=0, awd_cuts=0)
+        self.stats.update(gacks=0, gack_ce_marks=0, aecn_marks=0, awd_cuts=0, held_timeouts=0)
         self.gacked = bytearray(0)
         self.at_ps = bytearray(0)
         self.gbase = 0
+        self.last_result_s = None
 
     # -- the dual windows --------------------------------------------------------------------
     def window(self) -> int:
@@ -190,6 +200,7 @@ class PaAtpTransport(Transport):
         self.at_ps = bytearray(total)          # GACKed by the PS: no switch slot holds it
         self.gbase = 0
         self.progress_sum = None
+        self.last_result_s = None              # the latest new RESULT of this iteration
         self.awd = min(self.awd, float(self._max_awd()))
 
     def _max_awd(self) -> int:
@@ -272,12 +283,47 @@ class PaAtpTransport(Transport):
         rto = super()._timeout_s(seq)
         return HOLD_RTOS * rto if self.gacked[seq] else rto
 
+    def _on_timer(self, seq: int, now_s: float):
+        """A GACKed fragment waits at its node for the job's other workers for as long as the job makes
+        progress: its hold time counts from the latest new RESULT. Were its aggregate or RESULT lost, the
+        RESULTs of later fragments would open a gap (:meth:`_answered`), so its timer covers the job
+        standing still: its partners are elsewhere (the lowest outstanding seqs all split between a
+        switch's slot and the PS, so no RESULT comes to open a gap). A switch-held fragment is then
+        retransmitted as a release (:meth:`_on_gap`), not as a loss; a PS-held one as a loss."""
+        if not self.gacked[seq]:
+            super()._on_timer(seq, now_s)
+            return
+        if self.last_result_s is not None:
+            deadline_s = self.last_result_s + self._timeout_s(seq)
+            if deadline_s > now_s:
+                self._arm(seq, deadline_s)
+                return
+        self.stats["held_timeouts"] += 1
+        if self.at_ps[seq]:
+            super()._on_timer(seq, now_s)
+        else:
+            self._release(seq)
+
     def _deadline(self, seq: int, now_s: float) -> float:
         """An un-GACKed fragment waits one RTO even before the iteration's first RESULT: its node GACKs
         at once, whatever the other workers do, so the straggler allowance is only for GACKed ones."""
         if self.gacked[seq]:
             return super()._deadline(seq, now_s)
         return now_s + self._timeout_s(seq)
+
+    def _on_gap(self, seq: int, now_s: float):
+        """A gap in the AACKs behind a fragment a switch's slot holds (it was GACKed, not by the PS) is no
+        loss: the fragment's partners went elsewhere (they overflowed to the PS, or met another seq in
+        the slot), so its aggregate cannot complete there. Retransmitting it releases the partial
+        aggregate to the PS (§III-B 1): a release, counted apart (``releases``), which cuts no window."""
+        if not self.gacked[seq]:
+            super()._on_gap(seq, now_s)
+            return
+        self._release(seq)
+
+    def _release(self, seq: int):
+        self.stats["releases"] += 1
+        self.pending_retx.append(seq)
 
     def _cut_cwd(self, d: float):
         self.cwd = max(float(MIN_CWD), self.cwd * (1 - d / 2))
@@ -291,6 +337,7 @@ class PaAtpTransport(Transport):
 
     # -- AACKs (RESULTs): AWD (§III-B 3) -----------------------------------------------------------
     def on_ack(self, now_s: float, seq: int, aecn: bool):
+        self.last_result_s = now_s
         self._advance_base()
         if aecn:
             self.stats["aecn_marks"] += 1

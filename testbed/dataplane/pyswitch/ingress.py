@@ -90,9 +90,10 @@ PA-ATP's switch side (PA-ATP §III-B, §IV), for the jobs ``pa_job`` opts in
   (:attr:`Ingress.clone`); bypassed, flushed or duplicate gradients get none
   from the switch (the PS answers the raw ones it receives);
 - AECN: with ``aecn`` 1, a COLLISION of the job's packet counts as an
-  overflowed gradient (``pa_overflow`` cell of its seq, ``pa_overflowed``), and
-  a RESULT of the job gets FLAG_AECN when ``agg_used`` (slots held, every job's:
-  kept on every free/held transition of a slot) plus ``pa_overflowed`` exceeds
+  overflowed gradient (``pa_overflow`` cell of its seq, ``pa_overflowed`` of
+  its row), and a RESULT of the job gets FLAG_AECN when its row's
+  ``agg_used`` (slots the job holds: kept on every free/held transition of
+  one of its slots) plus ``pa_overflowed`` exceeds its row's
   ``aecn_threshold`` (not 0) as it finds them; then its seq's cell stops
   counting.
 
@@ -168,12 +169,12 @@ class Ingress:
         self.agg_iteration = [0] * slots
         self.agg_seq = [0] * slots
         self.agg_resulted = [0] * slots                       # RELEASE_SHADOW: the held tag's RESULT passed
-        self.agg_used = [0]                                   # slots with agg_count != 0
+        self.agg_used = [0] * program.PA_JOBS                 # slots with agg_count != 0, per pa_index
         self.pa_seq = [0] * (program.PA_JOBS * PA_WORKERS)    # S_n at pa_index * PA_WORKERS + worker
         self.pa_seq_sum = [0] * program.PA_JOBS               # S_sum per pa_index
         self.pa_overflow = [0] * (program.PA_JOBS * program.PA_SEQS)   # overflowed gradients per seq cell
-        self.pa_overflowed = [0]                              # their sum
-        self.aecn_threshold = [0]                             # 0 = no AECN
+        self.pa_overflowed = [0] * program.PA_JOBS            # their sum per pa_index
+        self.aecn_threshold = [0] * program.PA_JOBS           # per pa_index; 0 = no AECN
         self.stats = [0] * len(program.STAT_INDICES)
         self.agg_capacity = None           # TokenBucket when the scenario sets a capacity
         self.mc_groups = {}                # group id -> tuple of ports
@@ -324,11 +325,11 @@ class Ingress:
                 self._write_aggregate(buf, slot, level, elems, flags | FLAG_DATA, switch_addr)
                 buf[30:34] = bypass_dst
                 self.release(slot)
-                self._track_used(was_held, slot)
+                self._track_used(was_held, slot, pa)
                 return True
             verdict = self._emit(buf, slot, level, elems, flags | FLAG_DATA, switch_addr, release_mode,
                                  next_agg_node, next_fanin, next_dst, next_slot_base, next_slot_count, seq)
-            self._track_used(was_held, slot)
+            self._track_used(was_held, slot, pa)
             return verdict
         else:
             row = self.agg_value[slot, :elems]
@@ -347,9 +348,9 @@ class Ingress:
             verdict = self._emit(buf, slot, level, elems, (flags & _CLEAR_RETX) | FLAG_DATA, switch_addr,
                                  release_mode, next_agg_node, next_fanin, next_dst, next_slot_base, next_slot_count,
                                  seq)
-            self._track_used(was_held, slot)
+            self._track_used(was_held, slot, pa)
             return verdict
-        self._track_used(was_held, slot)
+        self._track_used(was_held, slot, pa)
         if raw:
             # PA-ATP: absorbed, the gradient goes back out of its ingress port as its sender's GACK.
             stats[ST_GACKED] += 1
@@ -358,21 +359,22 @@ class Ingress:
             return in_port
         return None
 
-    def _track_used(self, was_held: bool, slot: int):
-        """agg_used follows ``slot`` from free to held and back (ina.p4: slot_was_held / slot_held)."""
+    def _track_used(self, was_held: bool, slot: int, pa):
+        """A PA-ATP job's agg_used follows its ``slot`` from free to held and back (ina.p4: slot_was_held /
+        slot_held); ``pa`` is the job's (pa_index, aecn), None for other jobs."""
         held = self.agg_count[slot] != 0
-        if held != was_held:
-            used = self.agg_used[0]
+        if pa is not None and held != was_held:
+            used = self.agg_used[pa[0]]
             if held:
-                self.agg_used[0] = (used + 1) & 0xFFFFFFFF
+                self.agg_used[pa[0]] = (used + 1) & 0xFFFFFFFF
             elif used:
-                self.agg_used[0] = used - 1
+                self.agg_used[pa[0]] = used - 1
 
     def _count_overflow(self, pa_index: int, seq: int):
         """PA-ATP: one more overflowed gradient, outstanding until a RESULT of its seq cell passes."""
         cell = program.pa_seq_cell(pa_index, seq)
         self.pa_overflow[cell] = (self.pa_overflow[cell] + 1) & 0xFFFFFFFF
-        self.pa_overflowed[0] = (self.pa_overflowed[0] + 1) & 0xFFFFFFFF
+        self.pa_overflowed[pa_index] = (self.pa_overflowed[pa_index] + 1) & 0xFFFFFFFF
 
     def _write_slot(self, buf, slot, elems, flags, switch_addr):
         """Flags, count, bitmap, lanes and source of what ``slot`` holds into ``buf``; UDP checksum 0."""
@@ -421,16 +423,17 @@ class Ingress:
     def _result(self, buf, job, flags, iteration, seq, pa):
         """RESULT packets: AECN (PA-ATP), release (ina_release), then multicast when the entry names a group."""
         if pa is not None and pa[1]:
-            overflowed = self.pa_overflowed[0]
-            threshold = self.aecn_threshold[0]
-            if threshold and (self.agg_used[0] + overflowed) & 0xFFFFFFFF > threshold:
+            row = pa[0]
+            overflowed = self.pa_overflowed[row]
+            threshold = self.aecn_threshold[row]
+            if threshold and (self.agg_used[row] + overflowed) & 0xFFFFFFFF > threshold:
                 _U16.pack_into(buf, INA_OFFSET + 2, flags | FLAG_AECN)
                 buf[40] = buf[41] = 0   # UDP checksum: the header changed (a stale one drops it at the worker)
                 self.stats[ST_AECN] += 1
-            cell = program.pa_seq_cell(pa[0], seq)
+            cell = program.pa_seq_cell(row, seq)
             count = self.pa_overflow[cell]
             if count:
-                self.pa_overflowed[0] = overflowed - count if overflowed > count else 0
+                self.pa_overflowed[row] = overflowed - count if overflowed > count else 0
                 self.pa_overflow[cell] = 0
         action, p = self._ina_result.lookup(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[30:34]))
         if action == "ina_shadow_result":
@@ -446,8 +449,8 @@ class Ingress:
             if self.agg_count[slot] and self.agg_job[slot] == job and self.agg_iteration[slot] == iteration \
                     and self.agg_seq[slot] == seq:
                 self.release(slot)
-                if self.agg_used[0]:
-                    self.agg_used[0] -= 1
+                if pa is not None and self.agg_used[pa[0]]:
+                    self.agg_used[pa[0]] -= 1
                 self.stats[ST_RELEASED] += 1
         elif action == "ina_multicast":
             group = p[0]

@@ -1,0 +1,78 @@
+"""PA-ATP §V-B's set-up in the schema: flows pinned to parallel paths (``topology.pinned_paths``) and a job that
+starts late (``jobs[].start``), resolved by the scenario and honoured by the controller's plan."""
+
+import textwrap
+
+import pytest
+
+from testbed import controller
+from testbed.errors import ScenarioError
+from testbed.policy import compute_policy
+from testbed.scenario import parse_scenario
+
+BASE = textwrap.dedent("""\
+    version: 1
+    scale: 0.001
+    topology: {kind: dumbbell, hosts_left: 5, hosts_right: 2, paths: 4, link_rate: 4Gbps, programmable: [s2]}
+    jobs:
+      - {name: a, workers: [hl1, hl2], ps: hr1, policy: atp, submodel_elements: [64000]}
+      - {name: b, workers: [hl3, hl4], ps: hr2, policy: atp, submodel_elements: [64000], start: 1.5s}
+    """)
+
+
+def parse(*overrides, text=BASE):
+    return parse_scenario(text, "t.yaml", overrides)
+
+
+def route_ports(scenario, switch="s1"):
+    """{(src host, dst address): egress port} of the exact ``route`` entries at ``switch``."""
+    plan = controller.plan(scenario, compute_policy(scenario))
+    by_ip = {n.ip: n.name for n in scenario.topology.nodes.values()}
+    return {(by_ip[e.match[0]], e.match[1]): dict(e.params)["port"]
+            for e in plan.switches[switch].entries if e.table == "route"}
+
+
+def core_ports(scenario, switch="s1"):
+    topo = scenario.topology
+    return [topo.port(switch, l) for l in sorted(topo.links, key=lambda l: l.index) if {l.a, l.b} == {"s1", "s2"}]
+
+
+def test_pinned_hosts_send_on_their_path_everywhere_others_are_spread():
+    scenario = parse("topology.pinned_paths.hl1=1", "topology.pinned_paths.hl2=2", "topology.pinned_paths.hl5=1")
+    assert scenario.topology.pinned_paths == {"hl1": 0, "hl2": 1, "hl5": 0}
+    p1, p2, _, _ = core_ports(scenario)
+    ports = route_ports(scenario)
+    s2_ina = scenario.topology.node("s2").ip
+    for (src, dst), port in ports.items():
+        if src in ("hl1", "hl5"):
+            assert port == p1, (src, dst)
+        elif src == "hl2":
+            assert port == p2, (src, dst)
+    assert {ports[("hl1", s2_ina)], ports[("hl2", s2_ina)]} == {p1, p2}   # the gradients toward the aggregator
+    unpinned = {port for (src, _), port in ports.items() if src in ("hl3", "hl4")}
+    assert len(unpinned) > 1                                              # still spread, as ECMP would
+    assert route_ports(parse()) != ports
+
+
+@pytest.mark.parametrize("override, field, words", [
+    ("topology.pinned_paths.hl1=5", "topology.pinned_paths.hl1", "[1, 4], got 5"),
+    ("topology.pinned_paths.hl1=0", "topology.pinned_paths.hl1", "[1, 4]"),
+    ("topology.pinned_paths.zz=1", "topology.pinned_paths.zz", "not defined in the topology"),
+    ("topology.paths=1", "topology.pinned_paths", "no two switches by parallel links"),
+    ("jobs.1.start=-1s", "jobs.1.start", ""),
+    ("jobs.1.start=soon", "jobs.1.start", ""),
+])
+def test_bad_pins_and_starts_are_one_line_errors(override, field, words):
+    overrides = ["topology.pinned_paths.hl1=1", override] if override == "topology.paths=1" else [override]
+    with pytest.raises(ScenarioError) as info:
+        parse(*overrides)
+    err = info.value
+    assert err.field == field and words in err.message and "\n" not in str(err)
+
+
+def test_a_job_starts_late_and_its_workers_are_told():
+    scenario = parse()
+    assert [job.start_s for job in scenario.jobs] == [0.0, 1.5]
+    plan = controller.plan(scenario, compute_policy(scenario))
+    starts = {a.name: a.start_s for a in plan.agents}
+    assert starts == {"hl1": 0.0, "hl2": 0.0, "hr1": 0.0, "hl3": 1.5, "hl4": 1.5, "hr2": 1.5}
