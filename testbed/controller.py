@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass, field
 
 from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.agents.transport.pa_atp import aecn_threshold_factor
-from testbed.agents.transport.switchml import SwitchMLTransport, default_timeout_s
+from testbed.agents.transport.switchml import SwitchMLTransport, default_pool_frames, default_timeout_s
 from testbed.dataplane import program
 from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
                                       check_switch_limits, validate_entry)
@@ -118,17 +118,9 @@ def _forward_entry(table, action, match, mac, port):
     return TableEntry(table, action, match, (("dstAddr", mac), ("port", port)))
 
 
-def _flow_key(topo, src, dst) -> int:
-    """Which of parallel links a flow from ``src`` to ``dst`` takes: the source's pinned path
-    (``topology.pinned_paths``), else a key of the pair, as ECMP hashing would."""
-    return topo.pinned_paths.get(src.name, src.node_id + dst.node_id)
-
-
 def _port_toward(topo, switch, neighbor, flow_key: int = 0):
     """Port of the link to ``neighbor``; parallel links are chosen by ``flow_key`` (static ECMP)."""
-    links = sorted((l for l in topo.links_of(switch) if topo.neighbor(switch, l) == neighbor),
-                   key=lambda l: l.index)
-    return topo.port(switch, links[flow_key % len(links)])
+    return topo.port(switch, topo.link_for(switch, neighbor, flow_key))
 
 
 def _default_routes(topo, routes, result):
@@ -154,7 +146,7 @@ def _policy_routes(topo, policy, result):
                     raise PolicyError(f"{job.scheme}: path {key} uses {here}-{nxt}, which is not a link")
                 result.switches[here].entries.append(_forward_entry(
                     "route", "route_forward", (src.ip, dst.ip), dst.mac,
-                    _port_toward(topo, here, nxt, _flow_key(topo, src, dst))))
+                    _port_toward(topo, here, nxt, topo.flow_key(src.name, dst.name))))
 
 
 def _parallel_link_routes(topo, routes, result):
@@ -185,7 +177,7 @@ def _parallel_link_routes(topo, routes, result):
                     continue
                 config.entries.append(_forward_entry("route", "route_forward", (src.ip, dst.ip), dst.mac,
                                                      _port_toward(topo, sw.name, next_node,
-                                                                  _flow_key(topo, src, dst))))
+                                                                  topo.flow_key(src.name, dst.name))))
 
 
 def _allocate_slots(scenario, policy, result):
@@ -429,16 +421,20 @@ def compute_delay_spread_s(scenario, job) -> float:
 
 def transport_options_of(scenario, routes, job, worker) -> dict:
     """``worker``'s transport options: the job's, plus what the controller derives from the network where
-    the scenario left it out (SwitchML's ``timeout_s``, ``transport.switchml.default_timeout_s``, from the round
-    trip of the worker's longest path to a PS of its job with the switch queues full)."""
+    the scenario left it out -- SwitchML's ``timeout_s`` (``transport.switchml.default_timeout_s``: the
+    round trip of the worker's longest path to a PS of its job with the switch queues full) and ``pool``
+    (``default_pool_frames``: that path's unloaded bandwidth-delay product)."""
     options = dict(job.transport_options)
-    if job.transport == SwitchMLTransport.name and "timeout_s" not in options:
+    if job.transport == SwitchMLTransport.name:
         rates = scenario.topology.capacity_bps()
         frame_bytes = ina_frame_bytes(scenario.switch.lanes)
-        paths = [routes.path(worker, ps) for ps in job.ps]
-        full_queue_rtt_s = max(rtt_estimate_s(link_rates_along(rates, path), frame_bytes,
-                                              scenario.switch.queue_depth_pkts) for path in paths)
-        options["timeout_s"] = default_timeout_s(full_queue_rtt_s)
+        paths = [link_rates_along(rates, routes.path(worker, ps)) for ps in job.ps]
+        if "timeout_s" not in options:
+            options["timeout_s"] = default_timeout_s(
+                max(rtt_estimate_s(path, frame_bytes, scenario.switch.queue_depth_pkts) for path in paths))
+        if "pool" not in options:
+            options["pool"] = min(job.window, default_pool_frames(max(bdp_pkts(path, frame_bytes, 0)
+                                                                      for path in paths)))
     return options
 
 

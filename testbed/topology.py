@@ -102,6 +102,22 @@ class Topology:
             raise TopologyError(f"host {host} has {len(links)} links; hosts have exactly one")
         return links[0]
 
+    def links_between(self, a: str, b: str) -> list:
+        """The links joining ``a`` and ``b``, in link order (more than one: parallel links)."""
+        return sorted((l for l in self.links if {l.a, l.b} == {a, b}), key=lambda l: l.index)
+
+    def flow_key(self, src: str, dst: str) -> int:
+        """Which of parallel links packets from ``src`` to ``dst`` cross (modulo their count): the source's
+        pinned path (``pinned_paths``), else a key of the pair, as ECMP hashing would."""
+        return self.pinned_paths.get(src, self.node(src).node_id + self.node(dst).node_id)
+
+    def link_for(self, a: str, b: str, flow_key: int = 0) -> LinkSpec:
+        """The link from ``a`` to its neighbour ``b`` that ``flow_key`` picks among parallel links."""
+        links = self.links_between(a, b)
+        if not links:
+            raise TopologyError(f"no link joins {a} and {b} in topology {self.name}")
+        return links[flow_key % len(links)]
+
     def parallel_link_count(self) -> int:
         """The most links joining any two switches (1 when no two switches share more than one link)."""
         counts = {}

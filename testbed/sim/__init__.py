@@ -40,7 +40,7 @@ import time
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.sim.fluid import FluidModel
 from testbed.sim.fragments import FragmentModel
-from testbed.sim.routes import Routes
+from testbed.sim.routes import Routes, link_name
 
 __all__ = ["evaluate", "format_simulation"]
 
@@ -72,10 +72,10 @@ def evaluate(scenario, policy) -> dict:
                            "capacity_bps": capacity if capacity > 0 else None,
                            "utilisation": load / capacity if capacity > 0 else None}
     link_load = {}
-    for (a, b), load in sorted(loads.items()):
+    for link, load in sorted(loads.items()):
         if load > 0:
-            cap = routes.capacity_bps[(a, b)]
-            link_load[f"{a}>{b}"] = {"load_bps": load, "capacity_bps": cap, "utilisation": load / cap}
+            cap = routes.capacity_bps[link]
+            link_load[link_name(link)] = {"load_bps": load, "capacity_bps": cap, "utilisation": load / cap}
 
     jobs = {}
     for job in scenario.jobs:
@@ -133,9 +133,8 @@ def _comm_time_s(scenario, jp, routes, rates, frame_bytes, fragments_per_worker)
             return float("inf")
         latency = 0.0
         for ps in sorted(set(jp.ps_of_submodel.values())):
-            there, back = routes.walk(w, ps), routes.walk(ps, w)
-            latency = max(latency, sum(8 * frame_bytes / routes.capacity_bps[(a, b)]
-                                       for path in (there, back) for a, b in zip(path, path[1:])))
+            latency = max(latency, sum(8 * frame_bytes / routes.capacity_bps[link]
+                                       for link in routes.links(w, ps) + routes.links(ps, w)))
         worst = max(worst, fragments_per_worker * 8 * frame_bytes / rate + latency)
     return worst
 

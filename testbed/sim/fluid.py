@@ -44,15 +44,12 @@ import networkx as nx
 
 from testbed.controller import result_multicast_tree
 from testbed.policy.common import shares
+from testbed.sim.routes import link_name
 from testbed.topology import DefaultRoutes
 
 SATURATED = 1e-9         # a link within this relative margin of its rate is saturated
 RESULTS = "results"      # touch[RESULTS, link]: the workers setting the RESULT streams on a link
 BISECTION_STEPS = 64
-
-
-def _edges(nodes):
-    return list(zip(nodes, nodes[1:]))
 
 
 class FluidModel:
@@ -105,15 +102,14 @@ class FluidModel:
         touch = defaultdict(set)
         inputs = defaultdict(float)
         ps_in = defaultdict(float)
-        walk = self.routes.walk
+        links = self.routes.links
 
         def send(src, dst, start, rate, who):
             if rate <= 0:
                 return
-            nodes = walk(src, dst, start)
-            for a, b in zip(nodes, nodes[1:]):
-                loads[(a, b)] += rate
-                touch[(a, b)].update(who)
+            for link in links(src, dst, start):
+                loads[link] += rate
+                touch[link].update(who)
 
         for job, jp in self.jobs:
             phi = shares(job)
@@ -166,10 +162,11 @@ class FluidModel:
                 continue
             tree = self._trees[(job.name, ps)]
             if tree is None:
-                edges = [edge for w in job.workers for edge in _edges(self.routes.walk(ps, w, ps))]
+                edges = [link for w in job.workers for link in self.routes.links(ps, w)]
             else:
                 first = self.scenario.topology.neighbor(ps, self.scenario.topology.host_link(ps))
-                edges = [(ps, first)] + [(sw, c) for sw, children in tree.items() for c in children]
+                edges = [(ps, first)] + [self.routes.multicast_link(sw, c)
+                                         for sw, children in tree.items() for c in children]
             for edge in edges:
                 loads[edge] += rate
                 touch[RESULTS, edge].update(who)
@@ -202,7 +199,7 @@ class FluidModel:
             cap = self.routes.capacity_bps
             saturated = [l for l, load in loads.items() if load >= cap[l] * (1 - SATURATED)]
             if first_bottlenecks is None:
-                first_bottlenecks = sorted(f"{a}>{b}" for a, b in saturated)
+                first_bottlenecks = sorted(link_name(link) for link in saturated)
             # A saturated push link stops the workers whose streams cross it. A RESULT stream runs at its
             # job's slowest rate: it stops its slowest workers only where no push link stopped anyone (the
             # slowest are then no longer rising, and the stream with them).

@@ -25,7 +25,33 @@ class Routes:
                         self.entries[(here, src, dst)] = nxt
         self.default = DefaultRoutes(topology)
         self._walks = {}
-        self.capacity_bps = topology.capacity_bps()
+        self.capacity_bps = {}          # directed link key -> bps
+        self._parallel = set()          # (a, b) pairs joined by more than one link
+        for a, b in {(l.a, l.b) for l in topology.links}:
+            joining = topology.links_between(a, b)
+            for x, y in ((a, b), (b, a)):
+                if len(joining) == 1:
+                    self.capacity_bps[(x, y)] = joining[0].rate_bps
+                else:
+                    self._parallel.add((x, y))
+                    for k, link in enumerate(joining):
+                        self.capacity_bps[(x, y, k)] = link.rate_bps
+
+    def link(self, a: str, b: str, flow_key: int = 0) -> tuple:
+        """The key of the directed link from ``a`` to ``b`` that ``flow_key`` picks (``Topology.link_for``)."""
+        if (a, b) not in self._parallel:
+            return (a, b)
+        return (a, b, flow_key % len(self.topology.links_between(a, b)))
+
+    def links(self, src: str, dst: str, start: str = None) -> list:
+        """Keys of the directed links a packet (src, dst) crosses from ``start`` (default ``src``)."""
+        nodes = self.walk(src, dst, start)
+        key = self.topology.flow_key(src, dst) if any(hop in self._parallel for hop in zip(nodes, nodes[1:])) else 0
+        return [self.link(a, b, key) for a, b in zip(nodes, nodes[1:])]
+
+    def multicast_link(self, switch: str, child: str) -> tuple:
+        """The link a switch's multicast copy toward ``child`` crosses (the controller keys it by the child)."""
+        return self.link(switch, child, self.topology.node(child).node_id)
 
     def _next_default(self, node, dst):
         nxt = self.default.next_hop(node, dst)
@@ -52,3 +78,8 @@ class Routes:
 
     def hops(self, a: str, b: str) -> int:
         return len(self.walk(a, b)) - 1
+
+
+def link_name(key: tuple) -> str:
+    """``a>b``, or ``a>b/pK`` for the K-th (1-based) of parallel links."""
+    return f"{key[0]}>{key[1]}" if len(key) == 2 else f"{key[0]}>{key[1]}/p{key[2] + 1}"

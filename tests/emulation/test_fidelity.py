@@ -1,5 +1,7 @@
 """The emulation agrees with the flow-level model: fragment counts within 10%, rates and communication
-times within 25%, for ps, atp, goat and grid on GOAT's testbed and on a leaf-spine with two jobs.
+times within 25%, for ps, atp, goat and grid on GOAT's testbed and on a leaf-spine with two jobs, and for the
+atp and switchml transports on PA-ATP's testbed (two jobs over four parallel paths, each flow on the path
+the controller's entries pick).
 
 The scenarios run without compute-delay stragglers (the simulator models synchronous starts; ATP's
 fragment counts depend on arrival order, GOAT Fig. 2), and leave the first iteration, the transports'
@@ -19,6 +21,7 @@ from testbed.scenario import load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 GOAT_FIDELITY = REPO / "scenarios" / "papers" / "goat" / "fidelity.yaml"
+PA_ATP_FIDELITY = REPO / "scenarios" / "papers" / "pa-atp" / "fidelity.yaml"
 
 # Two jobs spanning both racks and sharing every switch; each job's PS in the rack of the other's.
 LEAF_SPINE_TWO_JOBS = """\
@@ -66,3 +69,8 @@ def test_goat_testbed_agrees_with_the_simulator(policy, emulation, tmp_path, qui
 def test_leaf_spine_with_two_jobs_agrees_with_the_simulator(policy, emulation, tmp_path, quiet):
     check_fidelity(parse_scenario(LEAF_SPINE_TWO_JOBS, "fidelity-leaf-spine.yaml", [f"policy={policy}"]),
                    tmp_path, quiet)
+
+
+@pytest.mark.parametrize("transport", ["atp", "switchml"])
+def test_pa_atp_testbed_agrees_with_the_simulator(transport, emulation, tmp_path, quiet):
+    check_fidelity(load_scenario(PA_ATP_FIDELITY, [f"transport={transport}"]), tmp_path, quiet)

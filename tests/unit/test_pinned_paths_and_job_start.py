@@ -1,11 +1,13 @@
 """PA-ATP §V-B's set-up in the schema: flows pinned to parallel paths (``topology.pinned_paths``) and a job that
-starts late (``jobs[].start``), resolved by the scenario and honoured by the controller's plan."""
+starts late (``jobs[].start``), resolved by the scenario and honoured by the controller's plan; the simulator
+puts each flow on the parallel link the controller's entries pick, pinned or spread."""
 
 import textwrap
 
 import pytest
 
-from testbed import controller
+from testbed import controller, sim
+from testbed.sim.routes import Routes, link_name
 from testbed.errors import ScenarioError
 from testbed.policy import compute_policy
 from testbed.scenario import parse_scenario
@@ -76,3 +78,39 @@ def test_a_job_starts_late_and_its_workers_are_told():
     plan = controller.plan(scenario, compute_policy(scenario))
     starts = {a.name: a.start_s for a in plan.agents}
     assert starts == {"hl1": 0.0, "hl2": 0.0, "hr1": 0.0, "hl3": 1.5, "hl4": 1.5, "hr2": 1.5}
+
+
+def test_the_simulator_crosses_the_parallel_link_the_controller_installs_for_each_flow():
+    for overrides in ((), ("topology.pinned_paths.hl1=2", "topology.pinned_paths.hl3=2")):
+        scenario = parse(*overrides)
+        policy = compute_policy(scenario)
+        routes = Routes(scenario.topology, policy)
+        ports = core_ports(scenario)
+        by_ip = {n.ip: n.name for n in scenario.topology.nodes.values()}
+        checked = 0
+        for (src, dst_ip), port in route_ports(scenario).items():
+            dst = by_ip[dst_ip]
+            if scenario.topology.nodes[dst].kind != "host" or "s1" not in routes.walk(src, dst):
+                continue                        # (entries for every pair; only some packets reach s1)
+            core = [link for link in routes.links(src, dst) if link[:2] == ("s1", "s2")]
+            assert [ports[link[2]] for link in core] == [port], (src, dst)
+            checked += 1
+        assert checked == 10          # hl1..hl5 to hr1, hr2
+    assert [link for link in routes.links("hl1", "hr1") if link[:2] == ("s1", "s2")] == [("s1", "s2", 1)]
+    assert link_name(("s1", "s2", 1)) == "s1>s2/p2" and link_name(("hl1", "s1")) == "hl1>s1"
+
+
+def test_flows_pinned_to_one_path_share_its_rate_in_the_simulator():
+    """Job a's two workers aggregated at s2 (RESULTs left out): pinned to the same path they each get half of
+    it, and it is the bottleneck; pinned apart, each gets its whole access link."""
+    def evaluate(*pins):
+        scenario = parse(*pins, "jobs=[{name: a, workers: [hl1, hl2], ps: hr1, policy: atp, "
+                         "submodel_elements: [64000]}]", "simulation.results=false")
+        return sim.evaluate(scenario, compute_policy(scenario))
+
+    shared = evaluate("topology.pinned_paths.hl1=1", "topology.pinned_paths.hl2=1")
+    assert shared["min_sending_rate_bps"] == pytest.approx(2e6, rel=1e-9)
+    assert shared["bottleneck_links"] == ["s1>s2/p1"] and "s1>s2/p2" not in shared["link_load"]
+    apart = evaluate("topology.pinned_paths.hl1=1", "topology.pinned_paths.hl2=2")
+    assert apart["min_sending_rate_bps"] == pytest.approx(4e6, rel=1e-9)
+    assert [apart["link_load"][f"s1>s2/p{k}"]["utilisation"] for k in (1, 2)] == pytest.approx([1.0, 1.0])

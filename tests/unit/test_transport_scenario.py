@@ -84,7 +84,7 @@ def test_transport_options_resolved_per_transport():
     ("transport_options: {initial_window: 0}\n", "jobs.0.transport_options.initial_window", "[1, 16]"),
     ("transport_options: {initial_window: 2.5}\n", "jobs.0.transport_options.initial_window", "an integer"),
     ("transport: switchml\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options.initial_window",
-     "allowed here: timeout"),
+     "allowed here: pool, timeout"),
     ("transport: switchml\ntransport_options: {timeout: 0s}\n", "jobs.0.transport_options.timeout", "> 0"),
     ("transport: switchml\ntransport_options: {timeout: 10}\n", "jobs.0.transport_options.timeout", "unit"),
     ("transport: pa-atp\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options.initial_window",
@@ -121,17 +121,32 @@ def test_the_controller_passes_transport_and_options_to_every_worker():
         assert (again.transport, again.transport_options) == (config.transport, config.transport_options)
 
 
+def switchml_options(*overrides):
+    """The transport options the controller gives each worker of BASE under policy switchml."""
+    scenario = parse(BASE, "policy=switchml", *overrides)
+    plan = controller.plan(scenario, compute_policy(scenario))
+    workers = [a for a in plan.agents if a.role == "worker"]
+    assert {a.transport for a in workers} == {"switchml"}
+    return [a.transport_options for a in workers]
+
+
+def test_switchml_pool_defaults_to_twice_the_unloaded_bandwidth_delay_product():
+    """w1-s1-ps serializes a frame on two links both ways: 4 frames of round trip at the link rate whatever
+    the scale, so the pool is 8 (within the job's window of 16); a given pool wins, within the window."""
+    assert {o["pool"] for o in switchml_options()} == {8}
+    assert {o["pool"] for o in switchml_options("scale=0.0001")} == {8}
+    assert {o["pool"] for o in switchml_options("jobs.0.window=5")} == {5}
+    assert {o["pool"] for o in switchml_options("jobs.0.transport_options.pool=12")} == {12}
+    assert "jobs.0.transport_options.pool" in str(error("transport: switchml\ntransport_options: {pool: 17}\n"))
+
+
 def test_switchml_gets_its_fixed_timeout_scaled_to_the_run():
     """SwitchML's 10 ms, or twice the round trip of the worker's path with the switch queue full: at scale 0.001
     the 100 Gb/s links run at 100 Mb/s, a 336-byte frame takes 26.9 us, the path w1-s1-ps serializes it on two
     links both ways (107.5 us) and queues 128 frames at the slowest (3.44 ms): 2 x 3.548 ms < 10 ms. At 0.0001
     it is 2 x 35.48 ms. A given ``timeout`` wins."""
     def timeouts(*overrides):
-        scenario = parse(BASE, "policy=switchml", *overrides)
-        plan = controller.plan(scenario, compute_policy(scenario))
-        workers = [a for a in plan.agents if a.role == "worker"]
-        assert {a.transport for a in workers} == {"switchml"}
-        return {a.transport_options["timeout_s"] for a in workers}
+        return {options["timeout_s"] for options in switchml_options(*overrides)}
 
     assert timeouts() == {0.010}
     (slow,) = timeouts("scale=0.0001")

@@ -4,7 +4,7 @@ import pytest
 
 from testbed.agents.transport import TRANSPORTS, default_transport, make_transport
 from testbed.agents.transport.atp import MAX_WINDOW, AtpTransport
-from testbed.agents.transport.switchml import PAPER_TIMEOUT_S, default_timeout_s
+from testbed.agents.transport.switchml import PAPER_TIMEOUT_S, default_pool_frames, default_timeout_s
 from testbed.agents.transport.base import DUPTHRESH, INITIAL_RTO_S, MAX_RTO_S, Pacer, RttEstimator
 
 FRAME_BYTES = 336
@@ -173,6 +173,16 @@ def test_switchml_window_is_fixed():
     assert t.window() == 6 and len(drain(t, 1.0)) == 1
 
 
+def test_switchml_window_is_its_pool_at_most_the_window_cap():
+    """SwitchML's pool s bounds the fragments in flight; the default is twice the unloaded BDP, rounded up."""
+    t = transport("switchml", window_cap=6, pool=4)
+    t.start_iteration(20, now_s=0.0)
+    assert t.window() == 4 and len(drain(t, 0.0)) == 4 and t.state()["pool"] == 4
+    assert transport("switchml", window_cap=6, pool=9).window() == 6
+    assert transport("switchml", window_cap=6).window() == 6
+    assert default_pool_frames(4.0) == 8 and default_pool_frames(3.2) == 7 and default_pool_frames(0.1) == 1
+
+
 def test_switchml_timeout_is_fixed_without_rtt_estimation_or_back_off():
     """SwitchML resends an unanswered fragment once per fixed timeout (NSDI'21: 10 ms), whatever the RTT."""
     t = transport("switchml", window_cap=2, first_result_timeout_s=0.0, timeout_s=0.05)
@@ -182,7 +192,7 @@ def test_switchml_timeout_is_fixed_without_rtt_estimation_or_back_off():
     t.on_result(0, 0.01)                                         # the first RESULT: 1's timer restarts at 0.01
     assert drain(t, 0.01) == [(2, False)]
     t.on_result(2, 0.02)                                         # an RTT sample would not change the timeout
-    assert t.state() == {"timeout_s": 0.05} and t.next_deadline_s(0.02) == pytest.approx(0.06)
+    assert t.state() == {"timeout_s": 0.05, "pool": 2} and t.next_deadline_s(0.02) == pytest.approx(0.06)
     assert drain(t, 0.059) == [] and drain(t, 0.0601) == [(1, True)]
     assert drain(t, 0.11) == [] and drain(t, 0.1102) == [(1, True)]  # no doubling: again after 0.05 s
     assert t.stats["timeouts"] == 2 and t.window() == 2

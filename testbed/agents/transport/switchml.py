@@ -16,7 +16,20 @@ full (the controller's ``rtt_estimate_s`` with ``queue_depth`` frames queued)
 when that is longer, which it is on every scaled run (a 5 Mb/s link queues
 128 frames in about 70 ms). ``transport_options``: ``timeout`` (a duration)
 overrides it.
+
+The window is SwitchML's pool: s slots, s fragments in flight. SwitchML has
+no congestion control, so a pool beyond the round trip only queues, and a
+queue longer than the timeout makes every fragment look lost. The default
+(:func:`default_pool_frames`, which the controller computes) is twice the
+unloaded bandwidth-delay product of the worker's path, the margin covering
+the switches' processing time that the estimate leaves out; at most the
+job's ``window``. ``transport_options.pool`` sets it. (With the job's window
+of 100 on PA-ATP's testbed, where a PS's link carries a copy of every RESULT
+per worker, that queue reached 200 frames, 130 ms, and 65% of the
+fragments were resent.)
 """
+
+import math
 
 from testbed.agents.transport.base import Transport
 
@@ -26,6 +39,15 @@ PAPER_TIMEOUT_S = 0.010
 FULL_QUEUE_RTTS = 2
 
 
+#: The default pool covers this many unloaded round trips of the worker's path.
+POOL_BDPS = 2
+
+
+def default_pool_frames(unloaded_bdp_frames: float) -> int:
+    """``POOL_BDPS`` unloaded bandwidth-delay products of the worker's path, in whole frames (at least 1)."""
+    return max(1, math.ceil(POOL_BDPS * unloaded_bdp_frames - 1e-9))
+
+
 def default_timeout_s(full_queue_rtt_s: float) -> float:
     """SwitchML's 10 ms, or ``FULL_QUEUE_RTTS`` round trips of the worker's path with its queue full."""
     return max(PAPER_TIMEOUT_S, FULL_QUEUE_RTTS * full_queue_rtt_s)
@@ -33,14 +55,18 @@ def default_timeout_s(full_queue_rtt_s: float) -> float:
 
 class SwitchMLTransport(Transport):
     name = "switchml"
-    OPTIONS = {"timeout": ("duration",)}
+    OPTIONS = {"timeout": ("duration",), "pool": ("window", None)}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fixed_timeout_s = float(self.options.get("timeout_s", PAPER_TIMEOUT_S))
+        self.pool = min(self.window_cap, int(self.options.get("pool", self.window_cap)))
+
+    def window(self) -> int:
+        return self.pool
 
     def _timeout_s(self, seq: int) -> float:
         return self.fixed_timeout_s
 
     def state(self) -> dict:
-        return {"timeout_s": self.fixed_timeout_s}
+        return {"timeout_s": self.fixed_timeout_s, "pool": self.pool}
