@@ -41,7 +41,7 @@
 #endif
 
 #define INA_PORTS 64        /* per-port counters: ports 0..63 (program.MAX_PORTS) */
-#define INA_STATS 19        /* entries of ina_stats (len(program.STAT_INDICES)) */
+#define INA_STATS 20        /* entries of ina_stats (len(program.STAT_INDICES)) */
 #define INA_PA_JOBS 16      /* PA-ATP register rows: opted-in jobs per switch (program.PA_JOBS) */
 #define INA_PA_WORKERS 64   /* pa_seq entries per row: one per bitmap bit (program.PA_WORKERS) */
 #define INA_PA_SEQS 1024    /* pa_overflow cells per row, a power of two (program.PA_SEQS) */
@@ -115,6 +115,7 @@ const bit<32> ST_LEAD_BYPASSED      = 15;
 const bit<32> ST_GACKED             = 16;
 const bit<32> ST_AECN_MARKED        = 17;
 const bit<32> ST_SHADOW_ANSWERED    = 18;
+const bit<32> ST_OVERFLOW_FOLLOWED  = 19;
 
 /* ---------------------------------------------------------------- headers */
 
@@ -707,6 +708,22 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         hdr.ipv4.dstAddr = meta.bypass_dst;
                         hdr.udp.checksum = 0;
                         meta.go_on = 0;
+                    }
+                    if (meta.go_on == 1 && meta.held_count == 0 && meta.pa_hit == 1 && meta.pa_aecn != 0) {
+                        /* PA-ATP: a sibling of this seq overflowed to the PS and no RESULT of its cell passed
+                           since: follow it there (an overflowed gradient too) rather than start a partial the
+                           sibling never joins, which would stall the job until a hold timer released it */
+                        meta.pa_cell = meta.pa_index * INA_PA_SEQS + (hdr.ina.seq & (INA_PA_SEQS - 1));
+                        pa_overflow.read(meta.pa_cell_count, meta.pa_cell);
+                        if (meta.pa_cell_count != 0) {
+                            ina_stats.count(ST_OVERFLOW_FOLLOWED);
+                            pa_overflow.write(meta.pa_cell, meta.pa_cell_count + 1);
+                            pa_overflowed.read(meta.pa_overflowed, meta.pa_index);
+                            pa_overflowed.write(meta.pa_index, meta.pa_overflowed + 1);
+                            hdr.ipv4.dstAddr = meta.bypass_dst;
+                            hdr.udp.checksum = 0;
+                            meta.go_on = 0;
+                        }
                     }
                     if (meta.go_on == 1) {
                         meta.value_base = meta.slot * INA_LANES;

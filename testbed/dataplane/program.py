@@ -261,6 +261,7 @@ STAT_INDICES = {
     "gacked": 16,             # PA-ATP GACKs sent: absorbed gradients, and clones for completing ones
     "aecn_marked": 17,        # RESULTs marked AECN (PA-ATP)
     "shadow_answered": 18,    # RETX duplicates answered by a resulted shadow copy with its RESULT (SwitchML)
+    "overflow_followed": 19,  # PA-ATP: a contribution whose seq's siblings overflowed to the PS followed them
 }
 
 COUNTERS = {

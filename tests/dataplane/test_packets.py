@@ -904,6 +904,45 @@ def test_pa_aecn_marks_results_once_the_threshold_is_exceeded_and_not_before(tar
     assert rt.register_read("pa_overflowed", 1) == 2
 
 
+@pytest.mark.parametrize("aecn", [1, 0])
+def test_pa_contributions_follow_their_overflowed_sibling_to_the_ps(target, aecn):
+    """Worker 1's seq 4 collides (slot 0 holds seq 0) and goes to the PS. Once seq 0 completes and frees the
+    slot, workers 2 and 3's seq 4 do not start a partial there that worker 1's would never join: they follow
+    it to the PS unchanged (``overflow_followed``, each an overflowed gradient of seq 4's cell, no GACK from
+    the switch). When the RESULT of seq 4 has passed, seq 4's next use aggregates in the slot again. Where
+    the switch does not count the job's overflow (``aecn`` 0: it does not see the job's RESULTs) nothing
+    follows: the contributions start a partial, as before."""
+    rt = target.runtime
+    pa_setup(rt, count=4, aecn=aecn)
+    cell = program.pa_seq_cell(PA_INDEX, 4)
+    parts = {w: lanes_of(700 + w) for w in (1, 2, 3)}
+    target.send_seq([(w, contribution(w, PA_JOB, 0, parts[w], count=4)) for w in (1, 2)])
+    assert sorted(port for port, _ in target.recv(2)) == [1, 2]                   # absorbed: GACKs
+    target.send(1, contribution(1, PA_JOB, 4, parts[1], count=4))
+    collided, _ = only(target.recv(1), port=PS_PORT)
+    assert collided.ina.flags == FLAG_DATA | FLAG_COLLISION
+    target.send(3, contribution(3, PA_JOB, 0, parts[3], count=4))                # completes seq 0: slot 0 free
+    assert sorted(port for port, _ in target.recv(2)) == [3, PS_PORT]
+    for w in (2, 3):
+        target.send(w, contribution(w, PA_JOB, 4, parts[w], count=4))
+        if aecn:
+            pkt, _ = only(target.recv(1) + target.quiet(0.1), port=PS_PORT)
+            assert pkt.ina.flags == FLAG_DATA and pkt.ina.bitmap == 1 << w and np.array_equal(pkt.lanes, parts[w])
+        else:
+            only(target.recv(1), port=w)                                          # absorbed: its GACK
+    if not aecn:
+        assert stat(target, "overflow_followed") == 0 and rt.register_read("agg_count", 0) == 2
+        return
+    assert (stat(target, "overflow_followed"), rt.register_read("agg_count", 0)) == (2, 0)
+    assert (rt.register_read("pa_overflow", cell), rt.register_read("pa_overflowed", PA_INDEX)) == (3, 3)
+    target.send(PS_PORT, result_frame(PA_JOB, 4))                                 # the PS completed seq 4
+    only(target.recv(1), port=1)
+    assert (rt.register_read("pa_overflow", cell), rt.register_read("pa_overflowed", PA_INDEX)) == (0, 0)
+    target.send(1, contribution(1, PA_JOB, 4, parts[1], count=4, iteration=1))
+    only(target.recv(1), port=1)                                                  # absorbed: its GACK
+    assert rt.register_read("agg_count", 0) == 1 and stat(target, "overflow_followed") == 2
+
+
 def test_jobs_without_the_opt_in_are_unchanged_and_gacks_in_transit_are_forwarded(target):
     """A job without a pa_job entry, on a switch where another job has one: no GACK, progress untouched,
     no PA-ATP register moves, its RESULTs unmarked. A GACK passing through (the PS's, to a worker) is

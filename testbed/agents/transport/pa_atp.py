@@ -63,7 +63,11 @@ so loss recovery treats fragments by where they are:
   outstanding seqs are all split between a switch's slot and the PS, so no
   RESULT comes to open a gap), a switch-held fragment is released, and a
   PS-held one retransmitted as a loss; an un-GACKed one's timer is the RTO
-  from its sending (the node GACKs at once, stragglers or not).
+  from its sending (the node GACKs at once, stragglers or not). The switch
+  keeps such splits rare: a contribution whose seq already overflowed to
+  the PS follows it there rather than wait in a slot (``overflow_followed``,
+  p4/README.md); the hold time covers what remains (seqs sharing an
+  overflow cell, a switch that does not count the job's overflow).
 
 Measured on the two-job testbed (VGG19, no background, 5 iterations): with
 every AACK gap and the RTO from RESULTs, 6.9% of the fragments were

@@ -95,7 +95,11 @@ PA-ATP's switch side (PA-ATP §III-B, §IV), for the jobs ``pa_job`` opts in
   ``agg_used`` (slots the job holds: kept on every free/held transition of
   one of its slots) plus ``pa_overflowed`` exceeds its row's
   ``aecn_threshold`` (not 0) as it finds them; then its seq's cell stops
-  counting.
+  counting. A contribution that would start a partial in a free slot while
+  its seq's cell counts overflowed siblings follows them to the PS
+  (``overflow_followed``, counted as an overflowed gradient too): the
+  siblings never come to the slot, so the partial would wait until a
+  worker's hold timer released it.
 
 A GACK's lanes never leave the switch (ina.p4's Egress invalidates them);
 pyswitch cuts them when the gradient is queued, so the port's byte shaper
@@ -121,6 +125,7 @@ ST_FWD, ST_NOROUTE, ST_FLUSH, ST_STALE = S["forwarded"], S["no_route_dropped"], 
 ST_MCAST, ST_RETX_BYPASS, ST_RELEASED = S["multicast"], S["retx_bypassed"], S["result_released"]
 ST_LEAD_BYPASS, ST_GACKED, ST_AECN = S["lead_bypassed"], S["gacked"], S["aecn_marked"]
 ST_SHADOW = S["shadow_answered"]
+ST_FOLLOWED = S["overflow_followed"]
 RELEASE_ON_EMIT, RELEASE_SHADOW = program.RELEASE_ON_EMIT, program.RELEASE_SHADOW
 MAX_ITERATION_LEAD = program.MAX_ITERATION_LEAD
 PA_WORKERS = program.PA_WORKERS
@@ -291,6 +296,13 @@ class Ingress:
             # flush), so it goes on to the PS rather than starting a partial
             # that would wait a whole timeout for contributions that never come.
             stats[ST_RETX_BYPASS] += 1
+            return self._bypass(buf, flags, bypass_dst)
+        if not held and pa is not None and pa[1] and self.pa_overflow[program.pa_seq_cell(pa[0], seq)]:
+            # PA-ATP: a sibling of this seq overflowed to the PS and no RESULT of its cell passed since: this
+            # contribution follows it there (an overflowed gradient too) rather than starting a partial the
+            # sibling will never join, which would stall the job until a hold timer released it.
+            stats[ST_FOLLOWED] += 1
+            self._count_overflow(pa[0], seq)
             return self._bypass(buf, flags, bypass_dst)
         if not held:
             row = self.agg_value[slot]
