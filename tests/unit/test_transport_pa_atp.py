@@ -347,6 +347,28 @@ def test_a_fragment_the_ps_holds_times_out_as_a_loss_when_the_job_stands_still()
     assert t.stats["window_cuts"] == 1
 
 
+def test_an_ungacked_fragment_waits_the_longer_of_the_switch_and_the_ps_gack_rtos():
+    """GACKs from the switch (20 ms: RTO 20 + 4 x 10 = 60 ms) and from the PS (100 ms: RTO 300 ms) are
+    measured apart; a fragment sent afterwards, not GACKed yet, may be answered by either, so its timer is
+    the longer RTO; with both samples in one estimator it would be 140 ms."""
+    def after_gacks(ps_gack):
+        t = make_transport("pa-atp", window_cap=8, link_rate_bps=0.0, frame_bytes=336, min_rto_s=0.01,
+                           first_result_timeout_s=10.0, options={"initial_cwd": 4})   # GACKed ones: held
+        t.start_iteration(6, now_s=0.0)
+        assert sent(t) == [0, 1, 2, 3]
+        t.on_gack(0, 0.02)
+        t.on_gack(1, 0.1, at_ps=ps_gack)
+        assert sent(t, 0.1) == [4, 5]
+        return t
+
+    t = after_gacks(ps_gack=True)
+    assert t.rtt.srtt_s == pytest.approx(0.02) and t.state()["ps_gack_srtt_s"] == pytest.approx(0.1)
+    assert t.next_send(0.399) is None and t.next_send(0.401) == (4, True)
+    t = after_gacks(ps_gack=False)                  # both samples in one estimator: 0.03 + 4 x 0.0275
+    assert t.state()["ps_gack_srtt_s"] is None
+    assert t.next_send(0.239) is None and t.next_send(0.241) == (4, True)
+
+
 def test_gacks_of_fragments_already_acknowledged_or_out_of_range_change_no_window():
     t = pa(initial_cwd=2)
     t.start_iteration(4, now_s=0.0)

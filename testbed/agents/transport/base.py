@@ -215,7 +215,11 @@ class Transport:
 
     def _timeout_s(self, seq: int) -> float:
         """How long ``seq`` may go unanswered: the RTO, doubled per attempt (subclasses may hold longer)."""
-        return min(MAX_RTO_S, self.rtt.rto_s() * (2 ** self.attempts[seq]))
+        return min(MAX_RTO_S, self._rto_s() * (2 ** self.attempts[seq]))
+
+    def _rto_s(self) -> float:
+        """The retransmission timeout before doubling (subclasses with more than one estimator choose)."""
+        return self.rtt.rto_s()
 
     def _deadline(self, seq: int, now_s: float) -> float:
         if self.first_result_s is None:

@@ -44,7 +44,11 @@ so loss recovery treats fragments by where they are:
 
 - the RTO is measured on GACKs (the network round trip to the aggregation
   node; RESULTs also wait for the job's slower workers, so they are not
-  sampled);
+  sampled), the switch's and the PS's apart: a fragment not GACKed yet
+  waits the longer of the two measured RTOs, since it may have overflowed
+  to the PS, whose GACKs queue behind its RESULTs on its own link (on
+  PA-ATP's testbed StrawAsyn resent 14% of its fragments although they had
+  arrived while one estimator mixed both);
 - an un-GACKed fragment times out after the RTO, and is fast-retransmitted
   when a gap opens in the AACKs of its path (§III-B 1). GACKs do not
   detect gaps: an overflowed fragment's GACK comes from the PS, behind the
@@ -113,7 +117,7 @@ Choices where the paper is silent:
   :func:`aecn_threshold_factor` gives Eq. 9's upper bound, the paper's choice.
 """
 
-from testbed.agents.transport.base import Transport
+from testbed.agents.transport.base import INITIAL_RTO_S, RttEstimator, Transport
 
 MIN_CWD = 1
 MIN_AWD = 1
@@ -172,6 +176,7 @@ class PaAtpTransport(Transport):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         o = self.options
+        self.ps_rtt = RttEstimator(self.rtt.min_rto_s, INITIAL_RTO_S)   # of the GACKs the PS sends
         self.progress_aware = bool(o.get("progress_aware", self.DEFAULT_PROGRESS_AWARE))
         self.awd_limit = bool(o.get("awd_limit", self.DEFAULT_AWD_LIMIT))
         self.ecn_weight = float(o.get("ecn_weight", DEFAULT_ECN_WEIGHT))
@@ -262,7 +267,7 @@ class PaAtpTransport(Transport):
         self.stats["gacks"] += 1
         order = self.send_order[seq]
         if self.attempts[seq] == 0:     # Karn: a retransmission's GACK may answer its original
-            self.rtt.sample(now_s - self.sent_at[seq])
+            (self.ps_rtt if at_ps else self.rtt).sample(now_s - self.sent_at[seq])
         self._arm(seq, self._deadline(seq, now_s))
         if ecn_echo:
             self.stats["gack_ce_marks"] += 1
@@ -286,6 +291,14 @@ class PaAtpTransport(Transport):
     def _timeout_s(self, seq: int) -> float:
         rto = super()._timeout_s(seq)
         return HOLD_RTOS * rto if self.gacked[seq] else rto
+
+    def _rto_s(self) -> float:
+        """The RTO of the switch's GACKs, or of the PS's once one was measured and it is longer: a fragment
+        not GACKed yet may be answered by either, and the PS answers an overflowed one from behind its own
+        link's queue (a copy of every RESULT per worker where no switch multicasts), often far later.
+        Only measured estimators count; before any sample, RFC 6298's initial RTO."""
+        measured = [e.rto_s() for e in (self.rtt, self.ps_rtt) if e.srtt_s is not None]
+        return max(measured) if measured else self.rtt.rto_s()
 
     def _on_timer(self, seq: int, now_s: float):
         """A GACKed fragment waits at its node for the job's other workers for as long as the job makes
@@ -364,7 +377,8 @@ class PaAtpTransport(Transport):
         progress = self.progress()
         return {"cwd": self.cwd, "awd": self.awd if self.awd_limit else None, "alpha": self.alpha,
                 "beta": self.beta, "progress_degree": progress[2] if progress else None,
-                "progress_aware": self.progress_aware, "awd_limit": self.awd_limit}
+                "progress_aware": self.progress_aware, "awd_limit": self.awd_limit,
+                "ps_gack_srtt_s": self.ps_rtt.srtt_s}
 
 
 class StrawAsynTransport(PaAtpTransport):
