@@ -438,6 +438,19 @@ def transport_options_of(scenario, routes, job, worker) -> dict:
     return options
 
 
+def window_rate_cap_bps(scenario, routes, job, worker):
+    """The rate ``worker``'s transport window allows, in frame bits per second, or None when it sets none:
+    SwitchML's pool (:func:`transport_options_of`) sent once per unloaded round trip of the worker's
+    longest path to a PS of its job. A congestion-controlled window grows until a link is full."""
+    if job.transport != SwitchMLTransport.name:
+        return None
+    rates = scenario.topology.capacity_bps()
+    frame_bytes = ina_frame_bytes(scenario.switch.lanes)
+    round_trip_s = max(rtt_estimate_s(link_rates_along(rates, routes.path(worker, ps)), frame_bytes, 0)
+                       for ps in job.ps)
+    return transport_options_of(scenario, routes, job, worker)["pool"] * 8.0 * frame_bytes / round_trip_s
+
+
 def _agents(scenario, routes, policy, result):
     topo, lanes = scenario.topology, scenario.switch.lanes
     for job in scenario.jobs:

@@ -32,7 +32,9 @@ direction. The papers' motivating examples model the push only.
 
 Rates: all workers rise together until a link saturates; the workers whose
 streams (raw, bypassed, or inside an aggregate) cross a saturated link stop
-there; the others keep rising (progressive filling, max-min fair). The first
+there; the others keep rising (progressive filling, max-min fair). A worker
+whose transport window caps its rate (SwitchML's pool per unloaded round
+trip, ``controller.window_rate_cap_bps``) stops at that cap. The first
 level is the minimum sending rate, the rate every worker reaches in
 synchronous training. Each level is found by bisection to a relative 1e-13,
 so results carry that round-off (2.4375 Gb/s comes out as 2.4375e9 to ~1e-4 bps).
@@ -42,7 +44,7 @@ from collections import defaultdict
 
 import networkx as nx
 
-from testbed.controller import result_multicast_tree
+from testbed.controller import result_multicast_tree, window_rate_cap_bps
 from testbed.policy.common import shares
 from testbed.sim.routes import link_name
 from testbed.topology import DefaultRoutes
@@ -62,6 +64,9 @@ class FluidModel:
         self.jobs = [(job, policy.jobs[job.name]) for job in scenario.jobs]
         self._orders = {job.name: self._order(jp) for job, jp in self.jobs}
         default = DefaultRoutes(scenario.topology)
+        #: A worker's transport window may cap its rate below any link's (SwitchML's pool); None: no cap.
+        self.caps_bps = {w: window_rate_cap_bps(scenario, default, job, w) for job in scenario.jobs
+                         for w in job.workers}
         self._trees = {(job.name, ps): result_multicast_tree(scenario.topology, default, job, jp, ps)
                        for job, jp in self.jobs for ps in set(jp.ps_of_submodel.values())}
 
@@ -175,6 +180,10 @@ class FluidModel:
         cap = self.routes.capacity_bps
         return all(load <= cap[link] * (1 + 1e-12) for link, load in loads.items())
 
+    def _capped(self, worker, rate_bps):
+        cap = self.caps_bps[worker]
+        return rate_bps if cap is None else min(rate_bps, cap)
+
     def max_min_rates(self):
         """Progressive filling: (rates per worker, saturated links at the first level)."""
         rates = {w: 0.0 for w in self.workers}
@@ -187,14 +196,14 @@ class FluidModel:
             for _ in range(BISECTION_STEPS):
                 mid = 0.5 * (low + high)
                 trial = dict(rates)
-                trial.update({w: mid for w in active})
+                trial.update({w: self._capped(w, mid) for w in active})
                 if self.feasible(self.evaluate(trial, beta)[0]):
                     low = mid
                 else:
                     high = mid
                 if high - low <= high * 1e-13:
                     break
-            rates.update({w: low for w in active})
+            rates.update({w: self._capped(w, low) for w in active})
             loads, touch, _, _, beta = self.evaluate(rates, beta)
             cap = self.routes.capacity_bps
             saturated = [l for l, load in loads.items() if load >= cap[l] * (1 - SATURATED)]
@@ -206,5 +215,6 @@ class FluidModel:
             stopped = set().union(*(touch[l] for l in saturated)) & active if saturated else set()
             if not stopped and saturated:
                 stopped = set().union(*(touch[RESULTS, l] for l in saturated)) & active
-            active -= stopped or set(active)
+            capped = {w for w in active if self.caps_bps[w] is not None and rates[w] >= self.caps_bps[w]}
+            active -= (stopped | capped) or set(active)
         return rates, first_bottlenecks or []

@@ -128,3 +128,24 @@ def test_format_simulation_prints_rates_and_counts():
     assert "minimum sending rate" in text and "10 Gb/s" in text
     assert "PS ingress             30 fragments" in text
     assert "s1" in text and "w4" in text
+
+
+def test_switchmls_pool_caps_a_workers_rate_at_one_pool_per_unloaded_round_trip():
+    """PA-ATP's testbed without background: each PS's link carries three copies of every RESULT, so every
+    worker gets 4/3 Mb/s. SwitchML's default pool (twice the path's bandwidth-delay product) never binds;
+    a pool of one frame does: 2688 frame bits per unloaded round trip of hl1-s1-s2-hr1 (six serialisations
+    of 0.672 ms), 2/3 Mb/s for job a, which leaves job b its 4/3 Mb/s."""
+    from pathlib import Path
+
+    from testbed.scenario import load_scenario
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "pa-atp" / "fidelity.yaml"
+
+    def rates(*overrides):
+        scenario = load_scenario(path, list(overrides))
+        result = sim.evaluate(scenario, compute_policy(scenario))
+        return {name: job["min_sending_rate_bps"] for name, job in result["jobs"].items()}
+
+    assert rates("transport=switchml") == {"job-a": pytest.approx(4e6 / 3), "job-b": pytest.approx(4e6 / 3)}
+    assert rates("transport=switchml", "jobs.0.transport_options.pool=1") == \
+        {"job-a": pytest.approx(4e6 / 6), "job-b": pytest.approx(4e6 / 3)}
+    assert rates("transport=atp") == rates("transport=switchml")
