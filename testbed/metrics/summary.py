@@ -96,7 +96,6 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
         "bypassed_packets": sum(r["bypassed_pkts"] for r in ps_rows),
         "duplicate_packets_at_ps": sum(r["duplicate_pkts"] for r in ps_rows),
         "ce_marked_packets_at_ps": sum(r.get("ce_marked_pkts", 0) for r in ps_rows),
-        "release_retransmissions": sum(r.get("releases", 0) for r in all_worker_rows),
         "transport_events": {k: sum(r.get(k, 0) for r in all_worker_rows)
                              for k in ("timeouts", "fast_retransmits", "ecn_echoes", "window_cuts", "releases")},
     }
@@ -142,7 +141,7 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict)
     - ``spurious_retransmissions``: retransmissions of a contribution its aggregation node already
       held: RETX duplicates at switches (``partial_flushed``) plus at PSs (counted at every node such
       a retransmission reaches, so an upper bound), less the transports' deliberate releases
-      (``release_retransmissions``: PA-ATP retransmits a fragment a switch holds to release its
+      (``transport_events.releases``: PA-ATP retransmits a fragment a switch holds to release its
       partial aggregate to the PS, §III-B 1; each is one such duplicate where it arrives);
     - ``queue_drops``: per switch and port, tail drops of the egress queues (pyswitch; bmv2 does not count them);
     - ``impairment_drops``: per switch and port, packets the link impairment dropped (both targets count them);
@@ -153,7 +152,7 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict)
     retransmitted = sum(j["retransmitted_packets"] for j in jobs)
     duplicates = sum(j["spurious_retransmissions_at_ps"] for j in jobs) + \
         sum(int(st.get("partial_flushed", 0)) for st in switch_stats.values())
-    spurious = max(0, duplicates - sum(j.get("release_retransmissions", 0) for j in jobs))
+    spurious = max(0, duplicates - sum(j["transport_events"].get("releases", 0) for j in jobs))
     unmodelled = {}
     for name, st in switch_stats.items():
         if st.get("socket_dropped"):
