@@ -204,7 +204,8 @@ def _ina_filters(scenario, policy, result):
             for g, nxt in sorted(jp.next_hop[sw].items()):
                 nxt_node = topo.node(nxt)
                 next_base, next_count = result.slot_ranges.get((job.name, nxt), (0, 0))
-                result.switches[sw].entries.append(TableEntry("ina_filter", "ina_aggregate", (job.job_id, node.node_id, g), (
+                match = (job.job_id, node.node_id, g)
+                result.switches[sw].entries.append(TableEntry("ina_filter", "ina_aggregate", match, (
                     ("switch_addr", node.ip), ("slot_base", base), ("slot_count", count),
                     ("release_mode", jp.release_mode), ("next_agg_node", nxt_node.node_id),
                     ("next_fanin", jp.fanin(g, nxt)), ("next_dst", nxt_node.ip),

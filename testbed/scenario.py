@@ -856,8 +856,8 @@ def _resolve_jobs(c, spec, topo, scale, switch):
         for role, names in (("workers", workers), ("ps", ps)):
             for k, h in enumerate(names):
                 if h not in hosts:
-                    c.fail(f"{p}.{role}.{k}", f"host {_brief(h)} is not defined in the topology "
-                                              f"(hosts: {', '.join(sorted(hosts)[:12])}{' ...' if len(hosts) > 12 else ''})")
+                    listed = ", ".join(sorted(hosts)[:12]) + (" ..." if len(hosts) > 12 else "")
+                    c.fail(f"{p}.{role}.{k}", f"host {_brief(h)} is not defined in the topology (hosts: {listed})")
                 if h in used:
                     c.fail(f"{p}.{role}.{k}", f"host {h!r} already serves {used[h]}")
                 used[h] = f"{name} as {role}"

@@ -135,7 +135,8 @@ def validate_entry(entry: TableEntry):
     if table is None:
         raise DataplaneError(f"unknown table {entry.table!r}; the program has {', '.join(sorted(program.TABLES))}")
     if entry.action not in table.actions:
-        raise DataplaneError(f"table {entry.table}: unknown action {entry.action!r}; allowed: {', '.join(table.actions)}")
+        raise DataplaneError(f"table {entry.table}: unknown action {entry.action!r}; "
+                             f"allowed: {', '.join(table.actions)}")
     if len(entry.match) != len(table.keys):
         raise DataplaneError(f"table {entry.table}: expected {len(table.keys)} match values "
                              f"({', '.join(k.field for k in table.keys)}), got {len(entry.match)}")

@@ -20,10 +20,11 @@ def format_summary(s: dict) -> str:
         transport = j.get("transport")
         how = j["policy"] + (f", transport {transport}" if transport and transport != default_transport(j["policy"])
                              else "")
+        rate_bps = j["gradient_sending_rate_bps"]
         lines.append(f"  {j['job']} ({how}): {j['iterations_completed']}/{j['iterations']} iterations, "
                      f"{num(j['iteration_time_s'], '.3f')} s/iteration, comm {num(j['comm_time_s'], '.3f')} s, "
                      f"PS ingress {j['ps_ingress_bytes'] / 1e6:.2f} MB, "
-                     f"sending rate {num(j['gradient_sending_rate_bps'] and j['gradient_sending_rate_bps'] / 1e6, '.1f')} Mb/s, "
+                     f"sending rate {num(rate_bps and rate_bps / 1e6, '.1f')} Mb/s, "
                      f"retransmissions {j['retransmitted_packets']} "
                      f"({num(j.get('retransmission_ratio') and 100 * j['retransmission_ratio'], '.1f')}%)")
     if s.get("distorted"):

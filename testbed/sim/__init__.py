@@ -15,7 +15,8 @@ The result is a JSON-able dict whose keys end in their unit:
 
 - ``min_sending_rate_bps``: the rate every worker reaches (synchronous
   training's rate); per job ``comm_time_s``: its slowest worker's frames at
-  its rate plus one frame's store-and-forward round trip to its PS; ``worker_sending_rate_bps``: max-min fair rate per worker;
+  its rate plus one frame's store-and-forward round trip to its PS;
+  ``worker_sending_rate_bps``: max-min fair rate per worker;
   ``bottleneck_links``: links saturated at the minimum rate;
 - ``ps_ingress_fragments`` / ``ps_ingress_bytes``: gradient fragments (and
   their frame bytes, Ethernet to the last lane, as ``inatb run`` counts

@@ -86,7 +86,7 @@ def test_ps_answers_each_raw_gradient_of_a_pa_atp_job_with_a_gack(monkeypatch):
     assert [addr for _, addr in gacks] == [("10.0.0.1", 40000), ("10.0.0.2", 40000), ("10.0.0.2", 40000)]
     first, second, third = (h for h, _ in gacks)
     assert first == InaHeader(job=3, flags=FLAG_GACK | FLAG_ECN_ECHO, elems=0, agg_node=100, fanin=2, count=1,
-                              seq=0, slot=0, bitmap=0b01, progress=5)            # the PS took it; as it arrived: S_sum, N
+                              seq=0, slot=0, bitmap=0b01, progress=5)   # the PS took it; as it came: S_sum, N
     assert (second.flags, second.seq, second.bitmap, second.progress) == (FLAG_GACK, 0, 0b10, 0)
     assert (third.flags, third.seq, third.progress) == (FLAG_GACK, 1, 6)
     assert all(len(data) == INA_HEADER_BYTES for data, _ in sent if INA_HEADER.unpack_from(data)[1] & FLAG_GACK)

@@ -126,7 +126,8 @@ def test_a_sweep_runs_each_point_once_and_resumes(tmp_path):
 def test_an_interrupted_sweep_keeps_its_table_and_the_next_run_does_only_the_rest(tmp_path):
     spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nrepetitions: 2\n"))
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(spec, tmp_path / "out", executor=LocalExecutor(FakeRunner(interrupt_after=1)), progress=open("/dev/null", "w"))
+        run_sweep(spec, tmp_path / "out", executor=LocalExecutor(FakeRunner(interrupt_after=1)),
+                  progress=open("/dev/null", "w"))
     table = (tmp_path / "out" / "s" / "table.csv").read_text().splitlines()
     assert len(table) == 1 + 1
     rest = FakeRunner()

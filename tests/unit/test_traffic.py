@@ -224,7 +224,8 @@ def test_flowgen_records_unreachable_flows_at_sigterm(tmp_path):
         source.send_signal(signal.SIGTERM)
         assert _wait(source, 5) == 0
         records = [json.loads(line) for line in out.read_text().splitlines()]
-        assert [(r["size_bytes"], r["completed"], r["fct_s"]) for r in records] == [(10, False, None), (20, False, None)]
+        assert [(r["size_bytes"], r["completed"], r["fct_s"]) for r in records] == \
+            [(10, False, None), (20, False, None)]
     finally:
         _stop(procs)
 

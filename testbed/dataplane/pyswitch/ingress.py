@@ -121,7 +121,8 @@ S = program.STAT_INDICES
 ST_INA_RX, ST_AGG, ST_EMIT, ST_DUP = S["ina_rx"], S["aggregated"], S["emitted"], S["duplicate_dropped"]
 ST_COLL, ST_CAP, ST_MAL, ST_RANGE = (S["collision_bypassed"], S["capacity_bypassed"], S["malformed_dropped"],
                                      S["slot_range_dropped"])
-ST_FWD, ST_NOROUTE, ST_FLUSH, ST_STALE = S["forwarded"], S["no_route_dropped"], S["partial_flushed"], S["stale_reclaimed"]
+ST_FWD, ST_NOROUTE = S["forwarded"], S["no_route_dropped"]
+ST_FLUSH, ST_STALE = S["partial_flushed"], S["stale_reclaimed"]
 ST_MCAST, ST_RETX_BYPASS, ST_RELEASED = S["multicast"], S["retx_bypassed"], S["result_released"]
 ST_LEAD_BYPASS, ST_GACKED, ST_AECN = S["lead_bypassed"], S["gacked"], S["aecn_marked"]
 ST_SHADOW = S["shadow_answered"]
