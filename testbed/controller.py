@@ -261,12 +261,13 @@ def multicast_tree(topo, routes, ps: str, workers) -> dict:
 
 def result_multicast_tree(topo, routes, job, jp, ps):
     """The tree the switches multicast ``ps``'s RESULTs of ``job`` on, or None where the PS sends them
-    to every worker by unicast (a scheme without INA, or a tree with a switch that is not programmable).
-    One rule for the controller and the simulator."""
+    to every worker by unicast (a scheme without INA, or a tree with a switch that is not programmable
+    unless ``topology.result_multicast`` is ``all``). One rule for the controller and the simulator."""
     if not jp.aggregating_switches():
         return None
     tree = multicast_tree(topo, routes, ps, job.workers)
-    return tree if all(topo.node(sw).programmable for sw in tree) else None
+    replicating = topo.result_multicast == "all" or all(topo.node(sw).programmable for sw in tree)
+    return tree if replicating else None
 
 
 def _result_multicast(scenario, routes, policy, result):
@@ -275,7 +276,7 @@ def _result_multicast(scenario, routes, policy, result):
     the default-route tree toward the workers replicates it (``ina_result`` -> ``ina_multicast``, or
     ``ina_release`` where the job releases slots on RESULT), and a copy leaving toward a host is
     addressed to that host (``ina_mcast_rewrite``). Only where every switch of the tree is
-    programmable; schemes without INA (``ps``, ``geryon``, ``lbmm``, ``ksgd``) keep BytePS's unicast
+    programmable, or every switch replicates (``topology.result_multicast: all``); schemes without INA (``ps``, ``geryon``, ``lbmm``, ``ksgd``) keep BytePS's unicast
     pull from the PS, and a PS always answers a single worker's retransmission by unicast."""
     topo = scenario.topology
     next_group = {}
@@ -293,7 +294,8 @@ def _result_multicast(scenario, routes, policy, result):
             for sw, children in sorted(tree.items()):
                 group = next_group.get(sw, 1)
                 next_group[sw] = group + 1
-                ports = tuple(_port_toward(topo, sw, c, topo.node(c).node_id) for c in children)
+                # over parallel links, the copy toward a child takes the link ECMP picks for (PS, child)
+                ports = tuple(_port_toward(topo, sw, c, topo.flow_key(ps, c)) for c in children)
                 config = result.switches[sw]
                 config.multicast_groups.append(MulticastGroup(group, ports))
                 base, count = result.slot_ranges.get((job.name, sw), (0, 0))

@@ -93,6 +93,10 @@ TOPOLOGY_KEYS = {
     "fat-tree": {"kind", "link_rate", "programmable", "k", "hosts_per_edge"},
     "goat-testbed": {"kind", "link_rate", "programmable", "workers_per_rack"},
 }
+for _keys in TOPOLOGY_KEYS.values():
+    _keys.add("result_multicast")
+#: ``topology.result_multicast``: which switches replicate RESULTs (Topology.result_multicast).
+RESULT_MULTICAST = ("programmable", "all")
 SWITCH_KEYS = {"slots", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold"}
 #: A job's ``retransmit_timeout``: the workers' minimum RTO (Linux's TCP_RTO_MIN). Their RTO follows the
 #: measured RTT above it; a smaller floor fires while fragments still wait in a growing window's queue.
@@ -757,6 +761,8 @@ def _resolve_topology(c, spec, scale, seed):
         c.fail(f"{path}.programmable", "expected all, none, a list of switch names, or {fraction: F}")
     if "pinned_paths" in spec:
         topo.pinned_paths = _resolve_pinned_paths(c, spec["pinned_paths"], f"{path}.pinned_paths", topo)
+    topo.result_multicast = c.choice(spec.get("result_multicast", "programmable"), f"{path}.result_multicast",
+                                     RESULT_MULTICAST)
     return topology.mark_programmable(topo, rule, seed)
 
 

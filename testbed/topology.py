@@ -62,6 +62,10 @@ class Topology:
     #: wherever its path crosses parallel links (PA-ATP §V-B pins flows to paths p1-p3); other hosts' flows
     #: are spread by (source, destination), as ECMP hashing would.
     pinned_paths: dict = field(default_factory=dict)
+    #: Which switches replicate a job's RESULTs to its workers: "programmable" (only a tree of programmable
+    #: switches multicasts; elsewhere the PS sends one copy per worker) or "all" (every switch replicates,
+    #: as IP multicast; PA-ATP's S1 is a Tofino without INA functions).
+    result_multicast: str = "programmable"
 
     # -- queries -----------------------------------------------------------------
     def hosts(self):

@@ -170,7 +170,7 @@ class FluidModel:
                 edges = [link for w in job.workers for link in self.routes.links(ps, w)]
             else:
                 first = self.scenario.topology.neighbor(ps, self.scenario.topology.host_link(ps))
-                edges = [(ps, first)] + [self.routes.multicast_link(sw, c)
+                edges = [(ps, first)] + [self.routes.multicast_link(sw, c, ps)
                                          for sw, children in tree.items() for c in children]
             for edge in edges:
                 loads[edge] += rate

@@ -49,9 +49,10 @@ class Routes:
         key = self.topology.flow_key(src, dst) if any(hop in self._parallel for hop in zip(nodes, nodes[1:])) else 0
         return [self.link(a, b, key) for a, b in zip(nodes, nodes[1:])]
 
-    def multicast_link(self, switch: str, child: str) -> tuple:
-        """The link a switch's multicast copy toward ``child`` crosses (the controller keys it by the child)."""
-        return self.link(switch, child, self.topology.node(child).node_id)
+    def multicast_link(self, switch: str, child: str, ps: str) -> tuple:
+        """The link a switch's copy of ``ps``'s multicast RESULT crosses toward ``child`` (the controller
+        keys it by (PS, child))."""
+        return self.link(switch, child, self.topology.flow_key(ps, child))
 
     def _next_default(self, node, dst):
         nxt = self.default.next_hop(node, dst)

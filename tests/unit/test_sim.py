@@ -131,7 +131,7 @@ def test_format_simulation_prints_rates_and_counts():
 
 
 def test_switchmls_pool_caps_a_workers_rate_at_one_pool_per_unloaded_round_trip():
-    """PA-ATP's testbed without background: each PS's link carries three copies of every RESULT, so every
+    """PA-ATP's testbed with unicast RESULTs: each PS's link carries three copies of every RESULT, so every
     worker gets 4/3 Mb/s. SwitchML's default pool (twice the path's bandwidth-delay product) never binds;
     a pool of one frame does: 2688 frame bits per unloaded round trip of hl1-s1-s2-hr1 (six serialisations
     of 0.672 ms), 2/3 Mb/s for job a, which leaves job b its 4/3 Mb/s."""
@@ -141,7 +141,7 @@ def test_switchmls_pool_caps_a_workers_rate_at_one_pool_per_unloaded_round_trip(
     path = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "pa-atp" / "fidelity.yaml"
 
     def rates(*overrides):
-        scenario = load_scenario(path, list(overrides))
+        scenario = load_scenario(path, ["topology.result_multicast=programmable", *overrides])
         result = sim.evaluate(scenario, compute_policy(scenario))
         return {name: job["min_sending_rate_bps"] for name, job in result["jobs"].items()}
 
@@ -149,3 +149,28 @@ def test_switchmls_pool_caps_a_workers_rate_at_one_pool_per_unloaded_round_trip(
     assert rates("transport=switchml", "jobs.0.transport_options.pool=1") == \
         {"job-a": pytest.approx(4e6 / 6), "job-b": pytest.approx(4e6 / 3)}
     assert rates("transport=atp") == rates("transport=switchml")
+
+
+def test_result_multicast_all_lets_a_switch_without_ina_replicate_results():
+    """PA-ATP's testbed aggregates at S2 only. With ``programmable`` (the default) S1 cannot replicate: each PS
+    sends a copy of every RESULT per worker and its own link caps every worker at 4/3 Mb/s; with
+    ``topology.result_multicast: all`` S1 replicates (IP multicast), the PS sends one copy, and the gradients'
+    shared paths set the rate: 2 Mb/s for the workers that share one, in the controller's plan and the model."""
+    from pathlib import Path
+
+    from testbed import controller
+    from testbed.errors import ScenarioError
+    from testbed.scenario import load_scenario
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "pa-atp" / "fidelity.yaml"
+
+    def plan_and_rate(*overrides):
+        scenario = load_scenario(path, list(overrides))
+        policy = compute_policy(scenario)
+        plan = controller.plan(scenario, policy)
+        s1 = [e.action for e in plan.switches["s1"].entries if e.table == "ina_result"]
+        return s1, len(plan.switches["s1"].multicast_groups), sim.evaluate(scenario, policy)["min_sending_rate_bps"]
+
+    assert plan_and_rate("topology.result_multicast=programmable") == ([], 0, pytest.approx(4e6 / 3))
+    assert plan_and_rate() == (["ina_multicast"] * 2, 2, pytest.approx(2e6))      # the scenario says all
+    with pytest.raises(ScenarioError, match="topology.result_multicast: expected one of programmable, all"):
+        load_scenario(path, ["topology.result_multicast=yes"])
