@@ -2,15 +2,19 @@
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from testbed import sim
+from testbed import controller, sim
 from testbed.policy import compute_policy
-from testbed.scenario import parse_scenario
+from testbed.errors import ScenarioError
+from testbed.scenario import load_scenario, parse_scenario
 from testbed.sim.fragments import FragmentModel
 from testbed.sim.routes import Routes
 from testbed.dataplane.wire import ina_frame_bytes
+
+PA_ATP_FIDELITY = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "pa-atp" / "fidelity.yaml"
 
 STAR = textwrap.dedent("""\
     version: 1
@@ -135,13 +139,9 @@ def test_switchmls_pool_caps_a_workers_rate_at_one_pool_per_unloaded_round_trip(
     worker gets 4/3 Mb/s. SwitchML's default pool (twice the path's bandwidth-delay product) never binds;
     a pool of one frame does: 2688 frame bits per unloaded round trip of hl1-s1-s2-hr1 (six serialisations
     of 0.672 ms), 2/3 Mb/s for job a, which leaves job b its 4/3 Mb/s."""
-    from pathlib import Path
-
-    from testbed.scenario import load_scenario
-    path = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "pa-atp" / "fidelity.yaml"
 
     def rates(*overrides):
-        scenario = load_scenario(path, ["topology.result_multicast=programmable", *overrides])
+        scenario = load_scenario(PA_ATP_FIDELITY, ["topology.result_multicast=programmable", *overrides])
         result = sim.evaluate(scenario, compute_policy(scenario))
         return {name: job["min_sending_rate_bps"] for name, job in result["jobs"].items()}
 
@@ -156,15 +156,9 @@ def test_result_multicast_all_lets_a_switch_without_ina_replicate_results():
     sends a copy of every RESULT per worker and its own link caps every worker at 4/3 Mb/s; with
     ``topology.result_multicast: all`` S1 replicates (IP multicast), the PS sends one copy, and the gradients'
     shared paths set the rate: 2 Mb/s for the workers that share one, in the controller's plan and the model."""
-    from pathlib import Path
-
-    from testbed import controller
-    from testbed.errors import ScenarioError
-    from testbed.scenario import load_scenario
-    path = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "pa-atp" / "fidelity.yaml"
 
     def plan_and_rate(*overrides):
-        scenario = load_scenario(path, list(overrides))
+        scenario = load_scenario(PA_ATP_FIDELITY, list(overrides))
         policy = compute_policy(scenario)
         plan = controller.plan(scenario, policy)
         s1 = [e.action for e in plan.switches["s1"].entries if e.table == "ina_result"]
@@ -173,4 +167,4 @@ def test_result_multicast_all_lets_a_switch_without_ina_replicate_results():
     assert plan_and_rate("topology.result_multicast=programmable") == ([], 0, pytest.approx(4e6 / 3))
     assert plan_and_rate() == (["ina_multicast"] * 2, 2, pytest.approx(2e6))      # the scenario says all
     with pytest.raises(ScenarioError, match="topology.result_multicast: expected one of programmable, all"):
-        load_scenario(path, ["topology.result_multicast=yes"])
+        load_scenario(PA_ATP_FIDELITY, ["topology.result_multicast=yes"])
