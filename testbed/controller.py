@@ -276,8 +276,9 @@ def _result_multicast(scenario, routes, policy, result):
     the default-route tree toward the workers replicates it (``ina_result`` -> ``ina_multicast``, or
     ``ina_release`` where the job releases slots on RESULT), and a copy leaving toward a host is
     addressed to that host (``ina_mcast_rewrite``). Only where every switch of the tree is
-    programmable, or every switch replicates (``topology.result_multicast: all``); schemes without INA (``ps``, ``geryon``, ``lbmm``, ``ksgd``) keep BytePS's unicast
-    pull from the PS, and a PS always answers a single worker's retransmission by unicast."""
+    programmable, or every switch replicates (``topology.result_multicast: all``); schemes without INA
+    (``ps``, ``geryon``, ``lbmm``, ``ksgd``) keep BytePS's unicast pull from the PS, and a PS always
+    answers a single worker's retransmission by unicast."""
     topo = scenario.topology
     next_group = {}
     rewritten = set()     # (switch, port) with an ina_mcast_rewrite entry
@@ -429,9 +430,8 @@ def transport_options_of(scenario, routes, job, worker) -> dict:
     (``default_pool_frames``: that path's unloaded bandwidth-delay product)."""
     options = dict(job.transport_options)
     if job.transport == SwitchMLTransport.name:
-        rates = scenario.topology.capacity_bps()
         frame_bytes = ina_frame_bytes(scenario.switch.lanes)
-        paths = [link_rates_along(rates, routes.path(worker, ps)) for ps in job.ps]
+        paths = _rates_to_ps(scenario, routes, job, worker)
         if "timeout_s" not in options:
             options["timeout_s"] = default_timeout_s(
                 max(rtt_estimate_s(path, frame_bytes, scenario.switch.queue_depth_pkts) for path in paths))
@@ -447,11 +447,15 @@ def window_rate_cap_bps(scenario, routes, job, worker):
     longest path to a PS of its job. A congestion-controlled window grows until a link is full."""
     if job.transport != SwitchMLTransport.name:
         return None
-    rates = scenario.topology.capacity_bps()
     frame_bytes = ina_frame_bytes(scenario.switch.lanes)
-    round_trip_s = max(rtt_estimate_s(link_rates_along(rates, routes.path(worker, ps)), frame_bytes, 0)
-                       for ps in job.ps)
+    round_trip_s = max(rtt_estimate_s(path, frame_bytes, 0) for path in _rates_to_ps(scenario, routes, job, worker))
     return transport_options_of(scenario, routes, job, worker)["pool"] * 8.0 * frame_bytes / round_trip_s
+
+
+def _rates_to_ps(scenario, routes, job, worker) -> list:
+    """Per PS of ``job``, the link rates along ``worker``'s default path to it."""
+    rates = scenario.topology.capacity_bps()
+    return [link_rates_along(rates, routes.path(worker, ps)) for ps in job.ps]
 
 
 def _agents(scenario, routes, policy, result):

@@ -85,16 +85,14 @@ HTB_MIN_RATE_BPS = 1e3
 # Allowed keys per section (a key not listed is an error naming the allowed ones).
 TOP_KEYS = {"version", "name", "description", "seed", "scale", "target", "run_timeout", "topology", "switch",
             "jobs", "impairments", "metrics", "background", "stragglers", "simulation"}
+_TOPOLOGY_COMMON_KEYS = {"kind", "link_rate", "programmable", "result_multicast"}
 TOPOLOGY_KEYS = {
-    "explicit": {"kind", "link_rate", "programmable", "switches", "hosts", "links", "pinned_paths"},
-    "dumbbell": {"kind", "link_rate", "programmable", "hosts_left", "hosts_right", "paths", "core_rate",
-                 "pinned_paths"},
-    "leaf-spine": {"kind", "link_rate", "programmable", "spines", "leaves", "hosts_per_leaf"},
-    "fat-tree": {"kind", "link_rate", "programmable", "k", "hosts_per_edge"},
-    "goat-testbed": {"kind", "link_rate", "programmable", "workers_per_rack"},
+    "explicit": _TOPOLOGY_COMMON_KEYS | {"switches", "hosts", "links", "pinned_paths"},
+    "dumbbell": _TOPOLOGY_COMMON_KEYS | {"hosts_left", "hosts_right", "paths", "core_rate", "pinned_paths"},
+    "leaf-spine": _TOPOLOGY_COMMON_KEYS | {"spines", "leaves", "hosts_per_leaf"},
+    "fat-tree": _TOPOLOGY_COMMON_KEYS | {"k", "hosts_per_edge"},
+    "goat-testbed": _TOPOLOGY_COMMON_KEYS | {"workers_per_rack"},
 }
-for _keys in TOPOLOGY_KEYS.values():
-    _keys.add("result_multicast")
 #: ``topology.result_multicast``: which switches replicate RESULTs (Topology.result_multicast).
 RESULT_MULTICAST = ("programmable", "all")
 SWITCH_KEYS = {"slots", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold"}

@@ -26,22 +26,21 @@ class Routes:
         self.default = DefaultRoutes(topology)
         self._walks = {}
         self.capacity_bps = {}          # directed link key -> bps
-        self._parallel = set()          # (a, b) pairs joined by more than one link
+        self._parallel = {}             # (a, b) joined by more than one link -> how many
         for a, b in {(l.a, l.b) for l in topology.links}:
             joining = topology.links_between(a, b)
             for x, y in ((a, b), (b, a)):
                 if len(joining) == 1:
                     self.capacity_bps[(x, y)] = joining[0].rate_bps
                 else:
-                    self._parallel.add((x, y))
+                    self._parallel[(x, y)] = len(joining)
                     for k, link in enumerate(joining):
                         self.capacity_bps[(x, y, k)] = link.rate_bps
 
     def link(self, a: str, b: str, flow_key: int = 0) -> tuple:
         """The key of the directed link from ``a`` to ``b`` that ``flow_key`` picks (``Topology.link_for``)."""
-        if (a, b) not in self._parallel:
-            return (a, b)
-        return (a, b, flow_key % len(self.topology.links_between(a, b)))
+        count = self._parallel.get((a, b))
+        return (a, b) if count is None else (a, b, flow_key % count)
 
     def links(self, src: str, dst: str, start: str = None) -> list:
         """Keys of the directed links a packet (src, dst) crosses from ``start`` (default ``src``)."""
