@@ -131,7 +131,8 @@ def test_progress_unaware_decrease_factor_is_alpha():
 
 
 def test_alpha_is_updated_once_per_round_and_cwd_cut_by_one_minus_d_over_two():
-    t = pa(initial_cwd=4, ecn_weight=0.5, progress_aware=False)  # d = alpha, to pin alpha alone
+    # d = alpha, to pin alpha alone; +1 per GACK throughout, to pin the cuts apart from the growth
+    t = pa(initial_cwd=4, ecn_weight=0.5, progress_aware=False, congestion_avoidance=False)
     t.start_iteration(50, now_s=0.0)
     assert sent(t) == [0, 1, 2, 3]                               # sends 1-4
     t.on_gack(0, 0.01)                                           # round 1 ends: e = 0
@@ -149,6 +150,34 @@ def test_alpha_is_updated_once_per_round_and_cwd_cut_by_one_minus_d_over_two():
     assert t.cwd == pytest.approx(6.75 * (1 - 0.625 / 2)) == pytest.approx(4.640625)
     assert t.alpha == 0.8125                                     # round 3 (one GACK, marked): 0.5 x 0.625 + 0.5
     assert t.stats["window_cuts"] == 2 and t.stats["gack_ce_marks"] == 4 and t.stats["gacks"] == 6
+
+
+def test_cwd_grows_one_per_gack_until_its_first_cut_then_one_per_round():
+    t = pa(initial_cwd=4, progress_aware=False)
+    t.start_iteration(100, now_s=0.0)
+    assert sent(t) == [0, 1, 2, 3]                               # sends 1-4
+    t.on_gack(0, 0.01)
+    t.on_gack(1, 0.01)
+    assert t.cwd == 6 and t.slow_start                           # slow start: +1 per GACK
+    t.alpha = 1.0
+    t.on_gack(2, 0.02, ecn_echo=True)                            # alpha 1: d = 1, halved
+    assert t.cwd == 3 and not t.slow_start
+    t.on_gack(3, 0.03)                                           # congestion avoidance: + 1/CWD
+    assert t.cwd == pytest.approx(3 + 1 / 3)
+    assert sent(t) == [4, 5, 6]                                  # gbase 4 + CWD 3
+    for seq in (4, 5, 6):
+        t.on_gack(seq, 0.04)
+    cwd = 3 + 1 / 3
+    for _ in range(3):
+        cwd += 1 / cwd
+    assert t.cwd == pytest.approx(cwd) and 4 < t.cwd < 4.2       # a window of GACKs: about +1
+    literal = pa(initial_cwd=4, progress_aware=False, congestion_avoidance=False)
+    literal.start_iteration(100, now_s=0.0)
+    sent(literal)
+    literal.on_gack(0, 0.01, ecn_echo=True)
+    literal.on_gack(1, 0.02)
+    assert literal.cwd == 3                                      # the paper's literal rule: 2 + 1 after the cut
+    assert pa("strawasyn").congestion_avoidance and not pa("strawasyn", congestion_avoidance=False).congestion_avoidance
 
 
 @pytest.mark.parametrize("gacked_before, results_before, expected_cwd", [

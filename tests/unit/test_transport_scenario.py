@@ -88,7 +88,7 @@ def test_transport_options_resolved_per_transport():
     ("transport: switchml\ntransport_options: {timeout: 0s}\n", "jobs.0.transport_options.timeout", "> 0"),
     ("transport: switchml\ntransport_options: {timeout: 10}\n", "jobs.0.transport_options.timeout", "unit"),
     ("transport: pa-atp\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options.initial_window",
-     "allowed here: aecn_weight, awd_limit, ecn_weight, initial_awd, initial_cwd, progress_aware"),
+     "allowed here: aecn_weight, awd_limit, congestion_avoidance, ecn_weight, initial_awd, initial_cwd, progress_aware"),
     ("transport: pa-atp\ntransport_options: {initial_cwd: 17}\n", "jobs.0.transport_options.initial_cwd",
      "[1, 16]"),
     ("transport: pa-atp\ntransport_options: {initial_awd: 101}\n", "jobs.0.transport_options.initial_awd",
@@ -102,7 +102,7 @@ def test_transport_options_resolved_per_transport():
     ("transport: pa-atp\ntransport_options: {awd_limit: false, initial_awd: 8}\n",
      "jobs.0.transport_options.initial_awd", "awd_limit: false turns off"),
     ("transport: strawasyn\ntransport_options: {progress_aware: true}\n",
-     "jobs.0.transport_options.progress_aware", "allowed here: ecn_weight, initial_cwd"),
+     "jobs.0.transport_options.progress_aware", "allowed here: congestion_avoidance, ecn_weight, initial_cwd"),
 ])
 def test_bad_transport_fields_are_one_line_errors_naming_file_line_and_field(extra, field, words):
     err = error(extra)
