@@ -1,7 +1,8 @@
 """The emulation agrees with the flow-level model: fragment counts within 10%, rates and communication
-times within 25%, for ps, atp, goat and grid on GOAT's testbed and on a leaf-spine with two jobs, and for the
-atp and switchml transports on PA-ATP's testbed (two jobs over four parallel paths, each flow on the path
-the controller's entries pick).
+times within 25%, for ps, atp, goat and grid on GOAT's testbed and on a leaf-spine with two jobs, and for
+every transport on PA-ATP's testbed (two jobs over four parallel paths, each flow on the path the
+controller's entries pick; the asynchronous transports' fragment counts are shown, not judged:
+testbed/fidelity.py says why).
 
 The scenarios run without compute-delay stragglers (the simulator models synchronous starts; ATP's
 fragment counts depend on arrival order, GOAT Fig. 2), and leave the first iteration, the transports'
@@ -71,6 +72,6 @@ def test_leaf_spine_with_two_jobs_agrees_with_the_simulator(policy, emulation, t
                    tmp_path, quiet)
 
 
-@pytest.mark.parametrize("transport", ["atp", "switchml"])
+@pytest.mark.parametrize("transport", ["atp", "switchml", "pa-atp", "strawasyn"])
 def test_pa_atp_testbed_agrees_with_the_simulator(transport, emulation, tmp_path, quiet):
     check_fidelity(load_scenario(PA_ATP_FIDELITY, [f"transport={transport}"]), tmp_path, quiet)

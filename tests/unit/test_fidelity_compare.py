@@ -5,8 +5,9 @@ import pytest
 from testbed.fidelity import FRAGMENT_TOLERANCE, RATE_TOLERANCE, compare, format_fidelity
 
 
-def summary(ps_packets, sent, rate_bps, comm_s, egress, iterations=10):
-    return {"jobs": [{"job": "j", "iterations_completed": iterations, "ps_ingress_packets": ps_packets,
+def summary(ps_packets, sent, rate_bps, comm_s, egress, iterations=10, transport="atp"):
+    return {"jobs": [{"job": "j", "transport": transport, "iterations_completed": iterations,
+                      "ps_ingress_packets": ps_packets,
                       "fragments_sent": sent, "min_gradient_sending_rate_bps": rate_bps, "comm_time_s": comm_s}],
             "switch_egress_fragments": egress}
 
@@ -37,3 +38,17 @@ def test_an_amount_the_simulator_puts_at_zero_is_judged_against_the_fragments_se
     assert amount["emulated"] == pytest.approx(-1.8) and amount["simulated"] == 0 and amount["ratio"] is None
     assert amount["within"]                                       # 1.8 of 192 sent
     assert result["all_within"]
+
+
+@pytest.mark.parametrize("transport", ["pa-atp", "strawasyn"])
+def test_an_asynchronous_transports_fragment_counts_are_shown_not_judged(transport):
+    result = compare(summary(ps_packets=600, sent=1920, rate_bps=5e6, comm_s=0.1, egress=900, transport=transport),
+                     SIM)
+    rows = {r["metric"]: r for r in result["jobs"]["j"] + result["run"]}
+    for metric in ("ps_ingress_fragments", "ina_amount_fragments", "switch_egress_fragments"):
+        assert not rows[metric]["within"] and not rows[metric]["judged"]          # 60 against 24: shown ...
+    assert rows["min_sending_rate_bps"]["judged"] and rows["comm_time_s"]["judged"]
+    assert result["all_within"]                                                   # ... but not judged
+    assert "not judged (asynchronous transport: overflow to the PS not modelled)" in format_fidelity(result)
+    synchronous = compare(summary(ps_packets=600, sent=1920, rate_bps=5e6, comm_s=0.1, egress=900), SIM)
+    assert not synchronous["all_within"]

@@ -168,3 +168,13 @@ def test_result_multicast_all_lets_a_switch_without_ina_replicate_results():
     assert plan_and_rate() == (["ina_multicast"] * 2, 2, pytest.approx(2e6))      # the scenario says all
     with pytest.raises(ScenarioError, match="topology.result_multicast: expected one of programmable, all"):
         load_scenario(PA_ATP_FIDELITY, ["topology.result_multicast=yes"])
+
+
+@pytest.mark.parametrize("transport, modelled", [("atp", True), ("switchml", True), ("pa-atp", False),
+                                                 ("strawasyn", False)])
+def test_an_asynchronous_transports_overflow_is_reported_as_not_modelled(transport, modelled):
+    scenario = load_scenario(PA_ATP_FIDELITY, [f"transport={transport}"])
+    result = sim.evaluate(scenario, compute_policy(scenario))
+    assert [j["overflow_modelled"] for j in result["jobs"].values()] == [modelled, modelled]
+    assert ("is asynchronous: its workers' overflow to the PS is not modelled" in sim.format_simulation(result)) \
+        is not modelled

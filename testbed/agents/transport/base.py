@@ -98,6 +98,10 @@ class Transport:
     #: ("duration",) (a positive duration, given to the transport in seconds as ``<option>_s``).
     #: testbed/scenario.py enforces them; defaults and meaning live in the subclass.
     OPTIONS = {}
+    #: Whether workers send ahead of the job's slowest on purpose (acknowledged per fragment, not by the
+    #: job's RESULTs), so fragments past the job's slots overflow to the PS by design: how many depends on
+    #: the windows' dynamics, which the flow-level simulator does not model (testbed.fidelity).
+    ASYNCHRONOUS = False
     #: RTT samples from RESULTs (after the iteration's first): the round trip a RESULT closes. PA-ATP
     #: samples its GACKs instead, since its RESULTs also wait for the job's slower workers.
     RTT_FROM_RESULTS = True
