@@ -112,7 +112,10 @@ SIMULATION_KEYS = {"worker_start", "max_fragment_events", "results"}
 IMPAIRMENT_KEYS = {"link", "drop", "duplicate", "reorder"}
 METRICS_KEYS = {"sample_interval", "iftop_interfaces", "warmup_iterations"}
 BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "duration", "port",
-                   "start"}
+                   "start", "congestion_control", "ecn"}
+#: The background's TCP congestion control unless a scenario names one: Linux's default, so a run does not
+#: depend on what its host was set to (``net.ipv4.tcp_congestion_control``).
+DEFAULT_BACKGROUND_CONGESTION_CONTROL = "cubic"
 STRAGGLER_KEYS = {"compute_delay", "rate_changes", "pauses", "link_degradations", "heterogeneous_links"}
 DELAY_KINDS = ("normal", "uniform", "fixed")
 #: GOAT §VII-C draws per-worker latency from a normal distribution with std 0.2 clipped
@@ -172,7 +175,12 @@ class BackgroundSpec:
     constant`` (``CONSTANT_RATE``) is instead one UDP flow from each sender to
     each receiver at a constant rate, the sender's ``load`` shared among its
     receivers, in Ethernet frame bits (PA-ATP §V-B). Flows run from ``start_s``
-    for ``duration_s`` after the run's start.
+    for ``duration_s`` after the run's start. TCP flows use
+    ``congestion_control`` (a name the kernel knows; the run checks it before
+    it builds anything), cubic unless the scenario says otherwise, and
+    negotiate ECN when ``ecn`` is true (``net.ipv4.tcp_ecn=1`` in each sender's
+    namespace, RFC 3168: a CE mark from a switch queue cuts their window as a
+    loss would); by default they do not ask for it, as Linux does not.
     """
     distribution: str
     load: float
@@ -183,6 +191,8 @@ class BackgroundSpec:
     duration_s: float = 0.0          # 0 = as long as the job runs
     port: int = 5001
     start_s: float = 0.0             # the flows' window opens this long after the run's start
+    congestion_control: str = DEFAULT_BACKGROUND_CONGESTION_CONTROL   # TCP flows only; None for constant
+    ecn: bool = False                # TCP flows ask for ECN (RFC 3168)
 
 
 @dataclass
@@ -583,6 +593,11 @@ class _Checker:
         return self._bounded(parse_duration_s, value, path, allow_zero, MAX_DURATION_S, "duration",
                              f"{MAX_DURATION_S / 3600:g}h")
 
+    def boolean(self, value, path):
+        if not isinstance(value, bool):
+            self.fail(path, f"expected true or false, got {_brief(value)}")
+        return value
+
     def choice(self, value, path, allowed):
         if not isinstance(value, str) or value not in allowed:
             self.fail(path, f"expected one of {', '.join(allowed)}, got {_brief(value)}")
@@ -790,9 +805,7 @@ def _explicit(c, spec, rate, scale):
             switches.append((c.node_name(item, sp), True))
         elif isinstance(item, dict):
             c.keys(item, sp, {"name", "programmable"})
-            programmable = item.get("programmable", True)
-            if not isinstance(programmable, bool):
-                c.fail(f"{sp}.programmable", f"expected true or false, got {_brief(programmable)}")
+            programmable = c.boolean(item.get("programmable", True), f"{sp}.programmable")
             switches.append((c.node_name(item.get("name"), f"{sp}.name"), programmable))
         else:
             c.fail(sp, "expected a name or {name, programmable}")
@@ -983,9 +996,7 @@ def _resolve_policy_options(c, spec, path, workers):
             elif kind[0] == "number":
                 out[key] = c.number(value, kp, kind[1], kind[2])
             elif kind[0] == "bool":
-                if not isinstance(value, bool):
-                    c.fail(kp, f"expected true or false, got {value!r}")
-                out[key] = value
+                out[key] = c.boolean(value, kp)
             elif kind[0] == "choice":
                 out[key] = c.choice(value, kp, kind[1])
             elif kind[0] == "duration":
@@ -1022,9 +1033,7 @@ def _resolve_transport_options(c, spec, path, transport, window, fragments):
         elif kind[0] == "duration":
             out[f"{key}_s"] = c.duration_s(value, kp, allow_zero=False)
         else:  # bool
-            if not isinstance(value, bool):
-                c.fail(kp, f"expected true or false, got {_brief(value)}")
-            out[key] = value
+            out[key] = c.boolean(value, kp)
     conflict = TRANSPORTS[transport].option_conflict(out)
     if conflict:
         c.fail(f"{path}.{conflict[0]}", conflict[1])
@@ -1041,9 +1050,7 @@ def _resolve_simulation(c, spec, jobs):
                                 for w, v in starts.items()}
     s.max_fragment_events = c.integer(spec.get("max_fragment_events", s.max_fragment_events),
                                       "simulation.max_fragment_events", 0, 1 << 40)
-    s.results = spec.get("results", True)
-    if not isinstance(s.results, bool):
-        c.fail("simulation.results", f"expected true or false, got {s.results!r}")
+    s.results = c.boolean(spec.get("results", True), "simulation.results")
     return s
 
 
@@ -1103,6 +1110,17 @@ def _resolve_background(c, spec, topo, jobs):
             c.fail(f"{p}.distribution", f"cannot use {_brief(name)} as a flow-size CDF: {exc}")
         if name == CONSTANT_RATE and "max_flow_size" in item:
             c.fail(f"{p}.max_flow_size", f"a {CONSTANT_RATE} flow has no flow sizes to truncate")
+        if name == CONSTANT_RATE and "congestion_control" in item:
+            c.fail(f"{p}.congestion_control", f"a {CONSTANT_RATE} flow is UDP at a constant rate: no congestion control")
+        congestion_control = None if name == CONSTANT_RATE else item.get("congestion_control",
+                                                                          DEFAULT_BACKGROUND_CONGESTION_CONTROL)
+        if name == CONSTANT_RATE and "ecn" in item:
+            c.fail(f"{p}.ecn", f"a {CONSTANT_RATE} flow is UDP at a constant rate: it cannot react to ECN")
+        ecn = c.boolean(item.get("ecn", False), f"{p}.ecn")
+        if congestion_control is not None and not (isinstance(congestion_control, str)
+                                                   and re.fullmatch(r"[a-z0-9_]{1,15}", congestion_control)):
+            c.fail(f"{p}.congestion_control", f"expected a TCP congestion control's name such as cubic, reno, bbr "
+                                              f"or dctcp, got {_brief(congestion_control)}")
         if "load" not in item:
             c.fail(f"{p}.load", "missing; a fraction in (0, 1] of the sender's link rate")
         load = c.number(item["load"], f"{p}.load", 0, 1, low_open=True)
@@ -1122,7 +1140,16 @@ def _resolve_background(c, spec, topo, jobs):
             c.size_bytes(item["max_flow_size"], f"{p}.max_flow_size") if "max_flow_size" in item else 0.0,
             c.duration_s(item["duration"], f"{p}.duration") if "duration" in item else 0.0,
             c.integer(item.get("port", 5001 + i), f"{p}.port", 1024, 39999),
-            c.duration_s(item.get("start", "0s"), f"{p}.start")))
+            c.duration_s(item.get("start", "0s"), f"{p}.start"), congestion_control, ecn))
+    ecn_of_sender = {}
+    for i, spec in enumerate(out):
+        if spec.distribution == CONSTANT_RATE:
+            continue
+        for k, host in enumerate(spec.senders):
+            # ECN is a sysctl of the sender's namespace: every TCP entry sending from a host shares it.
+            if ecn_of_sender.setdefault(host, spec.ecn) != spec.ecn:
+                c.fail(f"background.{i}.ecn", f"host {host} also sends another entry's TCP flows with ecn: "
+                                              f"{str(not spec.ecn).lower()}; a host's TCP either asks for ECN or not")
     return out
 
 

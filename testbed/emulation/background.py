@@ -61,10 +61,18 @@ def flowgen_configs(scenario, duration_s: float, start_epoch_s: float, out_dir) 
                             "size_bytes": f.size_bytes} for f in flows if f.sender == host]
                     for host in spec.senders}
         for host in spec.senders:
-            sources.append((index, host, f"bg{index}-source-{host}", {
-                "role": f"{prefix}source", "src": host, "start_epoch_s": start_epoch_s, "stop_epoch_s": stop,
-                "output": str(out_dir / f"bg{index}-source-{host}.jsonl"), "flows": mine[host]}))
+            config = {"role": f"{prefix}source", "src": host, "start_epoch_s": start_epoch_s, "stop_epoch_s": stop,
+                      "output": str(out_dir / f"bg{index}-source-{host}.jsonl"), "flows": mine[host]}
+            if spec.congestion_control:
+                config["congestion_control"] = spec.congestion_control
+            sources.append((index, host, f"bg{index}-source-{host}", config))
     return sinks + sources
+
+
+def ecn_senders(scenario) -> list:
+    """The hosts whose background TCP flows ask for ECN (``background[].ecn``); the scenario guarantees that no
+    host sends TCP flows of an entry without it."""
+    return sorted({host for spec in scenario.background if spec.ecn for host in spec.senders})
 
 
 def constant_rate_ip_bps(spec, topology) -> float:
@@ -91,10 +99,15 @@ def summarise(scenario, records_by_entry: dict, windows_s: dict, sink_records_by
                                         capacity_bps)
         else:
             summary = summarise_flows(records, window_s, capacity_bps) if window_s else {}
+            # What the flows' sockets reported using: the scenario's choice, or evidence that it did not hold.
+            summary["congestion_control_used"] = sorted({r["congestion_control"] for r in records
+                                                         if r.get("congestion_control")})
+            summary["ecn_negotiated_flows"] = sum(bool(r.get("ecn")) for r in records)
         out.append({"distribution": spec.distribution, "requested_load": spec.load,
                     "load_relative_to": "bottleneck " + "-".join(spec.bottleneck) if spec.bottleneck
                     else "each sender's link rate (HPCC rule)",
                     "capacity_bps": capacity_bps, "start_s": spec.start_s, "window_s": window_s,
+                    "congestion_control": spec.congestion_control, "ecn": spec.ecn,
                     "senders": spec.senders, "receivers": spec.receivers,
                     "max_flow_bytes": spec.max_flow_bytes or None, "flow_sizes_scaled": False, **summary})
     return out

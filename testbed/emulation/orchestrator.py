@@ -58,6 +58,7 @@ from testbed.metrics.iftop import format_iftop_table, load_samples
 from testbed.metrics.losses import host_losses
 from testbed.policy import compute_policy
 from testbed.scenario import require_emulable
+from testbed.traffic.flowgen import congestion_control_error
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AGENT_MARKER = "testbed.agents.run"
@@ -134,6 +135,14 @@ def interrupts_deferred():
             signal.signal(sig, handler)
         if received:
             raise KeyboardInterrupt
+
+
+def check_host_supports(scenario):
+    """Refuse, before any network exists, what this host's kernel cannot run: a background entry's TCP
+    congestion control it does not have."""
+    for index, spec in enumerate(scenario.background):
+        if spec.congestion_control and (why := congestion_control_error(spec.congestion_control)):
+            raise EnvironmentMissingError(f"background.{index}.congestion_control: {why}")
 
 
 def check_emulable(scenario, policy):
@@ -264,6 +273,7 @@ class Run:
         scenario = self.scenario
         policy = compute_policy(scenario)
         check_emulable(scenario, policy)
+        check_host_supports(scenario)
         plan = controller.plan(scenario, policy)
         self.plan = plan
         lock = RunLock()
@@ -415,6 +425,10 @@ class Run:
         out_dir = self.run_dir / "background"
         out_dir.mkdir(exist_ok=True)
         configs = background.flowgen_configs(self.scenario, self.scenario.run_timeout_s, self.start_epoch, out_dir)
+        for host in background.ecn_senders(self.scenario):
+            # A namespace's own sysctl: it goes with the namespace at teardown.
+            run_in(self.network.host(host), ["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"],
+                   "asking for ECN on background TCP")
         for index, host, name, config in configs:
             path = out_dir / f"{name}.json"
             path.write_text(json.dumps(config))

@@ -36,7 +36,8 @@ def format_summary(s: dict) -> str:
                          f"{num(b.get('window_s'), '.2f')} s, received {num(b.get('achieved_load'), '.3f')}; "
                          f"{b['received_datagrams']} of {b['sent_datagrams']} datagrams arrived")
             continue
-        lines.append(f"  background {b['distribution']}: requested load {b['requested_load']:g} "
+        used = ", ".join(b.get("congestion_control_used") or []) or b.get("congestion_control") or "host default"
+        lines.append(f"  background {b['distribution']} (TCP {used}): requested load {b['requested_load']:g} "
                      f"(of {b['load_relative_to']}), offered {num(b.get('offered_load'), '.3f')}, "
                      f"achieved {num(b.get('achieved_load'), '.3f')}; "
                      f"{b.get('completed_count', 0)}/{b.get('flow_count', 0)} flows completed; FCT p50 "

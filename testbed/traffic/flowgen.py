@@ -38,11 +38,18 @@ Config (JSON object):
     where ``dst`` is an IPv4 address and ``start_s`` the offset from
     ``start_epoch_s`` (wall clock, seconds since the epoch). ``stop_epoch_s``
     is the deadline; ``src`` is a label copied into each record (default: the
-    host name). The source exits as soon as every flow is recorded. Each flow
-    is one JSON line, written when it ends:
-    ``{"src": "h1", "dst": "10.0.0.2", "size_bytes": 1460, "start_s": 0.013, "fct_s": 0.0021, "completed": true}``
-    with ``start_s`` the planned offset and ``fct_s`` null when not completed
-    (connection refused until the deadline, reset, or still running at stop).
+    host name). ``congestion_control`` names the TCP congestion control of
+    every flow (``TCP_CONGESTION`` on its socket, e.g. ``"cubic"``); without
+    it the flows use the kernel's default, whatever the host was set to. The
+    source exits as soon as every flow is recorded. Each flow is one JSON
+    line, written when it ends:
+    ``{"src": "h1", "dst": "10.0.0.2", "size_bytes": 1460, "start_s": 0.013, "fct_s": 0.0021, "completed": true, "congestion_control": "cubic"}``
+    with ``start_s`` the planned offset, ``fct_s`` null when not completed
+    (connection refused until the deadline, reset, or still running at stop),
+    ``congestion_control`` what the socket reported using (null if it never
+    had one), and ``ecn`` whether the connection negotiated ECN (TCP_INFO's
+    ``TCPI_OPT_ECN``: the host's ``net.ipv4.tcp_ecn`` asked for it and the sink
+    agreed; false if it never connected).
 
 Constant-rate UDP flows. A *udp-source* sends each flow's datagrams at a
 constant rate from ``start_epoch_s + start_s`` for ``duration_s``; a
@@ -196,6 +203,8 @@ class _Flow:
     connect_mono_s: float = 0.0
     backoff_s: float = RETRY_FIRST_S
     attempts: int = 0
+    congestion_control: Optional[str] = None   # what the socket reported using
+    ecn: bool = False                          # the connection negotiated ECN
 
 
 class _Source:
@@ -214,6 +223,7 @@ class _Source:
         heapq.heapify(self.timers)
         self.records: List[dict] = []
         self.max_start_lag_s = 0.0
+        self.congestion_control = config.get("congestion_control")
 
     def _record(self, flow: _Flow, fct_s: Optional[float]) -> None:
         if flow.sock is not None:
@@ -223,7 +233,8 @@ class _Source:
             flow.sock = None
         flow.state = "done"
         record = {"src": self.src, "dst": flow.dst, "size_bytes": flow.size_bytes, "start_s": flow.start_s,
-                  "fct_s": fct_s, "completed": fct_s is not None}
+                  "fct_s": fct_s, "completed": fct_s is not None, "congestion_control": flow.congestion_control,
+                  "ecn": flow.ecn}
         self.records.append(record)
         self.out.write(json.dumps(record) + "\n")
         self.out.flush()
@@ -246,6 +257,9 @@ class _Source:
             self.max_start_lag_s = max(self.max_start_lag_s, time.monotonic() - self.t0_mono_s - flow.start_s)
         try:
             flow.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            if self.congestion_control:
+                flow.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.congestion_control.encode())
+            flow.congestion_control = _congestion_control_of(flow.sock)
             flow.sock.setblocking(False)
             flow.connect_mono_s = time.monotonic()
             err = flow.sock.connect_ex((flow.dst, flow.port))
@@ -266,6 +280,7 @@ class _Source:
                     self._retry(index)
                     return
                 flow.state = "sending"
+                flow.ecn = _negotiated_ecn(flow.sock)
             if flow.state == "sending":
                 remaining = flow.size_bytes - flow.sent_bytes
                 if remaining:
@@ -661,6 +676,11 @@ def load_config(path: str) -> dict:
     if config["role"].startswith("udp-"):
         _check_udp_config(path, config)
         return config
+    if "congestion_control" in config and not (isinstance(config["congestion_control"], str)
+                                               and config["congestion_control"]):
+        raise ValueError(f"{path}: congestion_control must be a TCP congestion control's name, e.g. 'cubic'")
+    if config.get("congestion_control") and (why := congestion_control_error(config["congestion_control"])):
+        raise ValueError(f"{path}: congestion_control: {why}")
     for i, flow in enumerate(config.get("flows", [])):
         try:
             ipaddress.IPv4Address(flow["dst"])
@@ -671,6 +691,38 @@ def load_config(path: str) -> dict:
                 f"{path}: flows[{i}] needs dst (IPv4), port > 0, start_s >= 0, size_bytes >= 0: {flow}"
             ) from None
     return config
+
+
+#: struct tcp_info (linux/tcp.h): tcpi_options is its sixth byte; TCPI_OPT_ECN the bit ECN negotiation sets.
+TCP_INFO_OPTIONS_OFFSET = 5
+TCPI_OPT_ECN = 8
+
+
+def _negotiated_ecn(sock: socket.socket) -> bool:
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_OPTIONS_OFFSET + 1)
+    return bool(info[TCP_INFO_OPTIONS_OFFSET] & TCPI_OPT_ECN)
+
+
+def _congestion_control_of(sock: socket.socket) -> str:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0", 1)[0].decode()
+
+
+def congestion_control_error(name: str) -> Optional[str]:
+    """Why TCP congestion control ``name`` cannot be used here, or None: tried on a socket, as a source sets
+    it (which lets a root process load the algorithm's module, so the kernel's available list is not
+    enough to tell)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+        except OSError as exc:
+            try:
+                with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+                    available = f.read().split()
+            except OSError:
+                available = []
+            return (f"this kernel has no TCP congestion control {name!r} ({exc.strerror or exc}); available: "
+                    f"{', '.join(available) or 'unknown'}")
+    return None
 
 
 def _raise_fd_limit(needed: int) -> None:

@@ -41,6 +41,34 @@ def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path, quiet):
     assert bg["completed_count"] >= 0.98 * bg["flow_count"]
     assert abs(bg["achieved_load"] - 0.6) <= 0.06, bg
     assert 0 < bg["fct_p50_s"] <= bg["fct_p99_s"]
+    assert bg["congestion_control"] == "cubic" and bg["congestion_control_used"] == ["cubic"]   # not the host's
+    assert bg["ecn"] is False and bg["ecn_negotiated_flows"] == 0                               # Linux's default
+    assert result.summary["aggregation_exact"]
+
+
+def test_background_tcp_asks_for_ecn_and_the_switch_marks_it(emulation, tmp_path, quiet):
+    """``ecn: true``: every background connection negotiates ECN (the senders' namespaces ask, RFC 3168), with
+    the congestion control the scenario names; the bottleneck's queue marks their packets CE, so it holds
+    them near the ECN threshold instead of tail-dropping at the full queue."""
+    scenario = parse_scenario(textwrap.dedent("""        version: 1
+        name: bg-ecn
+        seed: 3
+        scale: 1
+        run_timeout: 120s
+        topology: {kind: dumbbell, hosts_left: 2, hosts_right: 3, link_rate: 20Mbps}
+        jobs: [{workers: [hr2], ps: hr3, policy: ps, iterations: 2, model: resnet18, gradient_size: 20kB}]
+        background:
+          - {distribution: hadoop, load: 0.8, senders: [hl1, hl2], receivers: [hr1], bottleneck: [s1, s2],
+             duration: 8s, ecn: true, congestion_control: reno}
+        """), "bg-ecn.yaml")
+    result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
+    bg = result.summary["background"][0]
+    connected = [json.loads(line) for path in (result.run_dir / "background").glob("bg0-source-*.jsonl")
+                 for line in path.read_text().splitlines()]
+    assert bg["ecn"] is True and bg["congestion_control_used"] == ["reno"] and bg["completed_count"] > 10
+    assert bg["ecn_negotiated_flows"] == sum(1 for r in connected if r["completed"]) == bg["completed_count"]
+    marked = result.summary["switches"]["s1"]["port_ecn_marked"]
+    assert sum(marked.values()) > 0, marked
     assert result.summary["aggregation_exact"]
 
 

@@ -5,7 +5,8 @@ import textwrap
 import pytest
 
 from testbed.emulation import background
-from testbed.errors import ScenarioError
+from testbed.emulation.orchestrator import check_host_supports
+from testbed.errors import EnvironmentMissingError, ScenarioError
 from testbed.scenario import parse_scenario
 
 BASE = textwrap.dedent("""\
@@ -43,6 +44,21 @@ def test_unknown_distribution_lists_the_known_ones():
     err = error_of("background: [{distribution: netflix, load: 0.5}]")
     assert err.field == "background.0.distribution"
     assert "hadoop" in err.message and "web_search" in err.message
+
+
+def test_background_tcp_congestion_control_is_cubic_unless_set_and_checked_against_the_kernel():
+    assert parse("background: [{load: 0.5}]").background[0].congestion_control == "cubic"
+    assert parse("background: [{load: 0.5, congestion_control: reno}]").background[0].congestion_control == "reno"
+    assert parse("background: [{distribution: constant, load: 0.5, senders: [hl3], receivers: [hr3]}]") \
+        .background[0].congestion_control is None
+    err = error_of("background: [{load: 0.5, congestion_control: Cubic!}]")
+    assert err.field == "background.0.congestion_control" and "cubic, reno, bbr" in err.message
+    err = error_of("background: [{distribution: constant, load: 0.5, congestion_control: cubic}]")
+    assert err.field == "background.0.congestion_control" and "UDP" in err.message
+    check_host_supports(parse("background: [{load: 0.5, congestion_control: reno}]"))   # reno: always built in
+    with pytest.raises(EnvironmentMissingError, match=r"^background\.0\.congestion_control: this kernel has no "
+                                                     r"TCP congestion control 'nosuchcc'"):
+        check_host_supports(parse("background: [{load: 0.5, congestion_control: nosuchcc}]"))
 
 
 def test_bottleneck_must_be_a_link():
@@ -125,6 +141,7 @@ def test_constant_rate_flows_become_udp_roles_paced_in_frame_bits(tmp_path):
                     "rate_bps": pytest.approx(0.8 * 20e6 * 284 / 298), "datagram_bytes": 256}
     tcp = next(c for _, _, name, c in configs if name == "bg1-source-hl3")
     assert tcp["flows"] and all(1.0 <= f["start_s"] < 4.0 for f in tcp["flows"])
+    assert tcp["congestion_control"] == "cubic" and "congestion_control" not in udp     # cubic unless set
     sent = [{"sent_datagrams": 100, "sent_bytes": 28400}]
     got = [{"peer": "10.0.0.3", "flow": 0, "datagrams": 90, "bytes": 25560, "lost": 10}]
     (summary, _) = background.summarise(s, {0: sent, 1: []}, {0: 2.0, 1: 3.0}, {0: got})

@@ -20,7 +20,8 @@ from testbed.traffic.distributions import (
     plan_flows,
     poisson_arrivals,
 )
-from testbed.traffic.flowgen import MAX_BURST_DATAGRAMS, _StopFlag, _UdpSource, load_config, summarise_flows
+from testbed.traffic.flowgen import (MAX_BURST_DATAGRAMS, _StopFlag, _UdpSource, congestion_control_error, load_config,
+                                     summarise_flows)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("hadoop", "cache_follower", "web_search", "data_mining")
@@ -186,7 +187,7 @@ def test_flowgen_over_loopback(tmp_path):
              for i, size in enumerate(sizes_bytes)]
     source_out, sink_out = tmp_path / "flows.jsonl", tmp_path / "sink.jsonl"
     source_config = {"role": "source", "src": "h1", "start_epoch_s": now_s + 0.3, "stop_epoch_s": now_s + 20,
-                     "output": str(source_out), "flows": flows}
+                     "output": str(source_out), "flows": flows, "congestion_control": "reno"}
     sink_config = {"role": "sink", "listen_ip": "127.0.0.1", "port": port, "stop_epoch_s": now_s + 30,
                    "output": str(sink_out)}
     procs = []
@@ -201,6 +202,7 @@ def test_flowgen_over_loopback(tmp_path):
         records = [json.loads(line) for line in source_out.read_text().splitlines()]
         assert sorted(r["size_bytes"] for r in records) == sorted(sizes_bytes)
         assert all(r["completed"] and r["fct_s"] > 0 and r["src"] == "h1" for r in records)
+        assert {r["congestion_control"] for r in records} == {"reno"}       # as the sockets reported it
         sink_records = [json.loads(line) for line in sink_out.read_text().splitlines()]
         assert sorted(r["bytes"] for r in sink_records if r["completed"]) == sorted(sizes_bytes)
         source_stdout = source.stdout.read()
@@ -239,6 +241,20 @@ def test_flowgen_rejects_a_bad_config(tmp_path):
         assert "flows[0]" in proc.stderr.read()
     finally:
         _stop([proc])
+
+
+def test_flowgen_refuses_a_congestion_control_the_kernel_lacks(tmp_path):
+    config = {"role": "source", "start_epoch_s": 0, "stop_epoch_s": 1, "output": str(tmp_path / "o"),
+              "congestion_control": "nosuchcc", "flows": []}
+    proc = _spawn(config, tmp_path / "bad.json")
+    try:
+        assert _wait(proc, 10) == 2
+        message = proc.stderr.read()
+        assert "congestion_control: this kernel has no TCP congestion control 'nosuchcc'" in message
+        assert "available: " in message and "reno" in message and len(message.strip().splitlines()) == 1
+    finally:
+        _stop([proc])
+    assert congestion_control_error("reno") is None and "nosuchcc" in congestion_control_error("nosuchcc")
 
 
 # --- constant-rate UDP flows -------------------------------------------------------------------------------
