@@ -87,6 +87,9 @@ def cmd_sweep(args) -> int:
           + (f"; {distorted} distorted (an emulator artifact, not a result)" if distorted else ""), file=sys.stderr)
     for path in result.plots:
         print(f"plot {path}", file=sys.stderr)
+    for metric in result.unplotted:
+        print(f"metric {metric}: no finished run has it as a number, so no plot (the table's columns are the "
+              f"summary's metrics)", file=sys.stderr)
     print(result.table_path)
     return 0 if statuses.get("ok", 0) + statuses.get("refused", 0) == len(result.rows) else 8
 

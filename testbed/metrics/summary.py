@@ -113,7 +113,8 @@ def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, fr
 
     - ``aggregation_exact``: every job exact; ``ps_ingress_bytes``, ``ina_amount_bytes``: summed over jobs;
     - ``ps_ingress_link_bytes``: kernel bytes into the PSs' links (everything, not only INA frames);
-    - ``iteration_time_s``, ``comm_time_s``, ``gradient_sending_rate_bps``: means over jobs;
+    - ``iteration_time_s``, ``comm_time_s``, ``gradient_sending_rate_bps``,
+      ``training_throughput_iter_per_s``: means over jobs;
     - ``switch_egress_fragments``: gradient packets (not RESULTs) leaving switch ports (GOAT Fig. 2);
     - ``communication_overhead_bytes``: those packets in frame bytes (``frame_bytes`` each: every INA
       frame of a run is full-size), GOAT §IV's objective: gradients sent over the links, RESULTs not;
@@ -128,6 +129,7 @@ def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, fr
         "iteration_time_s": _mean([j["iteration_time_s"] for j in jobs]),
         "comm_time_s": _mean([j["comm_time_s"] for j in jobs]),
         "gradient_sending_rate_bps": _mean([j["gradient_sending_rate_bps"] for j in jobs]),
+        "training_throughput_iter_per_s": _mean([j["training_throughput_iter_per_s"] for j in jobs]),
         "switch_egress_fragments": egress_fragments,
         "communication_overhead_bytes": egress_fragments * frame_bytes,
         "switch_tx_link_bytes": sum(d["tx_bytes"] for d in deltas.values()),

@@ -21,7 +21,7 @@ cluster one per node); either way a point's directory holds the same files.
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
@@ -41,6 +41,7 @@ class SweepResult:
     ran: int
     skipped: int
     rows: list
+    unplotted: list = field(default_factory=list)   # the sweep's metrics no finished run has as a number
 
 
 def newest_summary(point_dir: Path):
@@ -116,19 +117,21 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -
                 if status != "missing":
                     rows[point.point_id] = row(point, summary, run_dir, status, error)
         frame = _write(spec, rows, table_path)
-    plots = []
+    plots, unplotted = [], []
     if len(frame):
         (sweep_dir / "plots").mkdir(exist_ok=True)
         for metric in spec.metrics:
             path = sweep_dir / "plots" / f"{metric}.png"
             if plot_metric(frame, [a for a, _ in spec.axes], metric, path, f"{spec.name}: {metric}"):
                 plots.append(path)
+            else:
+                unplotted.append(metric)
         if spec.run_plots:
             path = sweep_dir / "plots" / "run_plots.png"
             if compose_run_plots(frame, [a for a, _ in spec.axes], spec.run_plots, path, spec.name):
                 plots.append(path)
     return SweepResult(sweep_dir, table_path, plots, len(finished), skipped,
-                       [rows[p.point_id] for p in spec.points if p.point_id in rows])
+                       [rows[p.point_id] for p in spec.points if p.point_id in rows], unplotted)
 
 
 def _write(spec, rows, table_path):

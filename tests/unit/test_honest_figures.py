@@ -162,7 +162,7 @@ def test_warmup_iterations_leave_out_times_not_counts():
 def test_run_level_paper_metrics_by_hand():
     job, records = hand_run()
     jobs = [job_metrics(job, records), {**job_metrics(job, records), "job": "k", "comm_time_s": 0.3,
-                                        "aggregation_exact": False}]
+                                        "aggregation_exact": False, "training_throughput_iter_per_s": 1.0}]
     stats = {"s1": {"port_ina_tx": {1: 6, 4: 3}}, "s2": {"port_ina_tx": {2: 3}}}   # gradient packets out
     deltas = {"s1-eth4": {"tx_bytes": 10 * FRAME}, "s1-eth1": {"tx_bytes": 500}, "s2-eth2": {"tx_bytes": 40}}
     m = run_metrics(jobs, stats, deltas, ["s1-eth4"], FRAME)
@@ -172,4 +172,5 @@ def test_run_level_paper_metrics_by_hand():
     assert m["ps_ingress_link_bytes"] == 10 * FRAME
     assert m["ps_ingress_bytes"] == 20 * FRAME and m["ina_amount_bytes"] == 4 * FRAME
     assert m["comm_time_s"] == pytest.approx(0.2) and m["iteration_time_s"] == 0.5
+    assert m["training_throughput_iter_per_s"] == pytest.approx((2.0 + 1.0) / 2)    # PA-ATP Fig. 9's y
     assert m["aggregation_exact"] is False

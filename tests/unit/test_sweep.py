@@ -110,7 +110,7 @@ class FakeRunner:
 
 def test_a_sweep_runs_each_point_once_and_resumes(tmp_path):
     spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nrepetitions: 2\n"
-                                           "metrics: [iteration_time_s]\n"))
+                                           "metrics: [iteration_time_s, no_such_metric]\n"))
     runner = FakeRunner()
     result = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(runner), progress=open("/dev/null", "w"))
     assert (result.ran, result.skipped) == (4, 0) and len(runner.calls) == 4
@@ -118,6 +118,7 @@ def test_a_sweep_runs_each_point_once_and_resumes(tmp_path):
     assert table[0].startswith("policy,repetition,seed,status,distorted,error,run_dir,iteration_time_s")
     assert len(table) == 1 + 4 and "nested" not in result.table_path.read_text()
     assert [p.name for p in result.plots] == ["iteration_time_s.png"] and result.plots[0].stat().st_size > 0
+    assert result.unplotted == ["no_such_metric"]                 # said, not silently left out
     again = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(runner), progress=open("/dev/null", "w"))
     assert (again.ran, again.skipped) == (0, 4) and len(runner.calls) == 4
     assert again.table_path.read_text() == result.table_path.read_text()
