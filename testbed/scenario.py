@@ -1111,7 +1111,8 @@ def _resolve_background(c, spec, topo, jobs):
         if name == CONSTANT_RATE and "max_flow_size" in item:
             c.fail(f"{p}.max_flow_size", f"a {CONSTANT_RATE} flow has no flow sizes to truncate")
         if name == CONSTANT_RATE and "congestion_control" in item:
-            c.fail(f"{p}.congestion_control", f"a {CONSTANT_RATE} flow is UDP at a constant rate: no congestion control")
+            c.fail(f"{p}.congestion_control",
+                   f"a {CONSTANT_RATE} flow is UDP at a constant rate: no congestion control")
         congestion_control = None if name == CONSTANT_RATE else item.get("congestion_control",
                                                                           DEFAULT_BACKGROUND_CONGESTION_CONTROL)
         if name == CONSTANT_RATE and "ecn" in item:

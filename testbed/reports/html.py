@@ -161,8 +161,8 @@ def _transposed(columns: dict, row_label: str) -> str:
 
 def _fidelity(fidelity: dict) -> str:
     rows = [{"job": job, "metric": r["metric"], "emulated": r["emulated"], "simulated": r["simulated"],
-             "ratio": r["ratio"], "tolerance": f"±{r['tolerance']:.0%}", "within": ("yes" if r["within"] else "NO") if r.get("judged", True)
-             else f"not judged ({r['unjudged']})"}
+             "ratio": r["ratio"], "tolerance": f"±{r['tolerance']:.0%}",
+             "within": ("yes" if r["within"] else "NO") if r.get("judged", True) else f"not judged ({r['unjudged']})"}
             for job, job_rows in list(fidelity["jobs"].items()) + [("(run)", fidelity.get("run", []))]
             for r in job_rows]
     verdict = "every row within its bound" if fidelity.get("all_within") else "NOT every row within its bound"

@@ -43,7 +43,8 @@ Config (JSON object):
     it the flows use the kernel's default, whatever the host was set to. The
     source exits as soon as every flow is recorded. Each flow is one JSON
     line, written when it ends:
-    ``{"src": "h1", "dst": "10.0.0.2", "size_bytes": 1460, "start_s": 0.013, "fct_s": 0.0021, "completed": true, "congestion_control": "cubic"}``
+    ``{"src": "h1", "dst": "10.0.0.2", "size_bytes": 1460, "start_s": 0.013, "fct_s": 0.0021,
+    "completed": true, "congestion_control": "cubic", "ecn": false}``
     with ``start_s`` the planned offset, ``fct_s`` null when not completed
     (connection refused until the deadline, reset, or still running at stop),
     ``congestion_control`` what the socket reported using (null if it never

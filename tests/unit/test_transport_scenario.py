@@ -88,7 +88,8 @@ def test_transport_options_resolved_per_transport():
     ("transport: switchml\ntransport_options: {timeout: 0s}\n", "jobs.0.transport_options.timeout", "> 0"),
     ("transport: switchml\ntransport_options: {timeout: 10}\n", "jobs.0.transport_options.timeout", "unit"),
     ("transport: pa-atp\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options.initial_window",
-     "allowed here: aecn_weight, awd_limit, congestion_avoidance, ecn_weight, initial_awd, initial_cwd, progress_aware"),
+     "allowed here: aecn_weight, awd_limit, congestion_avoidance, ecn_weight, initial_awd, initial_cwd, "
+     "progress_aware"),
     ("transport: pa-atp\ntransport_options: {initial_cwd: 17}\n", "jobs.0.transport_options.initial_cwd",
      "[1, 16]"),
     ("transport: pa-atp\ntransport_options: {initial_awd: 101}\n", "jobs.0.transport_options.initial_awd",
