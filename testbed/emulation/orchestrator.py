@@ -137,6 +137,38 @@ def interrupts_deferred():
             raise KeyboardInterrupt
 
 
+class InterruptLatch:
+    """Ctrl-C (SIGINT) and SIGTERM raise KeyboardInterrupt wherever the main thread is, as Python's own
+    handler does, and are remembered. Python swallows an exception raised while a finalizer (``__del__``)
+    or a weakref callback runs ("Exception ignored in ..."), so a signal handled there would be lost and
+    the run go on (CI saw a quickstart run iterate on for a minute after its Ctrl-C); the run's waiting
+    loops call :meth:`check`, which raises it again. Installed in the main thread only."""
+
+    def __init__(self):
+        self.requested = False
+
+    def handle(self, signum, frame):
+        self.requested = True
+        raise KeyboardInterrupt
+
+    def check(self):
+        if self.requested:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self):
+        import threading
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
 def check_host_supports(scenario):
     """Refuse, before any network exists, what this host's kernel cannot run: a background entry's TCP
     congestion control it does not have."""
@@ -260,6 +292,7 @@ class Run:
         self.start_epoch = None
         self.end_epoch = None
         self.plan = None
+        self.interrupts = InterruptLatch()
         self.cpu = None           # CpuSampler over switches and agents
         self.host_losses = {}     # host -> {"udp_rcvbuf": n, "qdisc": n}
         self.stalled = None       # the one-line reason when the run stalled
@@ -300,7 +333,8 @@ class Run:
                                          f"by a run of this tool; remove them (ip link del NAME) before running")
                 self.state = RunState(self.run_id)
                 try:
-                    self._emulate(plan)
+                    with self.interrupts.installed():
+                        self._emulate(plan)
                 finally:
                     self._teardown()
             except BaseException as exc:
@@ -481,6 +515,7 @@ class Run:
         deadline = time.monotonic() + READY_TIMEOUT_S
         agents_dir = self.run_dir / "agents"
         while not all((agents_dir / f"{name}.ready").exists() for name in self.agents):
+            self.interrupts.check()
             self._check_agents()
             if time.monotonic() > deadline:
                 missing = [n for n in self.agents if not (agents_dir / f"{n}.ready").exists()]
@@ -550,6 +585,7 @@ class Run:
         counters_at_progress, counters_read_s = {}, 0.0
         try:
             while True:
+                self.interrupts.check()
                 self._check_agents()
                 now = time.monotonic()
                 # Progress is a job's: once every worker is done (background with its own duration may

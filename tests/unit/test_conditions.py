@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from testbed.emulation import background
-from testbed.emulation.orchestrator import check_host_supports
+from testbed.emulation.orchestrator import InterruptLatch, check_host_supports
 from testbed.errors import EnvironmentMissingError, ScenarioError
 from testbed.scenario import parse_scenario
 
@@ -154,3 +154,30 @@ def test_constant_rate_flows_have_no_sizes():
     assert err.field == "background.0.max_flow_size" and "no flow sizes" in err.message
     err = error_of("background: [{distribution: netflix, load: 0.5}]")
     assert "or constant (one UDP flow at a constant rate)" in err.message
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")    # the swallowed interrupt
+def test_an_interrupt_swallowed_where_it_was_raised_is_raised_again_at_the_next_check():
+    """Python drops an exception raised in a finalizer ("Exception ignored in ..."): the latch remembers the
+    signal, so the run's loop raises it at its next check instead of running on."""
+    import gc
+    import os
+    import signal as signals
+
+    latch = InterruptLatch()
+    latch.check()                                                    # nothing requested: no-op
+
+    class RaisesInFinalizer:
+        def __del__(self):
+            os.kill(os.getpid(), signals.SIGINT)                     # handled here, in the finalizer ...
+            for _ in range(1000):
+                pass
+
+    with latch.installed():
+        assert signals.getsignal(signals.SIGINT) == latch.handle
+        RaisesInFinalizer()
+        gc.collect()                                                 # ... whose exception Python ignores
+        assert latch.requested
+        with pytest.raises(KeyboardInterrupt):
+            latch.check()
+    assert signals.getsignal(signals.SIGINT) is signals.default_int_handler
