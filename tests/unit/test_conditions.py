@@ -173,6 +173,7 @@ def test_an_interrupt_swallowed_where_it_was_raised_is_raised_again_at_the_next_
             for _ in range(1000):
                 pass
 
+    before = signals.getsignal(signals.SIGINT)                       # the default, or ignored under nohup
     with latch.installed():
         assert signals.getsignal(signals.SIGINT) == latch.handle
         RaisesInFinalizer()
@@ -180,4 +181,4 @@ def test_an_interrupt_swallowed_where_it_was_raised_is_raised_again_at_the_next_
         assert latch.requested
         with pytest.raises(KeyboardInterrupt):
             latch.check()
-    assert signals.getsignal(signals.SIGINT) is signals.default_int_handler
+    assert signals.getsignal(signals.SIGINT) == before                 # put back as it was
