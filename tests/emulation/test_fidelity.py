@@ -1,7 +1,7 @@
 """The emulation agrees with the flow-level model: fragment counts within 10%, rates and communication
 times within 25%, for ps, atp, goat and grid on GOAT's testbed and on a leaf-spine with two jobs, and for
-the atp, switchml and pa-atp transports on PA-ATP's testbed (two jobs over four parallel paths, each flow on the path the
-controller's entries pick; the asynchronous transports' fragment counts are shown, not judged:
+the atp, switchml and pa-atp transports on PA-ATP's testbed (two jobs over four parallel paths, each flow
+on the path the controller's entries pick; pa-atp's fragment counts are shown, not judged:
 testbed/fidelity.py says why).
 
 The scenarios run without compute-delay stragglers (the simulator models synchronous starts; ATP's
