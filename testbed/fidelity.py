@@ -44,8 +44,6 @@ scenarios that compare rates on shared paths set ``compute_time: 0``: with
 PA-ATP's testbed. :func:`compare` is pure.
 """
 
-from testbed.agents.transport import TRANSPORTS
-
 #: The bounds the fidelity tests hold the emulation to.
 FRAGMENT_TOLERANCE = 0.10
 RATE_TOLERANCE = 0.25
@@ -67,21 +65,16 @@ def _row(metric, emulated, simulated, tolerance, reference=None, unjudged=None):
             "tolerance": tolerance, "within": within, "judged": unjudged is None, "unjudged": unjudged}
 
 
-def _asynchronous(job: dict) -> bool:
-    """Whether the job's transport is asynchronous (a summary written before transports had none: no)."""
-    transport = TRANSPORTS.get(job.get("transport"))
-    return bool(transport and transport.ASYNCHRONOUS)
-
-
 def compare(summary: dict, simulation: dict) -> dict:
-    """Rows per job and for the run, from a run's ``summary.json`` and :func:`testbed.sim.evaluate`."""
+    """Rows per job and for the run, from a run's ``summary.json`` and :func:`testbed.sim.evaluate` (whose
+    ``overflow_modelled`` says which jobs' fragment counts are judged)."""
     jobs = {}
     for job in summary["jobs"]:
         sim = simulation["jobs"][job["job"]]
         done = job["iterations_completed"] or None
         emulated_ps = job["ps_ingress_packets"] / done if done else None
         emulated_sent = job["fragments_sent"] / done if done else None
-        counts = ASYNCHRONOUS_OVERFLOW if _asynchronous(job) else None
+        counts = None if sim["overflow_modelled"] else ASYNCHRONOUS_OVERFLOW
         rows = [
             _row("ps_ingress_fragments", emulated_ps, sim["ps_ingress_fragments"], FRAGMENT_TOLERANCE,
                  unjudged=counts),
@@ -98,7 +91,8 @@ def compare(summary: dict, simulation: dict) -> dict:
     if len(iterations) == 1 and 0 not in iterations:
         run_rows.append(_row("switch_egress_fragments", summary["switch_egress_fragments"] / iterations.pop(),
                              simulation["switch_egress_fragments"], FRAGMENT_TOLERANCE,
-                             unjudged=ASYNCHRONOUS_OVERFLOW if any(map(_asynchronous, summary["jobs"])) else None))
+                             unjudged=None if all(j["overflow_modelled"] for j in simulation["jobs"].values())
+                             else ASYNCHRONOUS_OVERFLOW))
     return {"jobs": jobs, "run": run_rows,
             "all_within": all(r["within"] for rows in list(jobs.values()) + [run_rows] for r in rows
                               if r["judged"])}
@@ -113,11 +107,14 @@ def format_fidelity(result: dict) -> str:
     for job, rows in list(result["jobs"].items()) + [("(run)", result["run"])]:
         for r in rows:
             lines.append(f"  {job:<12}{r['metric']:<24}{num(r['emulated']):>12}{num(r['simulated']):>12}"
-                         f"{num(r['ratio']):>8}  {_verdict(r)}")
+                         f"{num(r['ratio']):>8}  {verdict(r)}"
+                         + (f" (±{r['tolerance']:.0%})" if r.get("judged", True) else ""))
     return "\n".join(lines)
 
 
-def _verdict(row: dict) -> str:
-    if not row["judged"]:
+def verdict(row: dict) -> str:
+    """A row's verdict in words: yes, NO, or why it is not judged (a row from before rows had ``judged``
+    is judged)."""
+    if not row.get("judged", True):
         return f"not judged ({row['unjudged']})"
-    return f"{'yes' if row['within'] else 'NO'} (±{row['tolerance']:.0%})"
+    return "yes" if row["within"] else "NO"

@@ -1146,7 +1146,7 @@ def _resolve_background(c, spec, topo, jobs):
     for i, spec in enumerate(out):
         if spec.distribution == CONSTANT_RATE:
             continue
-        for k, host in enumerate(spec.senders):
+        for host in spec.senders:
             # ECN is a sysctl of the sender's namespace: every TCP entry sending from a host shares it.
             if ecn_of_sender.setdefault(host, spec.ecn) != spec.ecn:
                 c.fail(f"background.{i}.ecn", f"host {host} also sends another entry's TCP flows with ecn: "

@@ -119,22 +119,31 @@ def preflight():
 
 
 @contextlib.contextmanager
-def interrupts_deferred():
-    """Hold SIGINT/SIGTERM until the block ends, then deliver them (main thread only)."""
+def _interrupt_handler(handler):
+    """``handler`` takes SIGINT and SIGTERM for the block, then the previous handlers are back. Python lets
+    only the main thread install handlers: elsewhere the block runs with them unchanged."""
     import threading
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    received = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if received:
-            raise KeyboardInterrupt
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Hold SIGINT/SIGTERM until the block ends, then deliver them (main thread only)."""
+    received = []
+    with _interrupt_handler(lambda signum, frame: received.append(signum)):
+        try:
+            yield
+        finally:
+            if received:
+                raise KeyboardInterrupt
 
 
 class InterruptLatch:
@@ -155,18 +164,9 @@ class InterruptLatch:
         if self.requested:
             raise KeyboardInterrupt
 
-    @contextlib.contextmanager
     def installed(self):
-        import threading
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {sig: signal.signal(sig, self.handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        """A context manager: the latch takes SIGINT and SIGTERM within it."""
+        return _interrupt_handler(self.handle)
 
 
 def check_host_supports(scenario):

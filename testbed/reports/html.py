@@ -13,6 +13,7 @@ import html
 from pathlib import Path
 
 from testbed.atomic_io import write_text_atomic
+from testbed.fidelity import verdict as fidelity_verdict
 from testbed.reports import results_kind
 from testbed.reports.results import is_number, load_summary, load_table, numeric_metrics, point_means
 
@@ -162,7 +163,7 @@ def _transposed(columns: dict, row_label: str) -> str:
 def _fidelity(fidelity: dict) -> str:
     rows = [{"job": job, "metric": r["metric"], "emulated": r["emulated"], "simulated": r["simulated"],
              "ratio": r["ratio"], "tolerance": f"±{r['tolerance']:.0%}",
-             "within": ("yes" if r["within"] else "NO") if r.get("judged", True) else f"not judged ({r['unjudged']})"}
+             "within": fidelity_verdict(r)}
             for job, job_rows in list(fidelity["jobs"].items()) + [("(run)", fidelity.get("run", []))]
             for r in job_rows]
     verdict = "every row within its bound" if fidelity.get("all_within") else "NOT every row within its bound"

@@ -18,7 +18,7 @@ frames per worker keep the PS queue of a 8-worker incast inside the default
 64-packet queue).
 """
 
-from testbed.agents.transport.base import Transport
+from testbed.agents.transport.base import Transport, window_increase
 
 MIN_WINDOW = 1
 MAX_WINDOW = 100
@@ -41,8 +41,7 @@ class AtpTransport(Transport):
         return int(self.cwnd)
 
     def on_ack(self, now_s: float, seq: int, aecn: bool):
-        step = 1.0 if self.slow_start else 1.0 / self.cwnd
-        self.cwnd = min(float(self.max_window), self.cwnd + step)
+        self.cwnd = min(float(self.max_window), self.cwnd + window_increase(self.cwnd, self.slow_start))
 
     def on_congestion(self, now_s: float, reason: str, sent_order: int):
         if sent_order <= self.recover_order:

@@ -82,6 +82,12 @@ class Pacer:
         self.next_s = max(self.next_s, now_s - self.credit_s) + self.gap_s
 
 
+def window_increase(window: float, slow_start: bool) -> float:
+    """What one acknowledgement adds to a congestion window: one in slow start (the window doubles per
+    round trip), 1/window after it (one per round trip: TCP's congestion avoidance, RFC 5681 §3.1)."""
+    return 1.0 if slow_start else 1.0 / window
+
+
 class Transport:
     """The sender state of one worker; a subclass names its congestion control.
 

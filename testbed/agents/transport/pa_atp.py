@@ -132,7 +132,7 @@ Choices where the paper is silent:
   :func:`aecn_threshold_factor` gives Eq. 9's upper bound, the paper's choice.
 """
 
-from testbed.agents.transport.base import INITIAL_RTO_S, RttEstimator, Transport
+from testbed.agents.transport.base import INITIAL_RTO_S, RttEstimator, Transport, window_increase
 
 MIN_CWD = 1
 MIN_AWD = 1
@@ -293,7 +293,7 @@ class PaAtpTransport(Transport):
         if ecn_echo and order > self.recover_order:
             self._cut_cwd(self.decrease_factor())
         else:
-            step = 1.0 if self.slow_start or not self.congestion_avoidance else 1.0 / self.cwd
+            step = window_increase(self.cwd, self.slow_start or not self.congestion_avoidance)
             self.cwd = min(float(self.max_cwd), self.cwd + step)
         self.gack_round[0] += 1
         self.gack_round[1] += bool(ecn_echo)
