@@ -10,8 +10,10 @@ per job and per iteration, in the units both count:
 - ``ina_amount_fragments``: fragments aggregated in the network per
   iteration (GOAT §VII-A): sent minus PS ingress;
 - ``min_sending_rate_bps``: GRID's minimum gradient sending rate (emulated:
-  the slowest worker's frame bits over its sending time; simulated: the
-  max-min fair rate the fluid model gives every worker);
+  the slowest worker's frame bits over its sending time, the sender's view:
+  frames still queued at the bottleneck when its last leaves count, so a
+  window in flight at the iteration's end reads above the link's share;
+  simulated: the max-min fair rate the fluid model gives every worker);
 - ``comm_time_s``: communication time per iteration (simulated: the slowest
   worker's frames at its rate plus one store-and-forward round trip);
 

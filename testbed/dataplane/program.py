@@ -48,8 +48,8 @@ GACKs (testbed/agents/ps.py).
 
 from dataclasses import dataclass, field
 
-from testbed.dataplane.wire import (DEFAULT_LANES, INA_HEADER_BYTES, IPV4_HEADER_BYTES, MAX_WORKERS_PER_JOB,
-                                    UDP_HEADER_BYTES)
+from testbed.dataplane.wire import (DEFAULT_LANES, ETH_HEADER_BYTES, INA_HEADER_BYTES, IPV4_HEADER_BYTES,
+                                    MAX_WORKERS_PER_JOB, UDP_HEADER_BYTES)
 
 DEFAULT_SLOTS = 1024     # aggregator slots per switch (p4 `-D INA_SLOTS`)
 MAX_PORTS = 64
@@ -101,6 +101,8 @@ MAX_MIRROR_SESSION = (1 << 15) - 1
 GACK_TTL = 64
 GACK_UDP_BYTES = UDP_HEADER_BYTES + INA_HEADER_BYTES
 GACK_IPV4_BYTES = IPV4_HEADER_BYTES + GACK_UDP_BYTES
+#: A GACK on the wire (80 bytes, the PS's as the switch's): the load it puts on the links toward its worker.
+GACK_FRAME_BYTES = ETH_HEADER_BYTES + GACK_IPV4_BYTES
 
 
 @dataclass(frozen=True)

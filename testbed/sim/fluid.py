@@ -19,7 +19,17 @@ within its own capacity) or the sub-model's PS. GRID Fig. 1's ATP: S1 takes
 9/4 Gb/s of each of W1-W4 and passes the rest over L1.
 
 Links are full duplex; each direction carries at most its rate. The PS's
-ingress limit is its access link. The RESULTs the PSs send back load links
+ingress limit is its access link. A transport that reads GACKs (PA-ATP,
+StrawAsyn: ``program.PA_ATP_TRANSPORTS``) gets one back for every gradient
+it sends, from the node its stream goes to first (a switch or its PS), a
+header-only frame (``program.GACK_FRAME_BYTES``): each worker's stream of
+GACKs loads the links toward it at r_w x phi_g x GACK bytes / frame bytes,
+and a link it saturates stops that worker (a bypassed share is GACKed as
+if absorbed at the first hop). PA-ATP's paper notes the cost (§V-C: its
+GACKs take link bandwidth): with the RESULTs they share the direction
+toward the workers, 416 bytes per fragment against the gradients' 336 at
+64 lanes, so a job whose workers each have a path to themselves runs at
+336/416 of the link rate. The RESULTs the PSs send back load links
 too (``simulation.results``, default on), as the emulation sends them: each
 PS's stream of results, at the rate aggregates complete (the job's slowest
 worker's rate times the PS's share of the model), once over every edge of the
@@ -45,6 +55,8 @@ from collections import defaultdict
 import networkx as nx
 
 from testbed.controller import result_multicast_tree, window_rate_cap_bps
+from testbed.dataplane import program
+from testbed.dataplane.wire import ina_frame_bytes
 from testbed.policy.common import shares
 from testbed.sim.routes import link_name
 from testbed.topology import DefaultRoutes
@@ -67,6 +79,9 @@ class FluidModel:
         #: A worker's transport window may cap its rate below any link's (SwitchML's pool); None: no cap.
         self.caps_bps = {w: window_rate_cap_bps(scenario, default, job, w) for job in scenario.jobs
                          for w in job.workers}
+        #: Per job whose transport reads GACKs: a GACK's bytes per gradient frame byte.
+        self.gack_share = {job.name: program.GACK_FRAME_BYTES / ina_frame_bytes(scenario.switch.lanes)
+                           for job in scenario.jobs if job.transport in program.PA_ATP_TRANSPORTS}
         self._trees = {(job.name, ps): result_multicast_tree(scenario.topology, default, job, jp, ps)
                        for job, jp in self.jobs for ps in set(jp.ps_of_submodel.values())}
 
@@ -120,10 +135,13 @@ class FluidModel:
             phi = shares(job)
             owners = set(jp.ps_of_submodel.values())
             arriving = defaultdict(list)          # (switch, g) -> [(rate, contributors)]
+            gack_share = self.gack_share.get(job.name)
             for w in job.workers:
                 for g, node in jp.first_hop[w].items():
                     rate = rates[w] * phi[g]
                     send(w, node, w, rate, {w})
+                    if gack_share:
+                        send(node, w, node, rate * gack_share, {w})
                     if node in owners:
                         ps_in[node] += rate
                     else:

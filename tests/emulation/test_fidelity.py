@@ -2,7 +2,7 @@
 times within 25%, for ps, atp, goat and grid on GOAT's testbed and on a leaf-spine with two jobs, and for
 the atp, switchml and pa-atp transports on PA-ATP's testbed (two jobs over four parallel paths, each flow
 on the path the controller's entries pick; pa-atp's fragment counts are shown, not judged:
-testbed/fidelity.py says why).
+testbed/fidelity.py says why), and PA-ATP's GACKs' load on the links toward the workers.
 
 The scenarios run without compute-delay stragglers (the simulator models synchronous starts; ATP's
 fragment counts depend on arrival order, GOAT Fig. 2), and leave the first iteration, the transports'
@@ -76,3 +76,19 @@ def test_leaf_spine_with_two_jobs_agrees_with_the_simulator(policy, emulation, t
 @pytest.mark.parametrize("transport", ["atp", "switchml", "pa-atp"])
 def test_pa_atp_testbed_agrees_with_the_simulator(transport, emulation, tmp_path, quiet):
     check_fidelity(load_scenario(PA_ATP_FIDELITY, [f"transport={transport}"]), tmp_path, quiet)
+
+
+@pytest.mark.parametrize("transport", ["atp", "pa-atp"])
+def test_pa_atps_gacks_cost_what_the_simulator_says(transport, emulation, tmp_path, quiet):
+    """One job, each worker on a path of its own, no background: the links toward the workers carry a
+    RESULT per fragment and, for pa-atp, a GACK (80 bytes beside 336), which makes its communication time
+    416/336 = 1.24x atp's. The simulator's comm time is held within 5% here (the fidelity bound, 25%, would
+    not tell a model without GACKs, 1.20x, from one with them)."""
+    scenario = load_scenario(PA_ATP_FIDELITY.with_name("single-job.yaml"),
+                             [f"transport={transport}", "background=[]", "jobs.0.model=vgg19",
+                              "jobs.0.compute_time=0s", "jobs.0.iterations=8", "metrics.warmup_iterations=1"])
+    simulated = sim.evaluate(scenario, compute_policy(scenario))["jobs"]["job"]["comm_time_s"]
+    summary = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet).summary
+    assert summary["status"] == "ok" and summary["aggregation_exact"], summary["error"]
+    assert_clean()
+    assert summary["jobs"][0]["comm_time_s"] == pytest.approx(simulated, rel=0.05)

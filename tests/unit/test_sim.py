@@ -178,3 +178,19 @@ def test_an_asynchronous_transports_overflow_is_reported_as_not_modelled(transpo
     assert [j["overflow_modelled"] for j in result["jobs"].values()] == [modelled, modelled]
     assert ("is asynchronous: its workers' overflow to the PS is not modelled" in sim.format_simulation(result)) \
         is not modelled
+
+
+@pytest.mark.parametrize("transport, rate_bps", [("atp", 4e6), ("switchml", 4e6), ("pa-atp", 4e6 * 336 / 416),
+                                                 ("strawasyn", 4e6 * 336 / 416)])
+def test_gacks_share_the_links_toward_the_workers_with_the_results(transport, rate_bps):
+    # PA-ATP's single job (three workers, each on a path of its own, 4 Mb/s links) without background: with
+    # GACKs, each link toward a worker carries its RESULTs (336-byte frames at 64 lanes) and its GACKs (80
+    # bytes) per fragment.
+    scenario = load_scenario(PA_ATP_FIDELITY.with_name("single-job.yaml"), [f"transport={transport}",
+                                                                            "background=[]"])
+    result = sim.evaluate(scenario, compute_policy(scenario))
+    assert ina_frame_bytes(scenario.switch.lanes) == 336
+    assert result["min_sending_rate_bps"] == pytest.approx(rate_bps, rel=1e-9)
+    if rate_bps < 4e6:
+        assert sorted(sim.format_simulation(result).splitlines()[1].split("bottleneck: ")[1].rstrip(")")
+                      .split(", ")) == ["s1>hl1", "s1>hl2", "s1>hl3"]
