@@ -45,6 +45,15 @@ def mean_ci(values) -> tuple:
     return mean, stats.t.ppf(0.975, len(values) - 1) * sd / math.sqrt(len(values))
 
 
+def run_label(run, axes: list, repeated: bool) -> str:
+    """A run's title in a sweep's composed plots: its axis values, its repetition and seed when the sweep
+    repeats points, and DISTORTED when the run was."""
+    label = ", ".join(f"{a}={run[a]}" for a in axes)
+    if repeated:
+        label += f", repetition {run['repetition']} (seed {run['seed']})"
+    return label + (" (DISTORTED)" if run.get("distorted") is True else "")
+
+
 def compose_run_plots(frame: pd.DataFrame, axes: list, names: list, path: Path, title: str) -> bool:
     """The runs' own plots side by side (a sweep's ``run_plots``): one row per run that finished ok, its
     axis values as the row's title, one column per plot name (the run's ``plots/<name>.png``); a run
@@ -54,8 +63,9 @@ def compose_run_plots(frame: pd.DataFrame, axes: list, names: list, path: Path, 
     if not any(p.is_file() for row_cells in cells for p in row_cells):
         return False
     fig, grid = plt.subplots(len(cells), len(names), figsize=(6 * len(names), 3.4 * len(cells)), squeeze=False)
+    repeated = "repetition" in done and done["repetition"].nunique() > 1
     for (_, run), row_cells, row_axes in zip(done.iterrows(), cells, grid):
-        label = ", ".join(f"{a}={run[a]}" for a in axes) + (" (DISTORTED)" if run.get("distorted") is True else "")
+        label = run_label(run, axes, repeated)
         for cell, ax in zip(row_cells, row_axes):
             ax.axis("off")
             if cell.is_file():

@@ -12,7 +12,7 @@ import pytest
 from testbed.errors import PolicyError, ScenarioError
 from testbed.sweep import derive_seed, load_sweep, run_sweep
 from testbed.sweep.executors import LocalExecutor
-from testbed.sweep.table import mean_ci
+from testbed.sweep.table import mean_ci, run_label
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
@@ -180,3 +180,10 @@ def test_a_point_with_a_distorted_run_is_drawn_apart(tmp_path, monkeypatch):
     titles.clear()
     assert table.plot_metric(frame.assign(distorted=False), ["policy"], "t", tmp_path / "t.png", "t")
     assert titles == ["t"]
+
+
+def test_a_composed_plots_run_title_names_its_repetition_when_points_repeat():
+    run = {"scheme": "PA-ATP", "repetition": 1, "seed": 624792847, "distorted": True}
+    assert run_label(run, ["scheme"], repeated=False) == "scheme=PA-ATP (DISTORTED)"
+    assert run_label({**run, "distorted": False}, ["scheme"], repeated=True) == \
+        "scheme=PA-ATP, repetition 1 (seed 624792847)"
