@@ -452,6 +452,22 @@ def window_rate_cap_bps(scenario, routes, job, worker):
     return transport_options_of(scenario, routes, job, worker)["pool"] * 8.0 * frame_bytes / round_trip_s
 
 
+def _ring_agents(scenario, job, common: dict, result):
+    """A ring job's workers (testbed/agents/ring.py): the ring in the job's ``workers`` order, nothing
+    aggregated anywhere. The successor acknowledges within 2 ms (testbed.agents.ring_acks), computing or
+    not, so no first-RESULT allowance: timeouts run on the measured RTT from the first fragment."""
+    topo = scenario.topology
+    ring = [(index, topo.node(w).ip) for index, w in enumerate(job.workers)]
+    for index, w in enumerate(job.workers):
+        delay = next((asdict(d) for d in scenario.stragglers.compute_delays if w in d.workers), {})
+        delay.pop("workers", None)
+        result.agents.append(AgentConfig(
+            role="ring", name=w, ip=topo.node(w).ip, worker_index=index, submodels=[], workers=ring,
+            compute_time_s=job.compute_time_s, start_s=job.start_s, compute_delay=delay, window=job.window,
+            transport=job.transport, transport_options=dict(job.transport_options),
+            link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=0.0, **common))
+
+
 def _rates_to_ps(scenario, routes, job, worker) -> list:
     """Per PS of ``job``, the link rates along ``worker``'s default path to it."""
     rates = scenario.topology.capacity_bps()
@@ -470,6 +486,9 @@ def _agents(scenario, routes, policy, result):
                       retransmit_timeout_s=job.retransmit_timeout_s,
                       deadline_s=scenario.run_timeout_s)
 
+        if job.is_ring:
+            _ring_agents(scenario, job, common, result)
+            continue
         counted = set(jp.participants or job.workers)
 
         def plan_of(g, worker=None):

@@ -19,6 +19,9 @@ per job and per iteration, in the units both count:
 
 and for the whole run ``switch_egress_fragments`` per iteration (gradient
 packets leaving switch ports; the switches' counters do not tell jobs apart).
+A ring all-reduce (``policy: rar``) has no PS and aggregates nothing: its
+rows are ``sent_fragments`` (its ring frames per iteration, emulated:
+originals sent / completed iterations), the rate and the communication time.
 
 Each row holds emulated, simulated and their ratio (emulated / simulated).
 The emulation's fragment counts depend on the order in which fragments
@@ -77,12 +80,17 @@ def compare(summary: dict, simulation: dict) -> dict:
         emulated_ps = job["ps_ingress_packets"] / done if done else None
         emulated_sent = job["fragments_sent"] / done if done else None
         counts = None if sim["overflow_modelled"] else ASYNCHRONOUS_OVERFLOW
-        rows = [
-            _row("ps_ingress_fragments", emulated_ps, sim["ps_ingress_fragments"], FRAGMENT_TOLERANCE,
-                 unjudged=counts),
-            _row("ina_amount_fragments", None if emulated_ps is None else emulated_sent - emulated_ps,
-                 sim["sent_fragments"] - sim["ps_ingress_fragments"], FRAGMENT_TOLERANCE, sim["sent_fragments"],
-                 unjudged=counts),
+        if sim["ring"]:
+            # A ring all-reduce: no PS, nothing aggregated; what its workers send is the count to compare.
+            rows = [_row("sent_fragments", emulated_sent, sim["sent_fragments"], FRAGMENT_TOLERANCE)]
+        else:
+            rows = [
+                _row("ps_ingress_fragments", emulated_ps, sim["ps_ingress_fragments"], FRAGMENT_TOLERANCE,
+                     unjudged=counts),
+                _row("ina_amount_fragments", None if emulated_ps is None else emulated_sent - emulated_ps,
+                     sim["sent_fragments"] - sim["ps_ingress_fragments"], FRAGMENT_TOLERANCE, sim["sent_fragments"],
+                     unjudged=counts)]
+        rows += [
             _row("min_sending_rate_bps", job["min_gradient_sending_rate_bps"], sim["min_sending_rate_bps"],
                  RATE_TOLERANCE),
             _row("comm_time_s", job["comm_time_s"], sim["comm_time_s"], RATE_TOLERANCE),

@@ -35,7 +35,11 @@ TARGETS = ("auto", "pyswitch", "bmv2")
 TOPOLOGY_KINDS = ("explicit", "dumbbell", "leaf-spine", "fat-tree", "goat-testbed")
 #: Every control-plane scheme; ``testbed/policy`` registers one function per name.
 POLICIES = ("ps", "atp", "switchml", "esa", "geryon", "lbmm", "ksgd", "goat", "goat-async", "grid", "inart",
-            "inart-equal")
+            "inart-equal", "rar")
+#: Schemes whose jobs are rings of workers (all-reduce) without a PS: no ``ps``, no INA
+#: (testbed/policy/ring.py, testbed/agents/ring.py). Their workers send over the transports listed here.
+RING_POLICIES = ("rar",)
+RING_TRANSPORTS = ("atp",)
 #: Options a scheme accepts under a job's ``policy_options.<scheme>`` (keyed by scheme, so that
 #: ``--set policy=NAME`` picks up NAME's options). Defaults and meaning live in the scheme's module.
 #: Kinds: ("int", low, high), ("number", low, high), ("bool",), ("choice", values),
@@ -59,6 +63,7 @@ POLICY_OPTIONS = {
     "grid": dict(_ROUTING_OPTIONS),
     "inart": {**_ROUTING_OPTIONS, "split_search": ("bool",)},
     "inart-equal": dict(_ROUTING_OPTIONS),
+    "rar": {},
 }
 
 #: Names that become file and directory names under the results root (scenario and job names):
@@ -154,6 +159,17 @@ class JobSpec:
     transport: str = "atp"         # how its workers send (testbed/agents/transport)
     transport_options: dict = field(default_factory=dict)   # {option: value}, checked against the transport's OPTIONS
     start_s: float = 0.0           # its workers start the first iteration this long after the run's start
+
+    @property
+    def is_ring(self) -> bool:
+        """A ring all-reduce of its workers (``RING_POLICIES``): no PS, no aggregation in the network."""
+        return self.policy in RING_POLICIES
+
+    @property
+    def completion_agents(self) -> list:
+        """The agents whose records say an iteration of the job is complete (and exact): its PSs, or every
+        worker of a ring."""
+        return list(self.workers) if self.is_ring else list(self.ps)
 
 
 @dataclass
@@ -864,12 +880,21 @@ def _resolve_jobs(c, spec, topo, scale, switch):
     for i, job in enumerate(spec):
         p = f"jobs.{i}"
         c.keys(job, p, JOB_KEYS)
-        for required in ("workers", "ps"):
+        policy = job.get("policy", "ps")
+        if not isinstance(policy, str) or policy not in POLICIES:
+            c.fail(f"{p}.policy", f"unknown policy {_brief(policy)}; expected one of {', '.join(POLICIES)}")
+        ring = policy in RING_POLICIES
+        if ring and "ps" in job:
+            c.fail(f"{p}.ps", f"policy {policy} is a ring all-reduce of the workers: it has no parameter server "
+                              f"(remove ps, or choose a PS scheme)")
+        for required in ("workers",) if ring else ("workers", "ps"):
             if required not in job:
                 c.fail(f"{p}.{required}", "missing (required)")
         name = c.file_name(job.get("name", f"job{i}"), f"{p}.name")
         workers = c.names(job["workers"], f"{p}.workers")
-        ps = c.names(job["ps"], f"{p}.ps")
+        if ring and len(workers) < 2:
+            c.fail(f"{p}.workers", f"a ring all-reduce (policy {policy}) needs at least 2 workers")
+        ps = [] if ring else c.names(job["ps"], f"{p}.ps")
         for role, names in (("workers", workers), ("ps", ps)):
             for k, h in enumerate(names):
                 if h not in hosts:
@@ -880,9 +905,6 @@ def _resolve_jobs(c, spec, topo, scale, switch):
                 used[h] = f"{name} as {role}"
         if len(workers) > MAX_WORKERS_PER_JOB:
             c.fail(f"{p}.workers", f"{len(workers)} workers; the INA bitmap holds at most {MAX_WORKERS_PER_JOB}")
-        policy = job.get("policy", "ps")
-        if not isinstance(policy, str) or policy not in POLICIES:
-            c.fail(f"{p}.policy", f"unknown policy {_brief(policy)}; expected one of {', '.join(POLICIES)}")
         if "submodel_elements" in job:
             model_name, elements = _explicit_submodels(c, job, p, scale)
             submodels = len(elements)
@@ -900,7 +922,7 @@ def _resolve_jobs(c, spec, topo, scale, switch):
             profile = profile.scaled(scale)
             submodels = c.integer(job.get("submodels", 4), f"{p}.submodels", 1, 65535)
             model_name, elements = profile.name, profile.partition(submodels)
-        if submodels > len(ps) * 4096:
+        if not ring and submodels > len(ps) * 4096:
             c.fail(f"{p}.submodels", "too many sub-models")
         if len(ps) > submodels:
             c.fail(f"{p}.ps", f"{len(ps)} parameter servers but only {submodels} sub-models to share among them")
@@ -910,6 +932,9 @@ def _resolve_jobs(c, spec, topo, scale, switch):
             scale_bits = choose_scale_bits(len(workers), bound)
         except ValueError as exc:
             c.fail(f"{p}.gradient_bound", str(exc))
+        for key in ("aggregation_switches", "ps_memory"):
+            if ring and key in job:
+                c.fail(f"{p}.{key}", f"policy {policy} aggregates nowhere but in its workers; remove {key}")
         agg_switches = c.items(job.get("aggregation_switches"), f"{p}.aggregation_switches", "switch names")
         for k, sw in enumerate(agg_switches):
             node = topo.nodes.get(sw) if isinstance(sw, str) else None
@@ -922,9 +947,10 @@ def _resolve_jobs(c, spec, topo, scale, switch):
         # Default: ATP's largest window (100 fragments), so a worker's window can cover the round trip of
         # a 5 Mb/s link with the switches' processing in it (RTTs of 30-50 ms measured on 2 cores).
         window = c.integer(job.get("window", DEFAULT_WINDOW), f"{p}.window", 1, 65535)
-        if window > switch.slots:
+        if not ring and window > switch.slots:
             c.fail(f"{p}.window", f"window {window} exceeds switch.slots {switch.slots}")
-        transport = c.choice(job.get("transport", default_transport(policy)), f"{p}.transport", TRANSPORT_NAMES)
+        transport = c.choice(job.get("transport", default_transport(policy)), f"{p}.transport",
+                             RING_TRANSPORTS if ring else TRANSPORT_NAMES)
         transport_options = _resolve_transport_options(
             c, job.get("transport_options"), f"{p}.transport_options", transport, window,
             sum(fragments_of(n, switch.lanes) for n in elements))

@@ -1,4 +1,5 @@
-"""What the worker and PS agents share: the UDP endpoint, readiness handshake, records."""
+"""What the worker, ring and PS agents share: the UDP endpoint, readiness handshake, records, straggler
+delays and the sending-rate metric."""
 
 import contextlib
 import json
@@ -14,10 +15,12 @@ SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
 ECN_ECT0 = 0x02      # IPv4 ECN field: ECN-capable transport, so switch queues mark CE instead of dropping
 ECN_CE = 0x03
+TOS_CMSG_BYTES = socket.CMSG_SPACE(1)    # IP_TOS ancillary data: one byte
 
 
-def open_endpoint(ip: str) -> socket.socket:
-    """UDP socket on the INA port, bound to any address so broadcast results arrive too.
+def open_endpoint(ip: str, port: int = INA_UDP_PORT) -> socket.socket:
+    """UDP socket on ``port`` (the INA port unless a ring agent's), bound to any address so broadcast
+    results arrive too.
 
     Every datagram leaves ECN-capable (ECT(0)); the socket reports each arriving
     datagram's TOS byte (IP_RECVTOS) so the PS can echo the CE marks of the switch queues.
@@ -32,7 +35,7 @@ def open_endpoint(ip: str) -> socket.socket:
         except OSError:
             sock.setsockopt(socket.SOL_SOCKET, fallback, 8 << 20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-    sock.bind(("0.0.0.0", INA_UDP_PORT))
+    sock.bind(("0.0.0.0", port))
     sock.setblocking(False)
     return sock
 
@@ -75,10 +78,10 @@ class RecordWriter:
 
 
 @contextlib.contextmanager
-def agent_session(config):
-    """The endpoint, record file and start time (epoch seconds) of an agent, after the common start signal;
-    closed on exit."""
-    sock = open_endpoint(config.ip)
+def agent_session(config, port: int = INA_UDP_PORT):
+    """The endpoint (on ``port``), record file and start time (epoch seconds) of an agent, after the common
+    start signal; closed on exit."""
+    sock = open_endpoint(config.ip, port)
     records = RecordWriter(config.run_dir, config.name)
     try:
         start_epoch_s = announce_ready_and_wait(config.run_dir, config.name, config.deadline_s)
@@ -102,3 +105,30 @@ def install_status_dump(run_dir: str, name: str, describe):
         os.replace(tmp, path)
 
     signal.signal(signal.SIGUSR1, dump)
+
+
+def straggler_delay_s(compute_delay: dict, rng) -> float:
+    """One iteration's straggler delay drawn from ``compute_delay`` (the agent config's: fixed, uniform, or
+    normal clipped to [low, high]; empty = none) with ``rng``, seeded per (seed, job, worker)."""
+    if not compute_delay:
+        return 0.0
+    kind = compute_delay["distribution"]
+    if kind == "fixed":
+        return compute_delay["value_s"]
+    if kind == "uniform":
+        return rng.uniform(compute_delay["low_s"], compute_delay["high_s"])
+    return min(compute_delay["high_s"], max(compute_delay["low_s"],
+                                            rng.gauss(compute_delay["mean_s"], compute_delay["std_s"])))
+
+
+def sending_rate_bps(sent_bytes: int, sent_pkts: int, sending_s: float, link_rate_bps: float) -> float:
+    """GRID's gradient sending rate: frame bits over the time from the first frame's start to the
+    last frame's end on the host link. The host's htb drains at the link rate, so the wire is done
+    no earlier than the bits at that rate (frames handed over in a burst wait in the qdisc), and no
+    earlier than the last hand-over plus one frame time; the wait for RESULTs is communication
+    time, not sending."""
+    if not sent_pkts:
+        return 0.0
+    bits = 8 * sent_bytes
+    wire_s = max(sending_s + bits / sent_pkts / link_rate_bps, bits / link_rate_bps) if link_rate_bps else sending_s
+    return bits / max(1e-9, wire_s)

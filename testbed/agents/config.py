@@ -26,7 +26,7 @@ class SubmodelPlan:
 
 @dataclass
 class AgentConfig:
-    role: str                # "worker" | "ps"
+    role: str                # "worker" | "ps" | "ring" (a ring all-reduce worker: testbed/agents/ring.py)
     name: str
     ip: str
     job: str
@@ -43,7 +43,7 @@ class AgentConfig:
     worker_index: int = 0    # bitmap bit of a worker
     participant: bool = True # worker: its gradient counts (K-of-N schemes leave some out)
     participants: list = field(default_factory=list)   # ps: indices of the workers whose gradients count
-    workers: list = field(default_factory=list)   # ps: [(index, ip)] of every worker
+    workers: list = field(default_factory=list)   # ps, ring: [(index, ip)] of every worker (a ring's order)
     ps_id: int = 0           # ps: its agg_node id
     result_group_ip: str = ""  # ps: RESULTs go once to this address, the switches multicast them; "" = unicast
     compute_time_s: float = 0.0

@@ -33,18 +33,16 @@ flushed partials are not gradients of one worker: no GACK.
 """
 
 import select
-import socket
 import time
 
 import numpy as np
 
-from testbed.agents.common import ECN_CE, agent_session, install_status_dump
+from testbed.agents.common import ECN_CE, TOS_CMSG_BYTES, agent_session, install_status_dump
 from testbed.agents.gradients import expected_sum
 from testbed.dataplane.program import PA_ATP_TRANSPORTS
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     FRAME_OVERHEAD_BYTES, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT, fragment_seqs)
 
-TOS_CMSG_BYTES = socket.CMSG_SPACE(1)    # IP_TOS ancillary data: one byte
 
 
 def gack_header(header: tuple, ce: bool, ps_node: int) -> bytes:

@@ -9,8 +9,11 @@ import signal
 import sys
 from pathlib import Path
 
-from testbed.agents import ps, worker
+from testbed.agents import ps, ring, worker
 from testbed.agents.config import AgentConfig
+
+#: An agent config's role -> the agent it runs.
+AGENTS = {"worker": worker.run, "ps": ps.run, "ring": ring.run}
 
 
 def main(argv=None) -> int:
@@ -23,10 +26,14 @@ def main(argv=None) -> int:
     except (OSError, ValueError, TypeError, KeyError) as exc:
         print(f"agent: cannot read config {argv[0]}: {exc}", file=sys.stderr)
         return 2
+    run_agent = AGENTS.get(config.role)
+    if run_agent is None:
+        print(f"agent: config {argv[0]}: unknown role {config.role!r}; known: {', '.join(AGENTS)}", file=sys.stderr)
+        return 2
     # SIGTERM from the orchestrator ends the agent through the normal cleanup path.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        return (worker.run if config.role == "worker" else ps.run)(config)
+        return run_agent(config)
     except TimeoutError as exc:
         print(str(exc), file=sys.stderr, flush=True)
         return 3

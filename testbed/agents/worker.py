@@ -43,7 +43,7 @@ import random
 import select
 import time
 
-from testbed.agents.common import agent_session, install_status_dump
+from testbed.agents.common import agent_session, install_status_dump, sending_rate_bps, straggler_delay_s
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
@@ -95,17 +95,6 @@ class Worker:
             flags[seq] = FLAG_SHADOW if version else 0
         return slots, flags
 
-    def straggler_delay_s(self) -> float:
-        d = self.cfg.compute_delay
-        if not d:
-            return 0.0
-        kind = d["distribution"]
-        if kind == "fixed":
-            return d["value_s"]
-        if kind == "uniform":
-            return self.delay_rng.uniform(d["low_s"], d["high_s"])
-        return min(d["high_s"], max(d["low_s"], self.delay_rng.gauss(d["mean_s"], d["std_s"])))
-
     def describe(self) -> dict:
         """What this worker waits for (the stall diagnosis)."""
         t = self.transport
@@ -122,7 +111,7 @@ class Worker:
         cfg = self.cfg
         self.iteration, self.phase = iteration, "computing"
         t0 = time.monotonic()
-        delay_s = self.straggler_delay_s()
+        delay_s = straggler_delay_s(cfg.compute_delay, self.delay_rng)
         if cfg.compute_time_s + delay_s > 0:
             time.sleep(cfg.compute_time_s + delay_s)
         rows = worker_fragments(cfg.seed, cfg.job_id, cfg.worker_index, iteration, cfg.layout, cfg.lanes,
@@ -190,7 +179,8 @@ class Worker:
                 "iteration_s": t_end - t0, "t_end": time.time(), "sent_pkts": sent_pkts, "retx_pkts": retx_pkts,
                 "sent_bytes": sent_bytes, "fragments": total, "window": transport.window(),
                 "srtt_s": transport.rtt.srtt_s, **counts,
-                "sending_rate_bps": self.sending_rate_bps(sent_bytes, sent_pkts, t_last_send - t_comm)}
+                "sending_rate_bps": sending_rate_bps(sent_bytes, sent_pkts, t_last_send - t_comm,
+                                                     cfg.link_rate_bps)}
 
     def receive(self, data: bytes, iteration: int, now_s: float):
         """Hand one datagram of this job to the transport: a GACK of ``iteration`` (with its progress
@@ -211,20 +201,6 @@ class Worker:
                 self.newest_iteration = max(self.newest_iteration, it)
             else:
                 self.transport.on_result(seq, now_s, bool(flags & FLAG_ECN_ECHO), bool(flags & FLAG_AECN))
-
-    def sending_rate_bps(self, sent_bytes: int, sent_pkts: int, sending_s: float) -> float:
-        """GRID's gradient sending rate: frame bits over the time from the first frame's start to the
-        last frame's end on the host link. The host's htb drains at the link rate, so the wire is done
-        no earlier than the bits at that rate (frames handed over in a burst wait in the qdisc), and no
-        earlier than the last hand-over plus one frame time; the wait for RESULTs is communication
-        time, not sending."""
-        if not sent_pkts:
-            return 0.0
-        bits = 8 * sent_bytes
-        rate = self.cfg.link_rate_bps
-        wire_s = max(sending_s + bits / sent_pkts / rate, bits / rate) if rate else sending_s
-        return bits / max(1e-9, wire_s)
-
 
 def run(config) -> int:
     with agent_session(config) as (sock, records, start_epoch_s):

@@ -23,6 +23,14 @@ bitmap     64    contributors (bit i = worker i of the job)
 progress   32    PA-ATP progress sum
 =========  ====  ==========================================================
 
+Ring all-reduce (``policy: rar``) is not INA: its workers send chunks of
+their gradient to their ring successor as plain UDP to port 40001, which
+the switches forward like any other traffic. A ring header (16 bytes,
+``RING_HEADER``: job 16, flags 16, elems 16, step 16, iteration 32, index
+32, the fragment's index within the step's chunk) precedes the lanes; a
+ring ACK (flag RESULT, ECN_ECHO if the data met a CE mark) is the header
+alone, back to the sender.
+
 The fast paths (agents, pyswitch) use the ``struct`` objects below directly;
 :class:`InaHeader` is the readable form for tests, tools and logs. A scapy
 layer for pcaps lives in :mod:`testbed.dataplane.scapy_ina`, never imported by
@@ -50,6 +58,10 @@ INA_OFFSET = UDP_OFFSET + UDP_HEADER_BYTES
 PAYLOAD_OFFSET = INA_OFFSET + INA_HEADER_BYTES  # 80
 #: Bytes of a frame around a UDP payload (Ethernet + IPv4 + UDP): a socket's datagram + this = frame bytes.
 FRAME_OVERHEAD_BYTES = INA_OFFSET
+#: Ring all-reduce: its own port (never parsed as INA), its header (job, flags, elems, step, iteration, index).
+RING_UDP_PORT = 40001
+RING_HEADER = struct.Struct("!HHHHII")
+RING_HEADER_BYTES = RING_HEADER.size  # 16
 
 FLAG_DATA = 0x0001        # a gradient contribution (raw or partial aggregate)
 FLAG_GACK = 0x0002        # per-gradient ack (PA-ATP)
@@ -157,6 +169,11 @@ def fragment(values: np.ndarray, lanes: int = DEFAULT_LANES) -> np.ndarray:
 def ina_frame_bytes(lanes: int = DEFAULT_LANES) -> int:
     """Bytes of a full INA frame of ``lanes`` lanes, Ethernet header included (336 for 64 lanes)."""
     return PAYLOAD_OFFSET + LANE_BYTES * lanes
+
+
+def ring_frame_bytes(lanes: int = DEFAULT_LANES) -> int:
+    """Bytes of a full ring all-reduce frame of ``lanes`` lanes, Ethernet header included (314 for 64)."""
+    return FRAME_OVERHEAD_BYTES + RING_HEADER_BYTES + LANE_BYTES * lanes
 
 
 def fragments_of(elements: int, lanes: int = DEFAULT_LANES) -> int:

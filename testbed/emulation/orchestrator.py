@@ -237,7 +237,7 @@ class Progress:
     def update(self, ps_rate_bps: float):
         parts = []
         for job in self.scenario.jobs:
-            done = min(self._count(ps) for ps in job.ps)
+            done = min(self._count(agent) for agent in job.completion_agents)
             parts.append(f"{job.name} ({job.policy}) iteration {done}/{job.iterations}")
         state = ", ".join(parts)
         line = f"[{time.monotonic() - self.t0:6.1f}s] {state}, PS ingress {ps_rate_bps / 1e6:.1f} Mb/s"
@@ -614,9 +614,10 @@ class Run:
             progress.finish()
 
     def _workers_running(self) -> bool:
-        """Some worker whose gradient counts has not finished (those left out of K-of-N iterations need not)."""
+        """Some worker (of a ring too) whose gradient counts has not finished (those left out of K-of-N
+        iterations need not)."""
         return not all(proc.poll() == 0 for name, (proc, _, role) in self.agents.items()
-                       if role == "worker" and name not in self.left_out)
+                       if role in ("worker", "ring") and name not in self.left_out)
 
     def _background_still_due(self):
         timed = [i for i, spec in enumerate(self.scenario.background) if spec.duration_s]

@@ -18,10 +18,16 @@ def plot_iterations(path, scenario, records):
             rows = records.get(ps, [])
             ax.plot([r["iteration"] for r in rows], [r["iteration_s"] * 1e3 for r in rows], marker="o",
                     label=f"{job.name} ({job.policy}) at {ps}")
-        comm = {}
+        comm, ring_iteration = {}, {}
         for w in job.workers:
             for r in records.get(w, []):
                 comm.setdefault(r["iteration"], []).append(r["comm_s"] * 1e3)
+                if job.is_ring:
+                    ring_iteration.setdefault(r["iteration"], []).append(r["iteration_s"] * 1e3)
+        if ring_iteration:
+            its = sorted(ring_iteration)
+            ax.plot(its, [max(ring_iteration[i]) for i in its], marker="o",
+                    label=f"{job.name} ({job.policy}): slowest worker")
         if comm:
             its = sorted(comm)
             ax.plot(its, [max(comm[i]) for i in its], linestyle="--", label=f"{job.name}: slowest worker comm")

@@ -3,7 +3,9 @@
 Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
 
 - ``iteration_time_s``: mean time per training iteration (PS view: between
-  consecutive completions of its global aggregation; mean over PSs);
+  consecutive completions of its global aggregation, the slowest PS's mean;
+  a ring all-reduce's, ``policy: rar``: each worker's compute plus its
+  2 (N - 1) steps, the slowest worker's mean);
 - ``comm_time_s``: mean communication time per iteration (worker view: first
   fragment sent to last result received);
 - ``gradient_sending_rate_bps``: mean over workers of frame bits sent per
@@ -15,7 +17,8 @@ Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
   total size of models" minus "the aggregation overhead of the PS": every
   worker's fragments of every iteration counted once (frame bytes,
   ``gradient_frame_bytes``) minus ``ps_ingress_bytes``, floored at 0 (a PS
-  that receives everything, ``ps``, aggregates nothing in the network);
+  that receives everything, ``ps``, aggregates nothing in the network; nor
+  does a ring all-reduce: 0);
 - ``ps_ingress_fragments_per_iteration``: INA frames received by the PSs
   per completed iteration (GOAT Fig. 2's count);
 - ``retransmission_ratio``: retransmissions / original fragments;
@@ -53,12 +56,15 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
     counts of packets and bytes cover every iteration.
     """
     ps_rows = [r for ps in job.ps for r in records.get(ps, [])]
+    # Completion, iteration time and exactness: the PSs' records, or a ring's workers' (JobSpec.completion_agents).
+    done_by = job.completion_agents
+    done_rows = [r for agent in done_by for r in records.get(agent, [])]
     counted = list(participants) or list(job.workers)
     timed = lambda rows: [r for r in rows if r["iteration"] >= warmup_iterations]  # noqa: E731
     worker_rows = {w: timed(records.get(w, [])) for w in counted}
-    completed = min((len(records.get(ps, [])) for ps in job.ps), default=0)
-    per_ps_iteration = [mean(r["iteration_s"] for r in timed(records.get(ps, []))) for ps in job.ps
-                        if timed(records.get(ps, []))]
+    completed = min((len(records.get(agent, [])) for agent in done_by), default=0)
+    per_agent_iteration = [mean(r["iteration_s"] for r in timed(records.get(agent, []))) for agent in done_by
+                           if timed(records.get(agent, []))]
     comm = [r["comm_s"] for rows in worker_rows.values() for r in rows]
     worker_rates = {w: mean(r["sending_rate_bps"] for r in rows) for w, rows in worker_rows.items() if rows}
     sent_bytes = sum(r["sent_bytes"] for w in counted for r in records.get(w, []))
@@ -68,15 +74,15 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
                                if r["sent_pkts"])
     ps_ingress_bytes = sum(r["ingress_bytes"] for r in ps_rows)
     retransmitted = sum(r["retx_pkts"] for r in all_worker_rows)
-    iteration_s = max(per_ps_iteration) if per_ps_iteration else None
+    iteration_s = max(per_agent_iteration) if per_agent_iteration else None
     return {
         "job": job.name, "policy": job.policy, "transport": job.transport, "workers": len(job.workers),
         "ps": list(job.ps),
         "participants": counted,
         "discarded_packets": sum(r.get("discarded_pkts", 0) for r in ps_rows),
         "iterations": job.iterations, "iterations_completed": completed,
-        "aggregation_exact": bool(ps_rows) and completed == job.iterations and all(r["exact"] for r in ps_rows),
-        "mismatched_fragments": sum(r["mismatched_fragments"] for r in ps_rows),
+        "aggregation_exact": bool(done_rows) and completed == job.iterations and all(r["exact"] for r in done_rows),
+        "mismatched_fragments": sum(r["mismatched_fragments"] for r in done_rows),
         "iteration_time_s": iteration_s,
         "comm_time_s": mean(comm) if comm else None,
         "training_throughput_iter_per_s": (1 / iteration_s) if iteration_s else None,
@@ -88,7 +94,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
                                                if completed else None),
         "worker_sent_bytes": sent_bytes,
         "gradient_frame_bytes": gradient_frame_bytes,
-        "ina_amount_bytes": max(0.0, gradient_frame_bytes - ps_ingress_bytes),
+        "ina_amount_bytes": 0.0 if job.is_ring else max(0.0, gradient_frame_bytes - ps_ingress_bytes),
         "fragments_sent": fragments_sent,
         "retransmitted_packets": retransmitted,
         "retransmission_ratio": retransmitted / fragments_sent if fragments_sent else None,

@@ -12,7 +12,7 @@ R-InArt with an equal split); ``routing_lp`` is the LP GRID and R-InArt share,
 import time
 
 from testbed.errors import PolicyError
-from testbed.policy import baselines, goat, grid, inart
+from testbed.policy import baselines, goat, grid, inart, ring
 from testbed.policy.base import JobPolicy, Policy
 
 #: scheme name -> function(job, scenario) -> JobPolicy (scenario gives topology, switch settings, seed)
@@ -29,6 +29,7 @@ SCHEMES = {
     "grid": grid.grid_policy,
     "inart": inart.inart_policy,
     "inart-equal": inart.inart_equal_policy,
+    "rar": ring.rar_policy,
 }
 
 

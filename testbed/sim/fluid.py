@@ -40,6 +40,11 @@ mostly travel the other way, but a tree toward workers that share their
 rack with the aggregation point crosses gradient links in the same
 direction. The papers' motivating examples model the push only.
 
+A ring all-reduce (``policy: rar``) has no PS and aggregates nothing in the
+network: each worker's stream goes to its ring successor at r_w (ring
+frames, ``wire.ring_frame_bytes``), and the successor's ACKs come back at
+one 58-byte frame per ``ring_acks.ACK_EVERY`` fragments.
+
 Rates: all workers rise together until a link saturates; the workers whose
 streams (raw, bypassed, or inside an aggregate) cross a saturated link stop
 there; the others keep rising (progressive filling, max-min fair). A worker
@@ -54,9 +59,11 @@ from collections import defaultdict
 
 import networkx as nx
 
+from testbed.agents.ring_acks import ACK_EVERY
+from testbed.agents.ring_schedule import ring_pairs
 from testbed.controller import result_multicast_tree, window_rate_cap_bps
 from testbed.dataplane import program
-from testbed.dataplane.wire import ina_frame_bytes
+from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.policy.common import shares
 from testbed.sim.routes import link_name
 from testbed.topology import DefaultRoutes
@@ -79,6 +86,8 @@ class FluidModel:
         #: A worker's transport window may cap its rate below any link's (SwitchML's pool); None: no cap.
         self.caps_bps = {w: window_rate_cap_bps(scenario, default, job, w) for job in scenario.jobs
                          for w in job.workers}
+        #: A ring's ACK bytes per data frame byte (an ACK, a header alone, per ACK_EVERY fragments).
+        self.ring_ack_share = ring_frame_bytes(0) / ACK_EVERY / ring_frame_bytes(scenario.switch.lanes)
         #: Per job whose transport reads GACKs: a GACK's bytes per gradient frame byte.
         self.gack_share = {job.name: program.GACK_FRAME_BYTES / ina_frame_bytes(scenario.switch.lanes)
                            for job in scenario.jobs if job.transport in program.PA_ATP_TRANSPORTS}
@@ -132,6 +141,11 @@ class FluidModel:
                 touch[link].update(who)
 
         for job, jp in self.jobs:
+            if job.is_ring:
+                for w, successor in ring_pairs(job.workers):
+                    send(w, successor, w, rates[w], {w})
+                    send(successor, w, successor, rates[w] * self.ring_ack_share, {w})
+                continue
             phi = shares(job)
             owners = set(jp.ps_of_submodel.values())
             arriving = defaultdict(list)          # (switch, g) -> [(rate, contributors)]

@@ -76,7 +76,8 @@ class FragmentModel:
         self.policy = policy
         self.routes = routes
         self.lanes = scenario.switch.lanes
-        self.jobs = {job.name: (job, policy.jobs[job.name]) for job in scenario.jobs}
+        # A ring all-reduce puts nothing in switch memory (testbed.sim.evaluate counts its fragments).
+        self.jobs = {job.name: (job, policy.jobs[job.name]) for job in scenario.jobs if not job.is_ring}
         self.is_switch = {n.name: n.kind == "switch" for n in scenario.topology.nodes.values()}
 
     # -- sizing --------------------------------------------------------------------------

@@ -92,3 +92,8 @@ def test_pa_atps_gacks_cost_what_the_simulator_says(transport, emulation, tmp_pa
     assert summary["status"] == "ok" and summary["aggregation_exact"], summary["error"]
     assert_clean()
     assert summary["jobs"][0]["comm_time_s"] == pytest.approx(simulated, rel=0.05)
+
+
+def test_rinas_testbed_ring_all_reduce_agrees_with_the_simulator(emulation, tmp_path, quiet):
+    check_fidelity(load_scenario(REPO / "scenarios" / "papers" / "rina" / "testbed.yaml",
+                                 ["jobs.0.iterations=6", "metrics.warmup_iterations=1"]), tmp_path, quiet)

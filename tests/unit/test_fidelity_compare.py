@@ -14,7 +14,8 @@ def summary(ps_packets, sent, rate_bps, comm_s, egress, iterations=10):
 
 def simulation(overflow_modelled=True):
     return {"jobs": {"j": {"ps_ingress_fragments": 24, "sent_fragments": 192, "min_sending_rate_bps": 5e6,
-                           "comm_time_s": 0.1, "overflow_modelled": overflow_modelled}},
+                           "comm_time_s": 0.1, "overflow_modelled": overflow_modelled,
+                           "ring": False}},
             "switch_egress_fragments": 72}
 
 
@@ -36,7 +37,8 @@ def test_rows_ratios_and_bounds():
 
 def test_an_amount_the_simulator_puts_at_zero_is_judged_against_the_fragments_sent():
     sim = {"jobs": {"j": {"ps_ingress_fragments": 192, "sent_fragments": 192, "min_sending_rate_bps": 6e5,
-                          "comm_time_s": 0.5, "overflow_modelled": True}}, "switch_egress_fragments": 384}
+                          "comm_time_s": 0.5, "overflow_modelled": True, "ring": False}},
+           "switch_egress_fragments": 384}
     result = compare(summary(ps_packets=1938, sent=1920, rate_bps=6e5, comm_s=0.5, egress=3840), sim)
     amount = {r["metric"]: r for r in result["jobs"]["j"]}["ina_amount_fragments"]
     assert amount["emulated"] == pytest.approx(-1.8) and amount["simulated"] == 0 and amount["ratio"] is None
@@ -56,3 +58,15 @@ def test_fragment_counts_the_simulator_does_not_model_are_shown_not_judged():
     assert "not judged (asynchronous transport: overflow to the PS not modelled)" in format_fidelity(result)
     synchronous = compare(summary(ps_packets=600, sent=1920, rate_bps=5e6, comm_s=0.1, egress=900), SIM)
     assert not synchronous["all_within"]
+
+
+def test_a_ring_all_reduce_is_compared_on_what_its_workers_send():
+    sim = {"jobs": {"j": {"ps_ingress_fragments": 0, "sent_fragments": 1554, "min_sending_rate_bps": 4.78e6,
+                          "comm_time_s": 0.111, "overflow_modelled": True, "ring": True}},
+           "switch_egress_fragments": 0}
+    result = compare(summary(ps_packets=0, sent=15540, rate_bps=4.93e6, comm_s=0.104, egress=0), sim)
+    rows = {r["metric"]: r for r in result["jobs"]["j"]}
+    assert list(rows) == ["sent_fragments", "min_sending_rate_bps", "comm_time_s"]
+    assert rows["sent_fragments"]["emulated"] == 1554 and rows["sent_fragments"]["within"]
+    assert result["all_within"]
+    assert not compare(summary(ps_packets=0, sent=18000, rate_bps=4.93e6, comm_s=0.104, egress=0), sim)["all_within"]

@@ -101,7 +101,8 @@ def hand_run():
     for rows in records.values():
         for iteration, row in enumerate(rows):
             row["iteration"] = iteration
-    job = SimpleNamespace(name="j", policy="atp", transport="atp", workers=["w1", "w2"], ps=["ps"], iterations=2)
+    job = SimpleNamespace(name="j", policy="atp", transport="atp", workers=["w1", "w2"], ps=["ps"], iterations=2,
+                          is_ring=False, completion_agents=["ps"])
     return job, records
 
 

@@ -14,7 +14,7 @@ from testbed.policy import SCHEMES, Policy, compute_policy
 from testbed.policy import goat, inart, routing_lp
 from testbed.policy.baselines import min_min_split
 from testbed.policy.common import NetworkView, allowed_switches, ps_shares, realize_split, split_submodels
-from testbed.scenario import POLICIES, parse_scenario
+from testbed.scenario import POLICIES, RING_POLICIES, parse_scenario
 
 TWO_RACKS = textwrap.dedent("""\
     version: 1
@@ -46,10 +46,11 @@ def scenario_with(policy, text=TWO_RACKS, *overrides):
 def test_every_allowed_policy_name_has_a_scheme():
     assert set(POLICIES) == set(SCHEMES)
     assert set(SCHEMES) == {"ps", "atp", "switchml", "esa", "geryon", "lbmm", "ksgd", "goat", "goat-async",
-                            "grid", "inart", "inart-equal"}
+                            "grid", "inart", "inart-equal", "rar"}
 
 
-@pytest.mark.parametrize("name", sorted(set(SCHEMES) - {"switchml"}))
+# Ring schemes have no PS (tests/unit/test_ring.py).
+@pytest.mark.parametrize("name", sorted(set(SCHEMES) - {"switchml"} - set(RING_POLICIES)))
 def test_every_scheme_yields_a_valid_controller_plan_and_round_trips_json(name):
     scenario = scenario_with(name)
     policy = compute_policy(scenario)

@@ -1,0 +1,237 @@
+"""Ring all-reduce worker agent (``policy: rar``, Rina §II-B 2): no PS, no aggregation in the network.
+
+Per iteration: emulated compute (``compute_time_s`` plus a straggler delay,
+drawn as the INA worker draws it), then the 2 (N - 1) steps of
+:mod:`testbed.agents.ring_schedule`. In each step the worker sends one chunk
+of its gradient buffer to its ring successor (the job's ``workers`` order,
+wrapping around) and receives one from its predecessor, which it adds to its
+buffer (ScatterReduce) or keeps (AllGather). Every packet is plain UDP to
+``wire.RING_UDP_PORT``, which the switches forward without parsing as INA:
+a ring header (``wire.RING_HEADER``) and the chunk's lanes, one fragment
+per packet.
+
+Delivery is the job's transport (``atp``: its congestion-controlled window,
+pacing at the host link, RTO and gap detection): each step's chunk is one
+transport round of as many fragments as the chunk has, and the successor's
+ACKs (flag RESULT, ``elems`` fragments from ``index``; ECN_ECHO when one met
+a switch queue's CE mark) play the part of the INA worker's RESULTs. The
+receiver acknowledges runs of fragments (:mod:`testbed.agents.ring_acks`:
+every 4, at the chunk's end, on a CE mark, or after 2 ms) and a duplicate at
+once, keeps chunks of later steps (and iterations) that arrive early, and
+drops duplicates of steps it has finished.
+
+The worker answers its predecessor while it computes, and once its last
+iteration is done it keeps answering until nothing has arrived for
+``LINGER_QUIET_S`` (longer than the longest RTO), so a predecessor whose
+last ACKs were lost gets them again (TCP's TIME-WAIT, RFC 793).
+
+Exactness: each worker recomputes every worker's gradient of the iteration
+(:func:`testbed.agents.gradients.expected_sum`, the PS's check) and compares
+its buffer after the last step bit for bit; its record says ``exact`` and
+how many fragments differ. Communication time is the time from the start of
+the first step to the end of the last.
+"""
+
+import random
+import select
+import time
+
+import numpy as np
+
+from testbed.agents.common import (ECN_CE, TOS_CMSG_BYTES, agent_session, install_status_dump, sending_rate_bps,
+                                   straggler_delay_s)
+from testbed.agents.gradients import expected_sum, worker_fragments
+from testbed.agents.ring_acks import DelayedAcks
+from testbed.agents.ring_schedule import chunk_bounds, rar_steps
+from testbed.agents.transport import make_transport
+from testbed.agents.transport.base import MAX_RTO_S
+from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, FRAME_OVERHEAD_BYTES,
+                                    RING_HEADER, RING_HEADER_BYTES, RING_UDP_PORT, ring_frame_bytes)
+
+IDLE_WAIT_S = 0.05          # longest sleep without a timer due
+LINGER_QUIET_S = MAX_RTO_S + 0.5
+
+
+class RingWorker:
+    def __init__(self, config, sock, records):
+        self.cfg = config
+        self.sock = sock
+        self.records = records
+        n = config.total_workers
+        self.rank = config.worker_index
+        ips = dict(config.workers)
+        self.successor = (ips[(self.rank + 1) % n], RING_UDP_PORT)
+        self.predecessor_ip = ips[(self.rank - 1) % n]
+        self.steps = rar_steps(self.rank, n)
+        self.bounds = chunk_bounds(config.total_fragments, n)
+        self.frame_bytes = ring_frame_bytes(config.lanes)
+        self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
+        self.transport = make_transport(config.transport, window_cap=config.window,
+                                        link_rate_bps=config.link_rate_bps, frame_bytes=self.frame_bytes,
+                                        min_rto_s=config.retransmit_timeout_s,
+                                        first_result_timeout_s=config.first_result_timeout_s,
+                                        options=config.transport_options)
+        self.received = {}             # (iteration, step) -> {index: lanes as bytes}, steps not yet applied
+        self.position = (0, -1)        # (iteration, step) being worked on; earlier ones are applied
+        self.acks = DelayedAcks()
+        self.last_arrival_s = time.monotonic()
+        self.phase = "starting"
+
+    # -- packets in ----------------------------------------------------------------------
+    def serve(self, wait_s: float):
+        """Wait up to ``wait_s`` (less if an ACK falls due) for datagrams, handle every one that arrived, and
+        send the ACKs due."""
+        due = self.acks.next_due_s()
+        if due is not None:
+            wait_s = min(wait_s, due - time.monotonic())
+        ready, _, _ = select.select([self.sock], [], [], max(0.0, wait_s))
+        now = time.monotonic()
+        if ready:
+            self._receive(now)
+        for ack in self.acks.due(now):
+            self._send_ack(ack)
+
+    def _receive(self, now: float):
+        recvmsg = self.sock.recvmsg
+        while True:
+            try:
+                data, ancillary, _, sender = recvmsg(4096, TOS_CMSG_BYTES)
+            except BlockingIOError:
+                return
+            self.last_arrival_s = now
+            if len(data) < RING_HEADER_BYTES:
+                continue
+            job, flags, elems, step, iteration, index = RING_HEADER.unpack_from(data)
+            if job != self.cfg.job_id:
+                continue
+            key = (iteration, step)
+            if flags & FLAG_RESULT:
+                if key == self.position and sender[0] == self.successor[0]:
+                    # An ACK of ``elems`` fragments from ``index``; its echo counts once.
+                    for k in range(index, min(index + elems, self.transport.total)):
+                        self.transport.on_result(k, now, bool(flags & FLAG_ECN_ECHO) and k == index)
+            elif flags & FLAG_DATA and sender[0] == self.predecessor_ip:
+                ce = bool(ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE)
+                chunk = self.received.setdefault(key, {}) if key >= self.position else None
+                duplicate = chunk is None or index in chunk
+                if not duplicate:
+                    chunk[index] = data[RING_HEADER_BYTES:]
+                complete = not duplicate and len(chunk) == self._chunk_size(step)
+                for ack in self.acks.on_data(key, index, ce, duplicate, complete, now):
+                    self._send_ack(ack)
+
+    def _send_ack(self, ack):
+        iteration, step = ack.key
+        self.sock.sendto(RING_HEADER.pack(self.cfg.job_id, FLAG_RESULT | (FLAG_ECN_ECHO if ack.ce else 0), ack.count,
+                                          step, iteration, ack.first), (self.predecessor_ip, RING_UDP_PORT))
+
+    def _chunk_size(self, step: int) -> int:
+        """Fragments this worker receives in ``step``."""
+        first, end = self.bounds[self.steps[step].receive_chunk]
+        return end - first
+
+    def serve_until(self, deadline_s: float):
+        """Answer the predecessor (computing, or waiting for the job's start) until ``deadline_s``."""
+        while (now := time.monotonic()) < deadline_s:
+            self.serve(min(IDLE_WAIT_S, deadline_s - now))
+
+    # -- one iteration -------------------------------------------------------------------
+    def run_iteration(self, iteration: int) -> dict:
+        cfg, lanes = self.cfg, self.cfg.lanes
+        self.phase = "computing"
+        t0 = time.monotonic()
+        delay_s = straggler_delay_s(cfg.compute_delay, self.delay_rng)
+        self.serve_until(t0 + cfg.compute_time_s + delay_s)
+        buf = worker_fragments(cfg.seed, cfg.job_id, cfg.worker_index, iteration, cfg.layout, lanes,
+                               cfg.gradient_bound, cfg.scale_bits)
+        transport = self.transport
+        before = dict(transport.stats)
+        sent_pkts = retx_pkts = sent_bytes = fragments = 0
+        t_comm = t_last_send = time.monotonic()
+        deadline = t_comm + cfg.deadline_s
+        self.phase = "communicating"
+        for st in self.steps:
+            self.position = (iteration, st.step)
+            first, end = self.bounds[st.send_chunk]
+            out = buf[first:end].astype(">i4")
+            fragments += end - first
+            transport.start_iteration(end - first, (), time.monotonic())
+            r_first, r_end = self.bounds[st.receive_chunk]
+            expected = r_end - r_first
+            while not (transport.finished() and len(self.received.get(self.position, ())) >= expected):
+                now = time.monotonic()
+                while (due := transport.next_send(now)) is not None:
+                    index, retransmission = due
+                    data = RING_HEADER.pack(cfg.job_id, FLAG_DATA | (FLAG_RETX if retransmission else 0), lanes,
+                                            st.step, iteration, index) + out[index].tobytes()
+                    self.sock.sendto(data, self.successor)
+                    transport.on_sent(index, retransmission, now)
+                    t_last_send = now
+                    sent_pkts += 1
+                    retx_pkts += retransmission
+                    sent_bytes += len(data) + FRAME_OVERHEAD_BYTES
+                wake = transport.next_deadline_s(now)
+                self.serve(IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, max(0.0, wake - now)))
+                if time.monotonic() > deadline:
+                    raise TimeoutError(self._stuck(iteration, st, expected))
+            chunk = self.received.pop(self.position, {})
+            rows = np.frombuffer(b"".join(chunk[i] for i in range(expected)), dtype=">i4").reshape(expected, lanes)
+            if st.reduce:
+                buf[r_first:r_end] += rows
+            else:
+                buf[r_first:r_end] = rows
+        self.position = (iteration + 1, -1)       # every step of this iteration is applied
+        t_end = time.monotonic()
+        mismatched = int(np.any(buf != expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, iteration, cfg.layout,
+                                                    lanes, cfg.gradient_bound, cfg.scale_bits), axis=1).sum())
+        counts = {k: v - before[k] for k, v in transport.stats.items() if k not in ("sent", "retransmitted")}
+        return {"iteration": iteration, "participant": True, "superseded": False,
+                "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
+                "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm, "iteration_s": t_end - t0,
+                "t_end": time.time(), "sent_pkts": sent_pkts, "retx_pkts": retx_pkts, "sent_bytes": sent_bytes,
+                "fragments": fragments, "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
+                "exact": mismatched == 0, "mismatched_fragments": mismatched,
+                "sending_rate_bps": sending_rate_bps(sent_bytes, sent_pkts, t_last_send - t_comm,
+                                                     cfg.link_rate_bps)}
+
+    def _stuck(self, iteration, st, expected) -> str:
+        t = self.transport
+        unacked = [i for i in range(t.total) if not t.acked[i]]
+        got = len(self.received.get((iteration, st.step), ()))
+        return (f"ring worker {self.cfg.name}: iteration {iteration} step {st.step}: {len(unacked)} of {t.total} "
+                f"fragments unacknowledged by {self.successor[0]}, {got} of {expected} received from "
+                f"{self.predecessor_ip} after {self.cfg.deadline_s:.0f}s; is every ring worker running?")
+
+    def describe(self) -> dict:
+        """What this worker waits for (the stall diagnosis)."""
+        t = self.transport
+        state = {"role": "ring", "iteration": self.position[0], "step": self.position[1], "phase": self.phase,
+                 "window": t.window(), "srtt_s": t.rtt.srtt_s, "rto_s": t.rtt.rto_s(), **t.stats}
+        if self.phase == "communicating":
+            state.update(fragments=t.total, unacknowledged=sum(1 for i in range(t.total) if not t.acked[i]),
+                         received=len(self.received.get(self.position, ())))
+        return state
+
+    def linger(self):
+        """Keep answering until the ring has been quiet for ``LINGER_QUIET_S``."""
+        self.phase = "lingering"
+        self.position = (self.cfg.iterations, 0)
+        while (quiet_until := self.last_arrival_s + LINGER_QUIET_S) > time.monotonic():
+            self.serve(min(IDLE_WAIT_S, quiet_until - time.monotonic()))
+
+
+def run(config) -> int:
+    with agent_session(config, RING_UDP_PORT) as (sock, records, start_epoch_s):
+        worker = RingWorker(config, sock, records)
+        install_status_dump(config.run_dir, config.name, worker.describe)
+        if config.start_s > 0:
+            worker.phase = "waiting for the job's start"
+            worker.serve_until(time.monotonic() + max(0.0, start_epoch_s + config.start_s - time.time()))
+        print(f"ring worker {config.name}: job {config.job} rank {worker.rank} of {config.total_workers}, "
+              f"successor {worker.successor[0]}, {config.total_fragments} fragments/iteration, "
+              f"window {config.window}", flush=True)
+        for iteration in range(config.iterations):
+            records.write(worker.run_iteration(iteration))
+        worker.linger()
+        print(f"ring worker {config.name}: {config.iterations} iterations done", flush=True)
+    return 0

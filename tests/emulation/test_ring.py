@@ -1,0 +1,53 @@
+"""Ring all-reduce (policy rar) end to end: Rina's two-rack testbed, both targets, exact bit for bit on every
+worker, link-bound on pyswitch, exact under loss, and the machine clean after."""
+
+from pathlib import Path
+
+import pytest
+from support import require_bmv2
+from test_quickstart import assert_clean
+
+from testbed.agents.ring_schedule import fragments_sent
+from testbed.dataplane.wire import ring_frame_bytes
+from testbed.emulation.orchestrator import run_scenario
+from testbed.models import fragments_per_submodel
+from testbed.scenario import load_scenario
+
+RINA_TESTBED = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "rina" / "testbed.yaml"
+
+
+def frames_time_s(scenario) -> float:
+    """The slowest worker's frames of one iteration at its host link's rate: what a link-bound ring takes,
+    without its 2 (N - 1) round trips."""
+    job = scenario.jobs[0]
+    total = sum(fragments_per_submodel(job.submodel_elements, scenario.switch.lanes))
+    n = len(job.workers)
+    rate_bps = min(scenario.topology.host_link(w).rate_bps for w in job.workers)
+    return max(fragments_sent(total, r, n) for r in range(n)) * 8 * ring_frame_bytes(scenario.switch.lanes) / rate_bps
+
+
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+def test_rinas_testbed_runs_a_ring_all_reduce_exactly(target, emulation, tmp_path, quiet):
+    if target == "bmv2":
+        require_bmv2()
+    scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=5"])
+    summary = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet).summary
+    job = summary["jobs"][0]
+    assert summary["status"] == "ok" and summary["aggregation_exact"] is True, summary["error"]
+    assert job["iterations_completed"] == 5 and job["mismatched_fragments"] == 0
+    assert job["ps_ingress_bytes"] == 0 and job["ina_amount_bytes"] == 0
+    assert not summary["distorted"], summary["distortion_reasons"]
+    if target == "pyswitch":
+        # Link-bound: the frames at the link rate plus the steps' round trips (measured 1.07x).
+        assert frames_time_s(scenario) < job["comm_time_s"] < 1.25 * frames_time_s(scenario)
+    assert_clean()
+
+
+def test_a_ring_stays_exact_at_one_percent_loss(emulation, tmp_path, quiet):
+    scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=5",
+                                            "impairments=[{link: all, drop: 0.01, duplicate: 0.01, reorder: 0.01}]"])
+    summary = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet).summary
+    assert sum(summary["impairment_drops"]["t1"].values()) + sum(summary["impairment_drops"]["t2"].values()) > 0
+    assert summary["jobs"][0]["retransmitted_packets"] > 0
+    assert summary["aggregation_exact"] is True
+    assert_clean()

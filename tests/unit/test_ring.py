@@ -1,0 +1,172 @@
+"""Ring all-reduce (policy rar): its schedule, its scenario rules, its agents' plan and its metrics."""
+
+import textwrap
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from testbed import controller, sim
+from testbed.agents.ring_acks import Ack, DelayedAcks
+from testbed.agents.ring_schedule import RingStep, chunk_bounds, fragments_sent, rar_steps
+from testbed.dataplane.wire import RING_HEADER_BYTES, ring_frame_bytes
+from testbed.errors import ScenarioError
+from testbed.metrics.summary import job_metrics
+from testbed.models import fragments_per_submodel
+from testbed.policy import compute_policy
+from testbed.scenario import parse_scenario
+
+RING = textwrap.dedent("""\
+    version: 1
+    scale: 0.0001
+    topology: {kind: dumbbell, hosts_left: 4, hosts_right: 3, paths: 2, link_rate: 40Gbps, programmable: [s2]}
+    jobs:
+      - {name: ring, model: vgg19, workers: [hl1, hl2, hr1, hr2], policy: rar, iterations: 3}
+      - {name: ina, model: resnet50, workers: [hl3, hl4], ps: hr3, policy: atp, iterations: 3}
+    """)
+
+
+def test_chunks_split_the_gradient_contiguously_and_evenly():
+    assert chunk_bounds(10, 4) == [(0, 2), (2, 5), (5, 7), (7, 10)]
+    assert chunk_bounds(2, 3) == [(0, 0), (0, 1), (1, 2)]       # fewer fragments than workers: an empty chunk
+
+
+def test_the_steps_of_worker_0_of_three_as_the_paper_draws_them():
+    # Rina Fig. 2: ScatterReduce sends one's own chunk, then the one just received; AllGather passes on the
+    # chunk this worker completed (chunk 1 for worker 0 of 3), then the one just received.
+    assert rar_steps(0, 3) == [RingStep(0, 0, 2, True), RingStep(1, 2, 1, True),
+                               RingStep(2, 1, 0, False), RingStep(3, 0, 2, False)]
+
+
+@pytest.mark.parametrize("workers, total", [(2, 7), (3, 10), (4, 4), (5, 23), (6, 3)])
+def test_the_schedule_sums_every_chunk_on_every_worker(workers, total):
+    rng = np.random.default_rng(workers * 100 + total)
+    gradients = [rng.integers(-1000, 1000, size=(total, 4)) for _ in range(workers)]
+    buffers = [g.copy() for g in gradients]
+    bounds = chunk_bounds(total, workers)
+    for step in range(2 * (workers - 1)):
+        # Every worker sends what it holds at the start of the step; its successor receives it.
+        sent = [buffers[r][slice(*bounds[rar_steps(r, workers)[step].send_chunk])].copy() for r in range(workers)]
+        for r in range(workers):
+            st = rar_steps(r, workers)[step]
+            predecessor = (r - 1) % workers
+            assert rar_steps(predecessor, workers)[step].send_chunk == st.receive_chunk
+            rows = slice(*bounds[st.receive_chunk])
+            buffers[r][rows] = buffers[r][rows] + sent[predecessor] if st.reduce else sent[predecessor]
+    for r in range(workers):
+        assert np.array_equal(buffers[r], sum(gradients))
+    assert sum(fragments_sent(total, r, workers) for r in range(workers)) == 2 * (workers - 1) * total
+
+
+def test_a_ring_frame_is_the_udp_frame_around_its_header_and_lanes():
+    assert RING_HEADER_BYTES == 16 and ring_frame_bytes(64) == 14 + 20 + 8 + 16 + 256
+
+
+def test_a_ring_job_has_workers_and_no_ps():
+    scenario = parse_scenario(RING, "ring.yaml")
+    ring = scenario.jobs[0]
+    assert ring.is_ring and ring.ps == [] and ring.transport == "atp"
+    assert ring.completion_agents == ["hl1", "hl2", "hr1", "hr2"]
+    assert not scenario.jobs[1].is_ring and scenario.jobs[1].completion_agents == ["hr3"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("jobs.0.ps=hr3", "jobs.0.ps: policy rar is a ring all-reduce of the workers: it has no parameter server"),
+    ("jobs.0.workers=[hl1]", "jobs.0.workers: a ring all-reduce (policy rar) needs at least 2 workers"),
+    ("jobs.0.transport=pa-atp", "jobs.0.transport: expected one of atp, got 'pa-atp'"),
+    ("jobs.0.aggregation_switches=[s2]", "jobs.0.aggregation_switches: policy rar aggregates nowhere"),
+    ("jobs.1.policy=rar", "jobs.1.ps: policy rar is a ring all-reduce"),
+    ("jobs.0.policy=atp", "jobs.0.ps: missing (required)"),
+])
+def test_a_ring_job_is_refused_what_it_cannot_have(override, message):
+    with pytest.raises(ScenarioError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_scenario(RING, "ring.yaml", [override])
+
+
+def test_the_controller_plans_ring_agents_and_no_aggregation_for_them():
+    scenario = parse_scenario(RING, "ring.yaml")
+    policy = compute_policy(scenario)
+    assert policy.jobs["ring"].scheme == "rar" and policy.jobs["ring"].notes["ring"] == ["hl1", "hl2", "hr1", "hr2"]
+    plan = controller.plan(scenario, policy)
+    ring = [a for a in plan.agents if a.job == "ring"]
+    assert [(a.role, a.name, a.worker_index) for a in ring] == [("ring", w, i) for i, w in
+                                                              enumerate(["hl1", "hl2", "hr1", "hr2"])]
+    ips = [scenario.topology.node(w).ip for w in ["hl1", "hl2", "hr1", "hr2"]]
+    assert all(a.workers == list(enumerate(ips)) and a.submodels == [] and a.transport == "atp" for a in ring)
+    assert not any(job == "ring" for job, _ in plan.slot_ranges)
+    assert sorted(a.role for a in plan.agents if a.job == "ina") == ["ps", "worker", "worker"]
+
+
+def ring_record(iteration, iteration_s, exact=True, mismatched=0):
+    return {"iteration": iteration, "iteration_s": iteration_s, "comm_s": iteration_s / 2, "sending_rate_bps": 1e6,
+            "sent_bytes": 3140, "sent_pkts": 10, "fragments": 10, "retx_pkts": 0, "exact": exact,
+            "mismatched_fragments": mismatched}
+
+
+def test_a_ring_jobs_completion_time_and_exactness_come_from_its_workers():
+    job = SimpleNamespace(name="ring", policy="rar", transport="atp", workers=["a", "b"], ps=[], iterations=2,
+                          is_ring=True, completion_agents=["a", "b"])
+    records = {"a": [ring_record(0, 0.2), ring_record(1, 0.4)], "b": [ring_record(0, 0.3), ring_record(1, 0.3)]}
+    m = job_metrics(job, records)
+    assert m["iterations_completed"] == 2 and m["aggregation_exact"] and m["mismatched_fragments"] == 0
+    assert m["iteration_time_s"] == pytest.approx(0.3)             # the slowest worker's mean
+    assert m["ps_ingress_bytes"] == 0 and m["ina_amount_bytes"] == 0.0 and m["fragments_sent"] == 40
+    records["b"][1] = ring_record(1, 0.3, exact=False, mismatched=3)
+    m = job_metrics(job, records)
+    assert not m["aggregation_exact"] and m["mismatched_fragments"] == 3
+    m = job_metrics(job, {"a": records["a"], "b": records["b"][:1]})
+    assert m["iterations_completed"] == 1 and not m["aggregation_exact"]
+
+
+def test_acks_cover_runs_of_four_and_the_end_of_a_chunk():
+    acks = DelayedAcks(every=4, delay_s=0.002)
+    key = (0, 1)
+    got = [acks.on_data(key, i, ce=False, duplicate=False, complete=i == 5, now_s=0.0) for i in range(6)]
+    assert got == [[], [], [], [Ack(key, 0, 4, False)], [], [Ack(key, 4, 2, False)]]
+    assert acks.next_due_s() is None
+
+
+def test_a_ce_mark_a_gap_and_a_duplicate_are_answered_at_once():
+    acks = DelayedAcks(every=4, delay_s=0.002)
+    key = (3, 0)
+    assert acks.on_data(key, 0, ce=False, duplicate=False, complete=False, now_s=0.0) == []
+    assert acks.on_data(key, 1, ce=True, duplicate=False, complete=False, now_s=0.0) == [Ack(key, 0, 2, True)]
+    assert acks.on_data(key, 2, ce=False, duplicate=False, complete=False, now_s=0.0) == []
+    # 4 arrives before 3: the run [2] closes, [4] starts.
+    assert acks.on_data(key, 4, ce=False, duplicate=False, complete=False, now_s=0.0) == [Ack(key, 2, 1, False)]
+    assert acks.on_data(key, 1, ce=False, duplicate=True, complete=False, now_s=0.0) == \
+        [Ack(key, 4, 1, False), Ack(key, 1, 1, False)]
+    assert acks.runs == {}
+
+
+def test_a_run_is_acknowledged_when_its_delay_runs_out_per_step():
+    acks = DelayedAcks(every=4, delay_s=0.002)
+    acks.on_data((0, 0), 7, ce=False, duplicate=False, complete=False, now_s=1.0)
+    acks.on_data((0, 1), 0, ce=False, duplicate=False, complete=False, now_s=1.001)   # an early next step
+    assert acks.next_due_s() == pytest.approx(1.002)
+    assert acks.due(1.0015) == []
+    assert acks.due(1.002) == [Ack((0, 0), 7, 1, False)]
+    assert acks.due(1.003) == [Ack((0, 1), 0, 1, False)] and acks.next_due_s() is None
+
+
+def test_the_simulator_models_a_ring():
+    alone = RING.split("  - {name: ina")[0]
+    scenario = parse_scenario(alone, "ring.yaml")
+    result = sim.evaluate(scenario, compute_policy(scenario))
+    ring = result["jobs"]["ring"]
+    total = sum(fragments_per_submodel(scenario.jobs[0].submodel_elements, scenario.switch.lanes))
+    assert ring["ring"] and ring["sent_fragments"] == 6 * total           # 2 (N - 1) chunks of N workers
+    assert ring["ps_ingress_fragments"] == ring["switch_egress_fragments"] == ring["ina_amount_bytes"] == 0
+    # Each worker's uplink carries its data (314-byte frames) and its ACKs to its predecessor (58 bytes per
+    # 4 fragments): 4 Mb/s x 314 / 328.5.
+    rate_bps = 4e6 * 314 / (314 + 58 / 4)
+    assert ring["min_sending_rate_bps"] == pytest.approx(rate_bps, rel=1e-9)
+    step_s = 8 * 314 / 4e6 + 8 * 58 / 4e6
+    assert ring["comm_time_s"] == pytest.approx(max(fragments_sent(total, r, 4) for r in range(4)) * 8 * 314
+                                                / rate_bps + 6 * step_s)
+    assert "ring all-reduce, " in sim.format_simulation(result)
+    # Beside an INA job crossing the same two paths, the ring's two crossings share them with it.
+    both = parse_scenario(RING, "ring.yaml")
+    result = sim.evaluate(both, compute_policy(both))
+    assert result["jobs"]["ina"]["ps_ingress_fragments"] > 0 and not result["jobs"]["ina"]["ring"]
+    assert result["jobs"]["ring"]["min_sending_rate_bps"] < rate_bps
