@@ -452,9 +452,9 @@ def window_rate_cap_bps(scenario, routes, job, worker):
     return transport_options_of(scenario, routes, job, worker)["pool"] * 8.0 * frame_bytes / round_trip_s
 
 
-def _ring_agents(scenario, job, common: dict, result):
-    """A ring job's workers (testbed/agents/ring.py): the ring in the job's ``workers`` order, nothing
-    aggregated anywhere. The successor acknowledges within 2 ms (testbed.agents.ring_acks), computing or
+def _ring_agents(scenario, job, jp, common: dict, result):
+    """A ring job's workers (testbed/agents/ring.py): its scheme's schedule over the job's ``workers`` (and
+    the policy's racks, for ``h-ar``), nothing aggregated anywhere. The successor acknowledges within 2 ms (testbed.agents.ring_acks), computing or
     not, so no first-RESULT allowance: timeouts run on the measured RTT from the first fragment."""
     topo = scenario.topology
     ring = [(index, topo.node(w).ip) for index, w in enumerate(job.workers)]
@@ -463,6 +463,7 @@ def _ring_agents(scenario, job, common: dict, result):
         delay.pop("workers", None)
         result.agents.append(AgentConfig(
             role="ring", name=w, ip=topo.node(w).ip, worker_index=index, submodels=[], workers=ring,
+            schedule=jp.scheme, racks=jp.notes.get("racks", []),
             compute_time_s=job.compute_time_s, start_s=job.start_s, compute_delay=delay, window=job.window,
             transport=job.transport, transport_options=dict(job.transport_options),
             link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=0.0, **common))
@@ -487,7 +488,7 @@ def _agents(scenario, routes, policy, result):
                       deadline_s=scenario.run_timeout_s)
 
         if job.is_ring:
-            _ring_agents(scenario, job, common, result)
+            _ring_agents(scenario, job, jp, common, result)
             continue
         counted = set(jp.participants or job.workers)
 

@@ -35,10 +35,10 @@ TARGETS = ("auto", "pyswitch", "bmv2")
 TOPOLOGY_KINDS = ("explicit", "dumbbell", "leaf-spine", "fat-tree", "goat-testbed")
 #: Every control-plane scheme; ``testbed/policy`` registers one function per name.
 POLICIES = ("ps", "atp", "switchml", "esa", "geryon", "lbmm", "ksgd", "goat", "goat-async", "grid", "inart",
-            "inart-equal", "rar")
+            "inart-equal", "rar", "h-ar")
 #: Schemes whose jobs are rings of workers (all-reduce) without a PS: no ``ps``, no INA
 #: (testbed/policy/ring.py, testbed/agents/ring.py). Their workers send over the transports listed here.
-RING_POLICIES = ("rar",)
+RING_POLICIES = ("rar", "h-ar")
 RING_TRANSPORTS = ("atp",)
 #: Options a scheme accepts under a job's ``policy_options.<scheme>`` (keyed by scheme, so that
 #: ``--set policy=NAME`` picks up NAME's options). Defaults and meaning live in the scheme's module.
@@ -64,6 +64,7 @@ POLICY_OPTIONS = {
     "inart": {**_ROUTING_OPTIONS, "split_search": ("bool",)},
     "inart-equal": dict(_ROUTING_OPTIONS),
     "rar": {},
+    "h-ar": {},
 }
 
 #: Names that become file and directory names under the results root (scenario and job names):

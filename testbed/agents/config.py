@@ -44,6 +44,8 @@ class AgentConfig:
     participant: bool = True # worker: its gradient counts (K-of-N schemes leave some out)
     participants: list = field(default_factory=list)   # ps: indices of the workers whose gradients count
     workers: list = field(default_factory=list)   # ps, ring: [(index, ip)] of every worker (a ring's order)
+    schedule: str = ""       # ring: its scheme's steps (testbed.agents.ring_schedule.worker_steps: rar | h-ar)
+    racks: list = field(default_factory=list)     # ring under h-ar: each rack's worker indices
     ps_id: int = 0           # ps: its agg_node id
     result_group_ip: str = ""  # ps: RESULTs go once to this address, the switches multicast them; "" = unicast
     compute_time_s: float = 0.0

@@ -1,29 +1,30 @@
-"""Ring all-reduce worker agent (``policy: rar``, Rina §II-B 2): no PS, no aggregation in the network.
+"""Ring all-reduce worker agent (``policy: rar`` or ``h-ar``, Rina §II-B 2 and §III-A): no PS, no
+aggregation in the network.
 
 Per iteration: emulated compute (``compute_time_s`` plus a straggler delay,
-drawn as the INA worker draws it), then the 2 (N - 1) steps of
-:mod:`testbed.agents.ring_schedule`. In each step the worker sends one chunk
-of its gradient buffer to its ring successor (the job's ``workers`` order,
-wrapping around) and receives one from its predecessor, which it adds to its
+drawn as the INA worker draws it), then the steps of its scheme's schedule
+(:mod:`testbed.agents.ring_schedule`: RAR's 2 (N - 1) around one ring of the
+job's ``workers``, or H-AR's within the rack, between the racks and within
+the rack again). In each step the worker sends a range of its gradient
+buffer to one peer and receives a range from another, which it adds to its
 buffer (ScatterReduce) or keeps (AllGather). Every packet is plain UDP to
 ``wire.RING_UDP_PORT``, which the switches forward without parsing as INA:
-a ring header (``wire.RING_HEADER``) and the chunk's lanes, one fragment
-per packet.
+a ring header (``wire.RING_HEADER``) and the lanes, one fragment per packet.
 
 Delivery is the job's transport (``atp``: its congestion-controlled window,
-pacing at the host link, RTO and gap detection): each step's chunk is one
-transport round of as many fragments as the chunk has, and the successor's
+pacing at the host link, RTO and gap detection): each step's range is one
+transport round of as many fragments as it has, and the receiving peer's
 ACKs (flag RESULT, ``elems`` fragments from ``index``; ECN_ECHO when one met
 a switch queue's CE mark) play the part of the INA worker's RESULTs. The
 receiver acknowledges runs of fragments (:mod:`testbed.agents.ring_acks`:
-every 4, at the chunk's end, on a CE mark, or after 2 ms) and a duplicate at
-once, keeps chunks of later steps (and iterations) that arrive early, and
-drops duplicates of steps it has finished.
+every 4, at the range's end, on a CE mark, or after 2 ms) and a duplicate
+at once, keeps ranges of later steps (and iterations) that arrive early,
+and drops duplicates of steps it has finished.
 
-The worker answers its predecessor while it computes, and once its last
+The worker answers its peers while it computes, and once its last
 iteration is done it keeps answering until nothing has arrived for
-``LINGER_QUIET_S`` (longer than the longest RTO), so a predecessor whose
-last ACKs were lost gets them again (TCP's TIME-WAIT, RFC 793).
+``LINGER_QUIET_S`` (longer than the longest RTO), so a peer whose last ACKs
+were lost gets them again (TCP's TIME-WAIT, RFC 793).
 
 Exactness: each worker recomputes every worker's gradient of the iteration
 (:func:`testbed.agents.gradients.expected_sum`, the PS's check) and compares
@@ -42,7 +43,7 @@ from testbed.agents.common import (ECN_CE, TOS_CMSG_BYTES, agent_session, instal
                                    straggler_delay_s)
 from testbed.agents.gradients import expected_sum, worker_fragments
 from testbed.agents.ring_acks import DelayedAcks
-from testbed.agents.ring_schedule import chunk_bounds, rar_steps
+from testbed.agents.ring_schedule import worker_steps
 from testbed.agents.transport import make_transport
 from testbed.agents.transport.base import MAX_RTO_S
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, FRAME_OVERHEAD_BYTES,
@@ -57,13 +58,10 @@ class RingWorker:
         self.cfg = config
         self.sock = sock
         self.records = records
-        n = config.total_workers
         self.rank = config.worker_index
-        ips = dict(config.workers)
-        self.successor = (ips[(self.rank + 1) % n], RING_UDP_PORT)
-        self.predecessor_ip = ips[(self.rank - 1) % n]
-        self.steps = rar_steps(self.rank, n)
-        self.bounds = chunk_bounds(config.total_fragments, n)
+        self.ips = dict(config.workers)
+        self.steps = worker_steps(config.schedule, self.rank, config.total_workers, config.total_fragments,
+                                  config.racks)
         self.frame_bytes = ring_frame_bytes(config.lanes)
         self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
         self.transport = make_transport(config.transport, window_cap=config.window,
@@ -105,12 +103,14 @@ class RingWorker:
             if job != self.cfg.job_id:
                 continue
             key = (iteration, step)
+            if step >= len(self.steps):
+                continue
             if flags & FLAG_RESULT:
-                if key == self.position and sender[0] == self.successor[0]:
+                if key == self.position and sender[0] == self.ips[self.steps[step].send_to]:
                     # An ACK of ``elems`` fragments from ``index``; its echo counts once.
                     for k in range(index, min(index + elems, self.transport.total)):
                         self.transport.on_result(k, now, bool(flags & FLAG_ECN_ECHO) and k == index)
-            elif flags & FLAG_DATA and sender[0] == self.predecessor_ip:
+            elif flags & FLAG_DATA and sender[0] == self.ips[self.steps[step].receive_from]:
                 ce = bool(ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE)
                 chunk = self.received.setdefault(key, {}) if key >= self.position else None
                 duplicate = chunk is None or index in chunk
@@ -123,15 +123,16 @@ class RingWorker:
     def _send_ack(self, ack):
         iteration, step = ack.key
         self.sock.sendto(RING_HEADER.pack(self.cfg.job_id, FLAG_RESULT | (FLAG_ECN_ECHO if ack.ce else 0), ack.count,
-                                          step, iteration, ack.first), (self.predecessor_ip, RING_UDP_PORT))
+                                          step, iteration, ack.first),
+                         (self.ips[self.steps[step].receive_from], RING_UDP_PORT))
 
     def _chunk_size(self, step: int) -> int:
         """Fragments this worker receives in ``step``."""
-        first, end = self.bounds[self.steps[step].receive_chunk]
+        first, end = self.steps[step].receive
         return end - first
 
     def serve_until(self, deadline_s: float):
-        """Answer the predecessor (computing, or waiting for the job's start) until ``deadline_s``."""
+        """Answer the peers (computing, or waiting for the job's start) until ``deadline_s``."""
         while (now := time.monotonic()) < deadline_s:
             self.serve(min(IDLE_WAIT_S, deadline_s - now))
 
@@ -152,11 +153,12 @@ class RingWorker:
         self.phase = "communicating"
         for st in self.steps:
             self.position = (iteration, st.step)
-            first, end = self.bounds[st.send_chunk]
+            first, end = st.send
             out = buf[first:end].astype(">i4")
+            peer = (self.ips[st.send_to], RING_UDP_PORT)
             fragments += end - first
             transport.start_iteration(end - first, (), time.monotonic())
-            r_first, r_end = self.bounds[st.receive_chunk]
+            r_first, r_end = st.receive
             expected = r_end - r_first
             while not (transport.finished() and len(self.received.get(self.position, ())) >= expected):
                 now = time.monotonic()
@@ -164,7 +166,7 @@ class RingWorker:
                     index, retransmission = due
                     data = RING_HEADER.pack(cfg.job_id, FLAG_DATA | (FLAG_RETX if retransmission else 0), lanes,
                                             st.step, iteration, index) + out[index].tobytes()
-                    self.sock.sendto(data, self.successor)
+                    self.sock.sendto(data, peer)
                     transport.on_sent(index, retransmission, now)
                     t_last_send = now
                     sent_pkts += 1
@@ -199,8 +201,8 @@ class RingWorker:
         unacked = [i for i in range(t.total) if not t.acked[i]]
         got = len(self.received.get((iteration, st.step), ()))
         return (f"ring worker {self.cfg.name}: iteration {iteration} step {st.step}: {len(unacked)} of {t.total} "
-                f"fragments unacknowledged by {self.successor[0]}, {got} of {expected} received from "
-                f"{self.predecessor_ip} after {self.cfg.deadline_s:.0f}s; is every ring worker running?")
+                f"fragments unacknowledged by {self.ips[st.send_to]}, {got} of {expected} received from "
+                f"{self.ips[st.receive_from]} after {self.cfg.deadline_s:.0f}s; is every ring worker running?")
 
     def describe(self) -> dict:
         """What this worker waits for (the stall diagnosis)."""
@@ -227,8 +229,8 @@ def run(config) -> int:
         if config.start_s > 0:
             worker.phase = "waiting for the job's start"
             worker.serve_until(time.monotonic() + max(0.0, start_epoch_s + config.start_s - time.time()))
-        print(f"ring worker {config.name}: job {config.job} rank {worker.rank} of {config.total_workers}, "
-              f"successor {worker.successor[0]}, {config.total_fragments} fragments/iteration, "
+        print(f"ring worker {config.name}: job {config.job} ({config.schedule}) rank {worker.rank} of "
+              f"{config.total_workers}, {len(worker.steps)} steps, {config.total_fragments} fragments/iteration, "
               f"window {config.window}", flush=True)
         for iteration in range(config.iterations):
             records.write(worker.run_iteration(iteration))

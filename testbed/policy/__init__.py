@@ -30,6 +30,7 @@ SCHEMES = {
     "inart": inart.inart_policy,
     "inart-equal": inart.inart_equal_policy,
     "rar": ring.rar_policy,
+    "h-ar": ring.har_policy,
 }
 
 

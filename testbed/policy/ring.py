@@ -1,15 +1,46 @@
-"""Ring all-reduce schemes (Rina §II-B 2): no PS and no aggregation in the network.
+"""Ring all-reduce schemes (Rina §II-B 2, §III-A): no PS and no aggregation in the network.
 
-``rar``: the job's workers form one ring in the order the scenario lists
-them; each sends to the next over the switches' default routes, as plain
-traffic (:mod:`testbed.agents.ring` runs it). The policy therefore routes
-and aggregates nothing: no sub-model has a PS, no worker a first hop, and
-the notes name the ring. ``testbed.scenario.RING_POLICIES`` lists these
-schemes (a job of one has no ``ps``).
+The policy routes and aggregates nothing: no sub-model has a PS, no worker a
+first hop. Its notes say how the workers form their rings, which
+:mod:`testbed.agents.ring_schedule` turns into steps and
+:mod:`testbed.agents.ring` runs over the switches' default routes, as plain
+traffic. ``testbed.scenario.RING_POLICIES`` lists these schemes (a job of
+one has no ``ps``).
+
+- ``rar``: one ring of the job's workers in the order the scenario lists
+  them (notes ``ring``).
+- ``h-ar``: Hybrid AllReduce as §III-A describes it: a ScatterReduce within
+  each rack, an all-reduce between the racks, an AllGather within the rack.
+  A rack is the workers under one ToR (the switch at the other end of each
+  worker's host link), in the order they are listed, racks in the order of
+  their first worker (notes ``racks``: the workers' indices per rack). The
+  rack-to-rack all-reduce pairs the workers of equal position in their
+  racks, so every rack must hold as many of the job's workers.
 """
 
+from testbed.errors import PolicyError
 from testbed.policy.base import JobPolicy
 
 
 def rar_policy(job, scenario) -> JobPolicy:
     return JobPolicy(job.name, "rar", {}, {w: {} for w in job.workers}, notes={"ina": False, "ring": list(job.workers)})
+
+
+def racks_of(job, topology) -> list:
+    """The job's workers' indices grouped by their ToR, in the order of the workers."""
+    racks = {}
+    for index, w in enumerate(job.workers):
+        racks.setdefault(topology.neighbor(w, topology.host_link(w)), []).append(index)
+    return list(racks.values())
+
+
+def har_policy(job, scenario) -> JobPolicy:
+    topology = scenario.topology
+    racks = racks_of(job, topology)
+    sizes = {len(r) for r in racks}
+    if len(sizes) > 1:
+        described = ", ".join(f"{topology.neighbor(job.workers[r[0]], topology.host_link(job.workers[r[0]]))}: "
+                              f"{len(r)}" for r in racks)
+        raise PolicyError(f"h-ar: job {job.name} needs as many workers under every ToR (the rack-to-rack "
+                          f"all-reduce pairs them by position); it has {described}")
+    return JobPolicy(job.name, "h-ar", {}, {w: {} for w in job.workers}, notes={"ina": False, "racks": racks})

@@ -8,9 +8,10 @@ import pytest
 
 from testbed import controller, sim
 from testbed.agents.ring_acks import Ack, DelayedAcks
-from testbed.agents.ring_schedule import RingStep, chunk_bounds, fragments_sent, rar_steps
+from testbed.agents.ring_schedule import (RingStep, chunk_bounds, fragments_sent, har_steps, rar_steps,
+                                          worker_steps)
 from testbed.dataplane.wire import RING_HEADER_BYTES, ring_frame_bytes
-from testbed.errors import ScenarioError
+from testbed.errors import PolicyError, ScenarioError
 from testbed.metrics.summary import job_metrics
 from testbed.models import fragments_per_submodel
 from testbed.policy import compute_policy
@@ -29,33 +30,62 @@ RING = textwrap.dedent("""\
 def test_chunks_split_the_gradient_contiguously_and_evenly():
     assert chunk_bounds(10, 4) == [(0, 2), (2, 5), (5, 7), (7, 10)]
     assert chunk_bounds(2, 3) == [(0, 0), (0, 1), (1, 2)]       # fewer fragments than workers: an empty chunk
+    assert chunk_bounds(5, 2, first=10) == [(10, 12), (12, 15)]
 
 
 def test_the_steps_of_worker_0_of_three_as_the_paper_draws_them():
-    # Rina Fig. 2: ScatterReduce sends one's own chunk, then the one just received; AllGather passes on the
-    # chunk this worker completed (chunk 1 for worker 0 of 3), then the one just received.
-    assert rar_steps(0, 3) == [RingStep(0, 0, 2, True), RingStep(1, 2, 1, True),
-                               RingStep(2, 1, 0, False), RingStep(3, 0, 2, False)]
+    # Rina Fig. 2 (chunks of 3 fragments): ScatterReduce sends one's own chunk, then the one just received;
+    # AllGather passes on the chunk this worker completed (chunk 1 for worker 0 of 3), then the one received.
+    assert rar_steps(0, 3, 9) == [RingStep(0, 1, 2, (0, 3), (6, 9), True), RingStep(1, 1, 2, (6, 9), (3, 6), True),
+                                  RingStep(2, 1, 2, (3, 6), (0, 3), False), RingStep(3, 1, 2, (0, 3), (6, 9), False)]
 
 
-@pytest.mark.parametrize("workers, total", [(2, 7), (3, 10), (4, 4), (5, 23), (6, 3)])
-def test_the_schedule_sums_every_chunk_on_every_worker(workers, total):
+def test_h_ar_reduces_within_the_rack_then_between_racks_then_gathers_within():
+    # Two racks of two, 8 fragments: worker 0 (rack 0, position 0) ScatterReduces with worker 1, holds
+    # the rack's sum of [4, 8), all-reduces it with worker 2 (position 0 of rack 1), then gathers.
+    racks = [[0, 1], [2, 3]]
+    assert har_steps(0, racks, 8) == [RingStep(0, 1, 1, (0, 4), (4, 8), True),
+                                      RingStep(1, 2, 2, (4, 6), (6, 8), True),
+                                      RingStep(2, 2, 2, (6, 8), (4, 6), False),
+                                      RingStep(3, 1, 1, (4, 8), (0, 4), False)]
+    assert worker_steps("h-ar", 0, 4, 8, racks) == har_steps(0, racks, 8)
+    with pytest.raises(ValueError, match="unknown ring schedule 'x'"):
+        worker_steps("x", 0, 4, 8)
+
+
+def all_reduce(steps_of, workers, total):
+    """Run every worker's steps on random gradients, as the agents exchange them; every buffer at the end."""
     rng = np.random.default_rng(workers * 100 + total)
     gradients = [rng.integers(-1000, 1000, size=(total, 4)) for _ in range(workers)]
     buffers = [g.copy() for g in gradients]
-    bounds = chunk_bounds(total, workers)
-    for step in range(2 * (workers - 1)):
-        # Every worker sends what it holds at the start of the step; its successor receives it.
-        sent = [buffers[r][slice(*bounds[rar_steps(r, workers)[step].send_chunk])].copy() for r in range(workers)]
-        for r in range(workers):
-            st = rar_steps(r, workers)[step]
-            predecessor = (r - 1) % workers
-            assert rar_steps(predecessor, workers)[step].send_chunk == st.receive_chunk
-            rows = slice(*bounds[st.receive_chunk])
-            buffers[r][rows] = buffers[r][rows] + sent[predecessor] if st.reduce else sent[predecessor]
-    for r in range(workers):
-        assert np.array_equal(buffers[r], sum(gradients))
-    assert sum(fragments_sent(total, r, workers) for r in range(workers)) == 2 * (workers - 1) * total
+    schedules = [steps_of(r) for r in range(workers)]
+    assert len({len(s) for s in schedules}) == 1
+    for step in range(len(schedules[0])):
+        # Every worker sends what it holds at the start of the step; its peer receives it.
+        sent = {(r, s[step].send_to): buffers[r][slice(*s[step].send)].copy() for r, s in enumerate(schedules)}
+        for r, s in enumerate(schedules):
+            st = s[step]
+            data = sent[(st.receive_from, r)]
+            assert len(data) == st.receive[1] - st.receive[0]
+            rows = slice(*st.receive)
+            buffers[r][rows] = buffers[r][rows] + data if st.reduce else data
+    return buffers, sum(gradients)
+
+
+@pytest.mark.parametrize("workers, total", [(2, 7), (3, 10), (4, 4), (5, 23), (6, 3)])
+def test_the_rar_schedule_sums_every_chunk_on_every_worker(workers, total):
+    buffers, expected = all_reduce(lambda r: rar_steps(r, workers, total), workers, total)
+    assert all(np.array_equal(b, expected) for b in buffers)
+    assert sum(fragments_sent(rar_steps(r, workers, total)) for r in range(workers)) == 2 * (workers - 1) * total
+
+
+@pytest.mark.parametrize("racks, total", [([[0, 1], [2, 3]], 10), ([[0, 1, 2, 3], [4, 5, 6, 7]], 111),
+                                          ([[0, 1, 2], [3, 4, 5], [6, 7, 8]], 50), ([[0, 2], [1, 3]], 9),
+                                          ([[0, 1, 2, 3]], 13), ([[0], [1], [2]], 5)])
+def test_the_h_ar_schedule_sums_every_chunk_on_every_worker(racks, total):
+    workers = sum(map(len, racks))
+    buffers, expected = all_reduce(lambda r: har_steps(r, racks, total), workers, total)
+    assert all(np.array_equal(b, expected) for b in buffers)
 
 
 def test_a_ring_frame_is_the_udp_frame_around_its_header_and_lanes():
@@ -162,7 +192,7 @@ def test_the_simulator_models_a_ring():
     rate_bps = 4e6 * 314 / (314 + 58 / 4)
     assert ring["min_sending_rate_bps"] == pytest.approx(rate_bps, rel=1e-9)
     step_s = 8 * 314 / 4e6 + 8 * 58 / 4e6
-    assert ring["comm_time_s"] == pytest.approx(max(fragments_sent(total, r, 4) for r in range(4)) * 8 * 314
+    assert ring["comm_time_s"] == pytest.approx(max(fragments_sent(rar_steps(r, 4, total)) for r in range(4)) * 8 * 314
                                                 / rate_bps + 6 * step_s)
     assert "ring all-reduce, " in sim.format_simulation(result)
     # Beside an INA job crossing the same two paths, the ring's two crossings share them with it.
@@ -170,3 +200,18 @@ def test_the_simulator_models_a_ring():
     result = sim.evaluate(both, compute_policy(both))
     assert result["jobs"]["ina"]["ps_ingress_fragments"] > 0 and not result["jobs"]["ina"]["ring"]
     assert result["jobs"]["ring"]["min_sending_rate_bps"] < rate_bps
+
+
+def test_h_ar_forms_its_racks_under_the_tors_and_refuses_uneven_ones():
+    text = RING.split("  - {name: ina")[0].replace("policy: rar", "policy: h-ar")
+    scenario = parse_scenario(text, "ring.yaml")
+    policy = compute_policy(scenario)
+    assert policy.jobs["ring"].notes["racks"] == [[0, 1], [2, 3]]          # hl1, hl2 under s1; hr1, hr2 under s2
+    plan = controller.plan(scenario, policy)
+    assert {(a.schedule, tuple(map(tuple, a.racks))) for a in plan.agents} == {("h-ar", ((0, 1), (2, 3)))}
+    with pytest.raises(PolicyError, match=r"h-ar: job ring needs as many workers under every ToR .* s1: 3, s2: 1"):
+        compute_policy(parse_scenario(text, "ring.yaml", ["jobs.0.workers=[hl1, hl2, hl3, hr1]"]))
+    with pytest.raises(PolicyError, match="simulate: job ring: policy h-ar is not modelled yet"):
+        sim.evaluate(scenario, policy)
+    rar = parse_scenario(RING, "ring.yaml")
+    assert {a.schedule for a in controller.plan(rar, compute_policy(rar)).agents if a.role == "ring"} == {"rar"}
