@@ -458,12 +458,14 @@ def _ring_agents(scenario, job, jp, common: dict, result):
     not, so no first-RESULT allowance: timeouts run on the measured RTT from the first fragment."""
     topo = scenario.topology
     ring = [(index, topo.node(w).ip) for index, w in enumerate(job.workers)]
+    options = job.policy_options.get(job.policy, {})
     for index, w in enumerate(job.workers):
         delay = next((asdict(d) for d in scenario.stragglers.compute_delays if w in d.workers), {})
         delay.pop("workers", None)
         result.agents.append(AgentConfig(
             role="ring", name=w, ip=topo.node(w).ip, worker_index=index, submodels=[], workers=ring,
-            schedule=jp.scheme, racks=jp.notes.get("racks", []),
+            schedule=jp.scheme, racks=jp.notes.get("racks", []), step_overhead_s=options.get("step_overhead_s", 0.0),
+            step_jitter_s=options.get("step_jitter_s", 0.0),
             compute_time_s=job.compute_time_s, start_s=job.start_s, compute_delay=delay, window=job.window,
             transport=job.transport, transport_options=dict(job.transport_options),
             link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=0.0, **common))

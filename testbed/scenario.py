@@ -47,6 +47,9 @@ RING_TRANSPORTS = ("atp",)
 _LP_OPTIONS = {"solver": ("choice", ("auto", "highs", "cbc")), "time_limit": ("duration",)}
 _ROUTING_OPTIONS = {"paths": ("int", 1, 16), "roundings": ("int", 1, 1000), "improve": ("bool",), **_LP_OPTIONS}
 _KRGS_OPTIONS = {"objective": ("choice", ("eq4", "eq1")), "roundings": ("int", 1, 1000), **_LP_OPTIONS}
+#: Ring schemes' per-step delay (Rina Eq. 1: a step's fixed overhead O and its spread sigma): each worker
+#: waits a draw of a normal of mean ``step_overhead`` and std ``step_jitter``, clipped at 0, before each step.
+_RING_OPTIONS = {"step_overhead": ("duration",), "step_jitter": ("duration",)}
 POLICY_OPTIONS = {
     "ps": {},
     "atp": {"levels": ("int", 1, 2), "admission": ("choice", ("fragment", "flow")),
@@ -63,8 +66,8 @@ POLICY_OPTIONS = {
     "grid": dict(_ROUTING_OPTIONS),
     "inart": {**_ROUTING_OPTIONS, "split_search": ("bool",)},
     "inart-equal": dict(_ROUTING_OPTIONS),
-    "rar": {},
-    "h-ar": {},
+    "rar": dict(_RING_OPTIONS),
+    "h-ar": dict(_RING_OPTIONS),
 }
 
 #: Names that become file and directory names under the results root (scenario and job names):

@@ -46,6 +46,8 @@ class AgentConfig:
     workers: list = field(default_factory=list)   # ps, ring: [(index, ip)] of every worker (a ring's order)
     schedule: str = ""       # ring: its scheme's steps (testbed.agents.ring_schedule.worker_steps: rar | h-ar)
     racks: list = field(default_factory=list)     # ring under h-ar: each rack's worker indices
+    step_overhead_s: float = 0.0   # ring: mean delay before each step (Rina Eq. 1's O), its options' step_overhead
+    step_jitter_s: float = 0.0     # ring: that delay's std (Eq. 1's sigma; normal, clipped at 0)
     ps_id: int = 0           # ps: its agg_node id
     result_group_ip: str = ""  # ps: RESULTs go once to this address, the switches multicast them; "" = unicast
     compute_time_s: float = 0.0

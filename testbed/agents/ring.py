@@ -26,6 +26,13 @@ iteration is done it keeps answering until nothing has arrived for
 ``LINGER_QUIET_S`` (longer than the longest RTO), so a peer whose last ACKs
 were lost gets them again (TCP's TIME-WAIT, RFC 793).
 
+Each step may start with a delay (the scheme's ``step_overhead`` and
+``step_jitter`` options: Rina Eq. 1's per-step overhead O(G) and its
+spread sigma, which make RAR's long chain of barriers slow), drawn from a
+normal clipped at 0 with an RNG seeded by (seed, job, worker); the
+iteration's record has their sum (``step_delays_s``), which its
+communication time includes.
+
 Exactness: each worker recomputes every worker's gradient of the iteration
 (:func:`testbed.agents.gradients.expected_sum`, the PS's check) and compares
 its buffer after the last step bit for bit; its record says ``exact`` and
@@ -64,6 +71,7 @@ class RingWorker:
                                   config.racks)
         self.frame_bytes = ring_frame_bytes(config.lanes)
         self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
+        self.step_rng = random.Random(config.seed * 1_000_033 + config.job_id * 1013 + config.worker_index)
         self.transport = make_transport(config.transport, window_cap=config.window,
                                         link_rate_bps=config.link_rate_bps, frame_bytes=self.frame_bytes,
                                         min_rto_s=config.retransmit_timeout_s,
@@ -151,8 +159,14 @@ class RingWorker:
         t_comm = t_last_send = time.monotonic()
         deadline = t_comm + cfg.deadline_s
         self.phase = "communicating"
+        step_delays_s = 0.0
         for st in self.steps:
             self.position = (iteration, st.step)
+            if cfg.step_overhead_s or cfg.step_jitter_s:
+                # The step's own overhead (Rina Eq. 1's O(G) and its spread), answering the peers meanwhile.
+                step_delay_s = max(0.0, self.step_rng.gauss(cfg.step_overhead_s, cfg.step_jitter_s))
+                step_delays_s += step_delay_s
+                self.serve_until(time.monotonic() + step_delay_s)
             first, end = st.send
             out = buf[first:end].astype(">i4")
             peer = (self.ips[st.send_to], RING_UDP_PORT)
@@ -192,7 +206,7 @@ class RingWorker:
                 "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm, "iteration_s": t_end - t0,
                 "t_end": time.time(), "sent_pkts": sent_pkts, "retx_pkts": retx_pkts, "sent_bytes": sent_bytes,
                 "fragments": fragments, "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
-                "exact": mismatched == 0, "mismatched_fragments": mismatched,
+                "exact": mismatched == 0, "mismatched_fragments": mismatched, "step_delays_s": step_delays_s,
                 "sending_rate_bps": sending_rate_bps(sent_bytes, sent_pkts, t_last_send - t_comm,
                                                      cfg.link_rate_bps)}
 

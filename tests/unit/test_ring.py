@@ -215,3 +215,18 @@ def test_h_ar_forms_its_racks_under_the_tors_and_refuses_uneven_ones():
         sim.evaluate(scenario, policy)
     rar = parse_scenario(RING, "ring.yaml")
     assert {a.schedule for a in controller.plan(rar, compute_policy(rar)).agents if a.role == "ring"} == {"rar"}
+
+
+def test_a_rings_step_overhead_reaches_its_agents_and_the_simulator():
+    base = RING.split("  - {name: ina")[0]
+    with_overhead = parse_scenario(base, "ring.yaml", ["jobs.0.policy_options={rar: {step_overhead: 2ms, "
+                                                       "step_jitter: 1ms}}"])
+    plain = parse_scenario(base, "ring.yaml")
+    agents = controller.plan(with_overhead, compute_policy(with_overhead)).agents
+    assert {(a.step_overhead_s, a.step_jitter_s) for a in agents} == {(0.002, 0.001)}
+    assert {(a.step_overhead_s, a.step_jitter_s) for a in controller.plan(plain, compute_policy(plain)).agents} == \
+        {(0.0, 0.0)}
+    comm = [sim.evaluate(s, compute_policy(s))["jobs"]["ring"]["comm_time_s"] for s in (with_overhead, plain)]
+    assert comm[0] - comm[1] == pytest.approx(6 * 0.002)           # the mean, per step: 2 (N - 1) steps
+    with pytest.raises(ScenarioError, match="jobs.0.policy_options.rar.step_overhead"):
+        parse_scenario(base, "ring.yaml", ["jobs.0.policy_options={rar: {step_overhead: -1ms}}"])
