@@ -9,7 +9,7 @@ import socket
 import time
 from pathlib import Path
 
-from testbed.dataplane.wire import INA_UDP_PORT
+from testbed.dataplane.wire import FRAME_OVERHEAD_BYTES, INA_UDP_PORT
 
 SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
@@ -132,3 +132,30 @@ def sending_rate_bps(sent_bytes: int, sent_pkts: int, sending_s: float, link_rat
     bits = 8 * sent_bytes
     wire_s = max(sending_s + bits / sent_pkts / link_rate_bps, bits / link_rate_bps) if link_rate_bps else sending_s
     return bits / max(1e-9, wire_s)
+
+
+class SendTally:
+    """What an agent's transport sent in one iteration (packets, retransmissions, frame bytes, the last
+    send's time), and the loop that sends it: every fragment the transport has due now."""
+
+    __slots__ = ("pkts", "retx_pkts", "frame_bytes", "last_s")
+
+    def __init__(self, start_s: float):
+        self.pkts = self.retx_pkts = self.frame_bytes = 0
+        self.last_s = start_s
+
+    def send_due(self, transport, now_s: float, packet, sendto):
+        """``packet(seq, retransmission) -> (address, datagram)``; ``sendto`` the socket's."""
+        while (due := transport.next_send(now_s)) is not None:
+            seq, retransmission = due
+            addr, data = packet(seq, retransmission)
+            sendto(data, addr)
+            transport.on_sent(seq, retransmission, now_s)
+            self.last_s = now_s
+            self.pkts += 1
+            self.retx_pkts += retransmission
+            self.frame_bytes += len(data) + FRAME_OVERHEAD_BYTES
+
+    def rate_bps(self, start_s: float, link_rate_bps: float) -> float:
+        """The iteration's sending rate (:func:`sending_rate_bps`) from ``start_s``."""
+        return sending_rate_bps(self.frame_bytes, self.pkts, self.last_s - start_s, link_rate_bps)

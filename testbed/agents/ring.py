@@ -46,14 +46,14 @@ import time
 
 import numpy as np
 
-from testbed.agents.common import (ECN_CE, TOS_CMSG_BYTES, agent_session, install_status_dump, sending_rate_bps,
+from testbed.agents.common import (ECN_CE, TOS_CMSG_BYTES, SendTally, agent_session, install_status_dump,
                                    straggler_delay_s)
 from testbed.agents.gradients import expected_sum, worker_fragments
 from testbed.agents.ring_acks import DelayedAcks
 from testbed.agents.ring_schedule import worker_steps
 from testbed.agents.transport import make_transport
 from testbed.agents.transport.base import MAX_RTO_S
-from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX, FRAME_OVERHEAD_BYTES,
+from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX,
                                     RING_HEADER, RING_HEADER_BYTES, RING_UDP_PORT, ring_frame_bytes)
 
 IDLE_WAIT_S = 0.05          # longest sleep without a timer due
@@ -155,8 +155,9 @@ class RingWorker:
                                cfg.gradient_bound, cfg.scale_bits)
         transport = self.transport
         before = dict(transport.stats)
-        sent_pkts = retx_pkts = sent_bytes = fragments = 0
-        t_comm = t_last_send = time.monotonic()
+        fragments = 0
+        t_comm = time.monotonic()
+        tally = SendTally(t_comm)
         deadline = t_comm + cfg.deadline_s
         self.phase = "communicating"
         step_delays_s = 0.0
@@ -170,22 +171,18 @@ class RingWorker:
             first, end = st.send
             out = buf[first:end].astype(">i4")
             peer = (self.ips[st.send_to], RING_UDP_PORT)
+
+            def packet(index, retransmission, step=st.step, out=out, peer=peer):
+                flags = FLAG_DATA | (FLAG_RETX if retransmission else 0)
+                return peer, RING_HEADER.pack(cfg.job_id, flags, lanes, step, iteration, index) + out[index].tobytes()
+
             fragments += end - first
             transport.start_iteration(end - first, (), time.monotonic())
             r_first, r_end = st.receive
             expected = r_end - r_first
             while not (transport.finished() and len(self.received.get(self.position, ())) >= expected):
                 now = time.monotonic()
-                while (due := transport.next_send(now)) is not None:
-                    index, retransmission = due
-                    data = RING_HEADER.pack(cfg.job_id, FLAG_DATA | (FLAG_RETX if retransmission else 0), lanes,
-                                            st.step, iteration, index) + out[index].tobytes()
-                    self.sock.sendto(data, peer)
-                    transport.on_sent(index, retransmission, now)
-                    t_last_send = now
-                    sent_pkts += 1
-                    retx_pkts += retransmission
-                    sent_bytes += len(data) + FRAME_OVERHEAD_BYTES
+                tally.send_due(transport, now, packet, self.sock.sendto)
                 wake = transport.next_deadline_s(now)
                 self.serve(IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, max(0.0, wake - now)))
                 if time.monotonic() > deadline:
@@ -204,11 +201,11 @@ class RingWorker:
         return {"iteration": iteration, "participant": True, "superseded": False,
                 "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
                 "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm, "iteration_s": t_end - t0,
-                "t_end": time.time(), "sent_pkts": sent_pkts, "retx_pkts": retx_pkts, "sent_bytes": sent_bytes,
+                "t_end": time.time(), "sent_pkts": tally.pkts, "retx_pkts": tally.retx_pkts,
+                "sent_bytes": tally.frame_bytes,
                 "fragments": fragments, "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
                 "exact": mismatched == 0, "mismatched_fragments": mismatched, "step_delays_s": step_delays_s,
-                "sending_rate_bps": sending_rate_bps(sent_bytes, sent_pkts, t_last_send - t_comm,
-                                                     cfg.link_rate_bps)}
+                "sending_rate_bps": tally.rate_bps(t_comm, cfg.link_rate_bps)}
 
     def _stuck(self, iteration, st, expected) -> str:
         t = self.transport

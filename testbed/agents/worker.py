@@ -43,11 +43,11 @@ import random
 import select
 import time
 
-from testbed.agents.common import agent_session, install_status_dump, sending_rate_bps, straggler_delay_s
+from testbed.agents.common import SendTally, agent_session, install_status_dump, straggler_delay_s
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
-                                    FLAG_SHADOW, FRAME_OVERHEAD_BYTES, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
+                                    FLAG_SHADOW, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
                                     fragment_seqs, ina_frame_bytes, shadow_slot, slot_index)
 
 IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks)
@@ -120,9 +120,10 @@ class Worker:
         total = len(self.targets)
         slots, slot_flags = self.slots_and_flags(iteration)
 
-        def packet(seq, flags):
+        def packet(seq, retransmission):
             addr, agg_node, fanin, submodel, _ = self.targets[seq]
-            header = INA_HEADER.pack(cfg.job_id, flags | slot_flags[seq], cfg.lanes, 0, agg_node, fanin, 1, submodel,
+            flags = (FLAG_DATA | FLAG_RETX if retransmission else FLAG_DATA) | slot_flags[seq]
+            header = INA_HEADER.pack(cfg.job_id, flags, cfg.lanes, 0, agg_node, fanin, 1, submodel,
                                      iteration, seq, slots[seq], bit, 0)
             return addr, header + rows[seq].tobytes()
 
@@ -132,8 +133,7 @@ class Worker:
         t_comm = time.monotonic()
         transport.start_iteration(total, self.early_results.pop(iteration, ()), t_comm,
                                   path_keys=self.path_keys)
-        sent_pkts = retx_pkts = sent_bytes = 0
-        t_last_send = t_comm
+        tally = SendTally(t_comm)
         sock, sendto, recv, receive = self.sock, self.sock.sendto, self.sock.recv, self.receive
         deadline = t_comm + cfg.deadline_s
         superseded = False
@@ -143,18 +143,7 @@ class Worker:
                 superseded = True
                 break
             now = time.monotonic()
-            while True:
-                due = transport.next_send(now)
-                if due is None:
-                    break
-                seq, retransmission = due
-                addr, data = packet(seq, FLAG_DATA | FLAG_RETX if retransmission else FLAG_DATA)
-                sendto(data, addr)
-                transport.on_sent(seq, retransmission, now)
-                t_last_send = now
-                sent_pkts += 1
-                retx_pkts += retransmission
-                sent_bytes += len(data) + FRAME_OVERHEAD_BYTES
+            tally.send_due(transport, now, packet, sendto)
             wake = transport.next_deadline_s(now)
             wait_s = IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, max(0.0, wake - now))
             ready, _, _ = select.select([sock], [], [], wait_s)
@@ -176,11 +165,10 @@ class Worker:
         return {"iteration": iteration, "participant": cfg.participant, "superseded": superseded,
                 "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
                 "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm,
-                "iteration_s": t_end - t0, "t_end": time.time(), "sent_pkts": sent_pkts, "retx_pkts": retx_pkts,
-                "sent_bytes": sent_bytes, "fragments": total, "window": transport.window(),
-                "srtt_s": transport.rtt.srtt_s, **counts,
-                "sending_rate_bps": sending_rate_bps(sent_bytes, sent_pkts, t_last_send - t_comm,
-                                                     cfg.link_rate_bps)}
+                "iteration_s": t_end - t0, "t_end": time.time(), "sent_pkts": tally.pkts,
+                "retx_pkts": tally.retx_pkts, "sent_bytes": tally.frame_bytes, "fragments": total,
+                "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
+                "sending_rate_bps": tally.rate_bps(t_comm, cfg.link_rate_bps)}
 
     def receive(self, data: bytes, iteration: int, now_s: float):
         """Hand one datagram of this job to the transport: a GACK of ``iteration`` (with its progress

@@ -5,6 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from testbed.agents.common import SendTally
+from testbed.agents.transport import make_transport
 from testbed.emulation.stall import (STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, expected_iteration_s,
                                      stall_bound_s)
 from testbed.metrics.cpu import cpu_share, process_cpu_s
@@ -175,3 +177,16 @@ def test_run_level_paper_metrics_by_hand():
     assert m["comm_time_s"] == pytest.approx(0.2) and m["iteration_time_s"] == 0.5
     assert m["training_throughput_iter_per_s"] == pytest.approx((2.0 + 1.0) / 2)    # PA-ATP Fig. 9's y
     assert m["aggregation_exact"] is False
+
+
+def test_an_agents_send_tally_counts_what_its_transport_sends_and_the_rate_from_it():
+    transport = make_transport("atp", window_cap=3, link_rate_bps=0, frame_bytes=FRAME, min_rto_s=0.2)
+    transport.start_iteration(5, (), 0.0)
+    sent = []
+    tally = SendTally(0.0)
+    tally.send_due(transport, 0.01, lambda seq, retx: (("w", 1), bytes(FRAME - 42)), lambda d, a: sent.append(a))
+    assert (tally.pkts, tally.retx_pkts, tally.frame_bytes, tally.last_s) == (3, 0, 3 * FRAME, 0.01)
+    assert len(sent) == 3 and transport.next_send(0.02) is None            # the window is full
+    # GRID's rate: 3 frames between 0 and 0.01 s plus one frame time on a 1 Mb/s link.
+    assert tally.rate_bps(0.0, 1e6) == pytest.approx(8 * 3 * FRAME / (0.01 + 8 * FRAME / 1e6))
+    assert tally.rate_bps(0.0, 1e9) == pytest.approx(8 * 3 * FRAME / (0.01 + 8 * FRAME / 1e9))
