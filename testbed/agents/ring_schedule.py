@@ -92,6 +92,24 @@ def worker_steps(schedule: str, rank: int, workers: int, total: int, racks: list
     raise ValueError(f"unknown ring schedule {schedule!r}; known: rar, h-ar")
 
 
-def ring_pairs(workers: list) -> list:
-    """(worker, its successor) around RAR's ring, in the order the job lists its workers."""
-    return [(w, workers[(i + 1) % len(workers)]) for i, w in enumerate(workers)]
+@dataclass(frozen=True)
+class RingPhase:
+    """Consecutive steps in which every worker sends to one peer (RAR: one phase; H-AR: within the rack,
+    between the racks, within the rack again): what the flow-level simulator rates as one set of streams."""
+    peers: tuple          # per rank, the rank it sends to
+    fragments: tuple      # per rank, the fragments it sends in the phase
+    steps: int
+
+
+def job_phases(schedule: str, workers: int, total: int, racks: list = ()) -> list:
+    """The phases of one iteration of a ring job (:class:`RingPhase`)."""
+    per_worker = [worker_steps(schedule, r, workers, total, racks) for r in range(workers)]
+    phases, start, count = [], 0, len(per_worker[0])
+    while start < count:
+        end = start + 1
+        while end < count and all(s[end].send_to == s[start].send_to for s in per_worker):
+            end += 1
+        phases.append(RingPhase(tuple(s[start].send_to for s in per_worker),
+                                tuple(fragments_sent(s[start:end]) for s in per_worker), end - start))
+        start = end
+    return phases

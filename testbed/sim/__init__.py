@@ -38,19 +38,17 @@ The result is a JSON-able dict whose keys end in their unit:
   (PA-ATP, StrawAsyn), whose workers run ahead of the job's slowest and
   overflow to the PS by design: the fragment model sends every worker's
   fragments in lockstep, so its counts leave that overflow out; ``ring``
-  is true for a ring all-reduce (``policy: rar``): nothing at a PS or
-  aggregated, ``sent_fragments`` its ring frames, ``comm_time_s`` its frames
-  at its rate plus a round trip to its successor per step.
+  is true for a ring all-reduce (``policy: rar``, ``h-ar``): nothing at a
+  PS or aggregated, ``sent_fragments`` its ring frames, ``comm_time_s``
+  phase by phase its frames at their rate plus each step's host-link times
+  and mean delay (:func:`_ring_job`).
 """
 
 import time
 
-from testbed.agents.ring_schedule import fragments_sent, rar_steps, ring_pairs
 from testbed.agents.transport import TRANSPORTS
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
-from testbed.errors import PolicyError
-from testbed.models import fragments_per_submodel
-from testbed.sim.fluid import FluidModel
+from testbed.sim.fluid import FluidModel, ring_phases
 from testbed.sim.fragments import FragmentModel
 from testbed.sim.routes import Routes, link_name
 
@@ -64,16 +62,8 @@ def _fragment_counts(scenario, policy, routes):
     return model.analytic()
 
 
-#: Ring schemes the fluid model does not have yet, with the reason.
-UNMODELLED_RINGS = {"h-ar": "its three phases load different links in turn; inatb run emulates it"}
-
-
 def evaluate(scenario, policy) -> dict:
     start = time.perf_counter()
-    for job in scenario.jobs:
-        if job.policy in UNMODELLED_RINGS:
-            raise PolicyError(f"simulate: job {job.name}: policy {job.policy} is not modelled yet "
-                              f"({UNMODELLED_RINGS[job.policy]})")
     routes = Routes(scenario.topology, policy)
     fluid = FluidModel(scenario, policy, routes)
     rates, bottlenecks = fluid.max_min_rates()
@@ -101,7 +91,7 @@ def evaluate(scenario, policy) -> dict:
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
         if job.is_ring:
-            jobs[job.name] = _ring_job(scenario, jp, job, routes, rates)
+            jobs[job.name] = _ring_job(scenario, policy, jp, job, routes, rates)
             continue
         ps_frag = sum(n for (node, name), n in counts["ps_ingress"].items() if name == job.name)
         egress = sum(n for (node, name), n in counts["switch_egress"].items() if name == job.name)
@@ -167,35 +157,46 @@ def _comm_time_s(scenario, jp, routes, rates, frame_bytes, fragments_per_worker)
     return worst
 
 
-def _ring_job(scenario, jp, job, routes, rates) -> dict:
-    """A ring all-reduce's figures: what its workers send (2 (N - 1) / N of the gradient each, in ring
-    frames), nothing at a PS, nothing aggregated or counted as INA egress by the switches (their INA
-    counters see INA packets only), and its communication time: the slowest worker's frames at its rate
-    plus, per step (a barrier), its last frame's time on its own host link and the ACK's on its
-    successor's, and the step's own mean delay (the scheme's ``step_overhead``). Not a store-and-forward time per hop: the links' shapers (htb) pass a frame through an
-    idle link at once from their bucket, and the 14 steps of Rina's eight-worker testbed measured 0.104 s
-    against 0.102 s of frames at the modelled rate (this model: 0.110 s)."""
-    lanes = scenario.switch.lanes
-    total = sum(fragments_per_submodel(job.submodel_elements, lanes))
-    n = len(job.workers)
-    frame_bytes, ack_bytes = ring_frame_bytes(lanes), ring_frame_bytes(0)
-    sent = sum(fragments_sent(rar_steps(rank, n, total)) for rank in range(n))
-    # Each step's own delay, its mean (the scheme's step_overhead). Rina Eq. 1 has each step wait for the
-    # slowest of N draws, E[max] ~ mean + sigma sqrt(2 ln N); the emulated ring does not: a worker waits
-    # only for its predecessor's data, so neighbours' delays overlap (2 ms +- 1 ms per step on Rina's
-    # testbed: 0.123 s against 0.104 s without; Eq. 1's bound gives 0.167 s, the mean 0.139 s).
+def _ring_job(scenario, policy, jp, job, routes, rates) -> dict:
+    """A ring all-reduce's figures: what its workers send (ring frames), nothing at a PS, nothing aggregated
+    or counted as INA egress by the switches (their INA counters see INA packets only), and its
+    communication time, phase by phase (RAR has one, H-AR three; each rated by the fluid model with the
+    job's streams of that phase, the other jobs' as ever): the slowest worker's frames at its rate plus,
+    per step (a barrier), its last frame's time on its own host link, the ACK's on its peer's, and the
+    step's mean delay (the scheme's ``step_overhead``). Not a store-and-forward time per hop: the links'
+    shapers (htb) pass a frame through an idle link at once from their bucket, and the 14 steps of Rina's
+    eight-worker testbed measured 0.104 s against 0.102 s of frames at the modelled rate. Not Rina Eq. 1's
+    wait for the slowest of N delays per step either: a worker waits only for its peer, so neighbours'
+    delays overlap (2 ms +- 1 ms per step there: 0.123 s against 0.104 s without; Eq. 1's bound gives
+    0.167 s, the mean 0.139 s). ``min_sending_rate_bps``: the slowest worker's frames over its sending
+    time summed over the phases."""
+    frame_bytes, ack_bytes = ring_frame_bytes(scenario.switch.lanes), ring_frame_bytes(0)
     step_delay_s = job.policy_options.get(job.policy, {}).get("step_overhead_s", 0.0)
-    comm_time_s = 0.0
-    for rank, (w, successor) in enumerate(ring_pairs(job.workers)):
-        if rates[w] <= 0:
-            comm_time_s = float("inf")
-            break
-        step_s = 8 * frame_bytes / routes.capacity_bps[routes.links(w, successor)[0]] + \
-            8 * ack_bytes / routes.capacity_bps[routes.links(successor, w)[0]]
-        comm_time_s = max(comm_time_s, fragments_sent(rar_steps(rank, n, total)) * 8 * frame_bytes / rates[w]
-                          + 2 * (n - 1) * (step_s + step_delay_s))
+    comm_time_s, sending_s = 0.0, {w: 0.0 for w in job.workers}
+    phases = ring_phases(job, jp, scenario.switch.lanes)
+    for index, phase in enumerate(phases):
+        phase_rates = rates if index == 0 else \
+            FluidModel(scenario, policy, routes, ring_phase={job.name: index}).max_min_rates()[0]
+        slowest_s = 0.0
+        for w, peer, fragments in zip(job.workers, phase.peers, phase.fragments):
+            if phase_rates[w] <= 0:
+                return _ring_result(jp, job, phases, frame_bytes, 0.0, float("inf"))
+            frames_s = fragments * 8 * frame_bytes / phase_rates[w]
+            sending_s[w] += frames_s
+            peer = job.workers[peer]
+            step_s = 8 * frame_bytes / routes.capacity_bps[routes.links(w, peer)[0]] + \
+                8 * ack_bytes / routes.capacity_bps[routes.links(peer, w)[0]]
+            slowest_s = max(slowest_s, frames_s + phase.steps * (step_s + step_delay_s))
+        comm_time_s += slowest_s
+    sent_bits = {w: sum(p.fragments[r] for p in phases) * 8 * frame_bytes for r, w in enumerate(job.workers)}
+    return _ring_result(jp, job, phases, frame_bytes, min(sent_bits[w] / sending_s[w] for w in job.workers),
+                        comm_time_s)
+
+
+def _ring_result(jp, job, phases, frame_bytes, rate_bps, comm_time_s) -> dict:
+    sent = sum(sum(p.fragments) for p in phases)
     return {"scheme": jp.scheme, "solver": None, "solve_s": 0.0, "policy_s": jp.notes.get("policy_s", 0.0),
-            "min_sending_rate_bps": min(rates[w] for w in job.workers), "comm_time_s": comm_time_s,
+            "min_sending_rate_bps": rate_bps, "comm_time_s": comm_time_s,
             "ps_ingress_fragments": 0, "ps_ingress_bytes": 0, "switch_egress_fragments": 0,
             "communication_overhead_bytes": 0, "sent_fragments": sent, "sent_bytes": sent * frame_bytes,
             "ina_amount_bytes": 0, "participants": [], "transport": job.transport, "overflow_modelled": True,

@@ -40,10 +40,12 @@ mostly travel the other way, but a tree toward workers that share their
 rack with the aggregation point crosses gradient links in the same
 direction. The papers' motivating examples model the push only.
 
-A ring all-reduce (``policy: rar``) has no PS and aggregates nothing in the
-network: each worker's stream goes to its ring successor at r_w (ring
-frames, ``wire.ring_frame_bytes``), and the successor's ACKs come back at
-one 58-byte frame per ``ring_acks.ACK_EVERY`` fragments.
+A ring all-reduce (``policy: rar``, ``h-ar``) has no PS and aggregates
+nothing in the network: each worker's stream goes to the peer it sends to at
+r_w (ring frames, ``wire.ring_frame_bytes``), and the peer's ACKs come back
+at one 58-byte frame per ``ring_acks.ACK_EVERY`` fragments. Its peers change
+from phase to phase (``ring_schedule.job_phases``: RAR has one, H-AR three);
+a model rates one phase of each ring job (``ring_phase``, default the first).
 
 Rates: all workers rise together until a link saturates; the workers whose
 streams (raw, bypassed, or inside an aggregate) cross a saturated link stop
@@ -60,10 +62,11 @@ from collections import defaultdict
 import networkx as nx
 
 from testbed.agents.ring_acks import ACK_EVERY
-from testbed.agents.ring_schedule import ring_pairs
+from testbed.agents.ring_schedule import job_phases
 from testbed.controller import result_multicast_tree, window_rate_cap_bps
 from testbed.dataplane import program
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
+from testbed.models import fragments_per_submodel
 from testbed.policy.common import shares
 from testbed.sim.routes import link_name
 from testbed.topology import DefaultRoutes
@@ -73,8 +76,14 @@ RESULTS = "results"      # touch[RESULTS, link]: the workers setting the RESULT 
 BISECTION_STEPS = 64
 
 
+def ring_phases(job, jp, lanes: int) -> list:
+    """The phases of one iteration of ring job ``job`` under its policy ``jp`` (racks for ``h-ar``)."""
+    total = sum(fragments_per_submodel(job.submodel_elements, lanes))
+    return job_phases(jp.scheme, len(job.workers), total, jp.notes.get("racks", []))
+
+
 class FluidModel:
-    def __init__(self, scenario, policy, routes):
+    def __init__(self, scenario, policy, routes, ring_phase: dict = None):
         self.scenario = scenario
         self.policy = policy
         self.routes = routes
@@ -88,6 +97,10 @@ class FluidModel:
                          for w in job.workers}
         #: A ring's ACK bytes per data frame byte (an ACK, a header alone, per ACK_EVERY fragments).
         self.ring_ack_share = ring_frame_bytes(0) / ACK_EVERY / ring_frame_bytes(scenario.switch.lanes)
+        #: Per ring job, (worker, the worker it sends to) in the phase this model rates.
+        self.ring_streams = {job.name: [(w, job.workers[peer]) for w, peer in zip(
+            job.workers, ring_phases(job, jp, scenario.switch.lanes)[(ring_phase or {}).get(job.name, 0)].peers)]
+            for job, jp in self.jobs if job.is_ring}
         #: Per job whose transport reads GACKs: a GACK's bytes per gradient frame byte.
         self.gack_share = {job.name: program.GACK_FRAME_BYTES / ina_frame_bytes(scenario.switch.lanes)
                            for job in scenario.jobs if job.transport in program.PA_ATP_TRANSPORTS}
@@ -142,9 +155,9 @@ class FluidModel:
 
         for job, jp in self.jobs:
             if job.is_ring:
-                for w, successor in ring_pairs(job.workers):
-                    send(w, successor, w, rates[w], {w})
-                    send(successor, w, successor, rates[w] * self.ring_ack_share, {w})
+                for w, peer in self.ring_streams[job.name]:
+                    send(w, peer, w, rates[w], {w})
+                    send(peer, w, peer, rates[w] * self.ring_ack_share, {w})
                 continue
             phi = shares(job)
             owners = set(jp.ps_of_submodel.values())

@@ -2,7 +2,8 @@
 times within 25%, for ps, atp, goat and grid on GOAT's testbed and on a leaf-spine with two jobs, and for
 the atp, switchml and pa-atp transports on PA-ATP's testbed (two jobs over four parallel paths, each flow
 on the path the controller's entries pick; pa-atp's fragment counts are shown, not judged:
-testbed/fidelity.py says why), and PA-ATP's GACKs' load on the links toward the workers.
+testbed/fidelity.py says why), PA-ATP's GACKs' load on the links toward the workers, and RAR and H-AR
+on Rina's two-rack testbed.
 
 The scenarios run without compute-delay stragglers (the simulator models synchronous starts; ATP's
 fragment counts depend on arrival order, GOAT Fig. 2), and leave the first iteration, the transports'
@@ -94,6 +95,8 @@ def test_pa_atps_gacks_cost_what_the_simulator_says(transport, emulation, tmp_pa
     assert summary["jobs"][0]["comm_time_s"] == pytest.approx(simulated, rel=0.05)
 
 
-def test_rinas_testbed_ring_all_reduce_agrees_with_the_simulator(emulation, tmp_path, quiet):
+@pytest.mark.parametrize("policy", ["rar", "h-ar"])
+def test_rinas_testbed_ring_all_reduce_agrees_with_the_simulator(policy, emulation, tmp_path, quiet):
     check_fidelity(load_scenario(REPO / "scenarios" / "papers" / "rina" / "testbed.yaml",
-                                 ["jobs.0.iterations=6", "metrics.warmup_iterations=1"]), tmp_path, quiet)
+                                 [f"policy={policy}", "jobs.0.iterations=6", "metrics.warmup_iterations=1"]),
+                   tmp_path, quiet)

@@ -8,8 +8,8 @@ import pytest
 
 from testbed import controller, sim
 from testbed.agents.ring_acks import Ack, DelayedAcks
-from testbed.agents.ring_schedule import (RingStep, chunk_bounds, fragments_sent, har_steps, rar_steps,
-                                          worker_steps)
+from testbed.agents.ring_schedule import (RingStep, chunk_bounds, fragments_sent, har_steps, job_phases,
+                                          rar_steps, worker_steps)
 from testbed.dataplane.wire import RING_HEADER_BYTES, ring_frame_bytes
 from testbed.errors import PolicyError, ScenarioError
 from testbed.metrics.summary import job_metrics
@@ -211,8 +211,13 @@ def test_h_ar_forms_its_racks_under_the_tors_and_refuses_uneven_ones():
     assert {(a.schedule, tuple(map(tuple, a.racks))) for a in plan.agents} == {("h-ar", ((0, 1), (2, 3)))}
     with pytest.raises(PolicyError, match=r"h-ar: job ring needs as many workers under every ToR .* s1: 3, s2: 1"):
         compute_policy(parse_scenario(text, "ring.yaml", ["jobs.0.workers=[hl1, hl2, hl3, hr1]"]))
-    with pytest.raises(PolicyError, match="simulate: job ring: policy h-ar is not modelled yet"):
-        sim.evaluate(scenario, policy)
+    # The simulator rates its three phases apart: within the racks (one link each way per worker), then
+    # between them, where hl1 -> hr1 and hl2 -> hr2 take the dumbbell's two paths.
+    assert [p.peers for p in job_phases("h-ar", 4, 8, [[0, 1], [2, 3]])] == [(1, 0, 3, 2), (2, 3, 0, 1),
+                                                                              (1, 0, 3, 2)]
+    ring = sim.evaluate(scenario, policy)["jobs"]["ring"]
+    total = sum(fragments_per_submodel(scenario.jobs[0].submodel_elements, scenario.switch.lanes))
+    assert ring["ring"] and ring["sent_fragments"] == 6 * total and 0 < ring["comm_time_s"] < 1
     rar = parse_scenario(RING, "ring.yaml")
     assert {a.schedule for a in controller.plan(rar, compute_policy(rar)).agents if a.role == "ring"} == {"rar"}
 
