@@ -39,6 +39,7 @@ from testbed import __version__, controller
 from testbed.atomic_io import write_text_atomic
 from testbed.budget import resolve_target as resolve_auto
 from testbed.dataplane import program
+from testbed.dataplane.entries import queue_rate_pps
 from testbed.dataplane.runtime import install
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.emulation import background
@@ -529,6 +530,16 @@ class Run:
         switch = topo.neighbor(host, link)
         return f"{switch}-eth{topo.port(switch, link)}"
 
+    def _packet_rate_bound(self, samples) -> dict:
+        """bmv2's ports that its packets-per-second shaping held below their link rate (none on pyswitch,
+        which shapes bytes)."""
+        if self.target != "bmv2":
+            return {}
+        topo, frame_bytes = self.scenario.topology, ina_frame_bytes(self.scenario.switch.lanes)
+        caps = {f"{sw.name}-eth{topo.port(sw.name, link)}": queue_rate_pps(link.rate_bps, frame_bytes)
+                for sw in topo.switches() for link in topo.links_of(sw.name)}
+        return counters.packet_rate_bound_ports(samples, caps, frame_bytes)
+
     def _ps_ports(self):
         return [self._host_port(ps) for job in self.scenario.jobs for ps in job.ps]
 
@@ -682,7 +693,8 @@ class Run:
         deltas = counters.interface_deltas(samples)
         ps_ports = self._ps_ports()
         figures, evidence = summary_mod.honest_figures(jobs, self.switch_stats, self.host_losses,
-                                                       self.cpu.shares() if self.cpu else {})
+                                                       self.cpu.shares() if self.cpu else {},
+                                                       self._packet_rate_bound(samples))
         distortion = assess(evidence)
         summary = {
             "scenario": scenario.name,

@@ -127,6 +127,40 @@ def interface_deltas(samples) -> dict:
             for name in last}
 
 
+#: A port is held by a packets-per-second shaper in an interval when it sent at least this share of its
+#: packet rate while its frames averaged at most this share of the full frame the rate assumes. Below
+#: 0.9: an interval (0.5 s by default) spans gaps between iterations, and PA-ATP on bmv2 (a GACK beside
+#: each RESULT toward a worker) peaked at 88% of the cap in 207-byte frames while bound by it.
+PACKET_RATE_BOUND_SHARE = 0.8
+
+
+def packet_rate_bound_ports(samples, caps_pps: dict, full_frame_bytes: int) -> dict:
+    """Switch ports whose packets-per-second shaper held them below their link rate (bmv2 shapes so:
+    ``testbed.dataplane.bmv2``): per port ``caps_pps`` names, the intervals between samples in which it
+    sent at least ``PACKET_RATE_BOUND_SHARE`` of its cap in frames that averaged at most that share of
+    ``full_frame_bytes`` -> {port: {"intervals", "peak_share_of_cap", "mean_frame_bytes"}} (the
+    interval of the peak)."""
+    tx_bytes, tx_packets = _FIELDS.index("tx_bytes"), _FIELDS.index("tx_packets")
+    bound = {}
+    for before, after in zip(samples, samples[1:]):
+        dt = after["t"] - before["t"]
+        if dt <= 0:
+            continue
+        for port, cap in caps_pps.items():
+            if port not in before["ifaces"] or port not in after["ifaces"] or cap <= 0:
+                continue
+            packets = after["ifaces"][port][tx_packets] - before["ifaces"][port][tx_packets]
+            frame_bytes = (after["ifaces"][port][tx_bytes] - before["ifaces"][port][tx_bytes]) / packets \
+                if packets else 0.0
+            share = packets / dt / cap
+            if share >= PACKET_RATE_BOUND_SHARE and frame_bytes <= PACKET_RATE_BOUND_SHARE * full_frame_bytes:
+                entry = bound.setdefault(port, {"intervals": 0, "peak_share_of_cap": 0.0, "mean_frame_bytes": 0.0})
+                entry["intervals"] += 1
+                if share > entry["peak_share_of_cap"]:
+                    entry["peak_share_of_cap"], entry["mean_frame_bytes"] = share, frame_bytes
+    return bound
+
+
 def rate_series(samples, ifname: str, field: str = "tx_bytes", t0: float = None):
     """(t relative to ``t0`` (default: the first sample), bits/s) between consecutive samples."""
     index = _FIELDS.index(field)

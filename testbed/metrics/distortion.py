@@ -11,6 +11,10 @@ plus ``distortion_reasons``) when any of these holds:
   queue (tail drop at ``queue_depth``) or an injected impairment: a switch
   port socket that overflowed, an agent socket receive buffer that
   overflowed (UDP ``RcvbufErrors``), a host qdisc that dropped;
+- **packet-rate shaping**: a bmv2 switch port sent at its packets-per-second
+  cap (bmv2 shapes a link's rate as packets per second of full INA frames)
+  in frames well below full size (ACKs, GACKs), so the link ran below its
+  rate (:func:`testbed.metrics.counters.packet_rate_bound_ports`);
 - **spurious retransmissions** above ``SPURIOUS_RETX_LIMIT`` of the
   fragments sent: retransmissions of a contribution its aggregation node
   already held (``partial_flushed`` at a switch, a RETX duplicate at a PS).
@@ -35,6 +39,7 @@ class Evidence:
     spurious_retransmissions: int = 0
     cpu: dict = field(default_factory=dict)  # CpuSampler.shares()
     unmodelled_losses: dict = field(default_factory=dict)   # where -> packets
+    packet_rate_bound: dict = field(default_factory=dict)   # port -> counters.packet_rate_bound_ports entry
 
 
 def assess(evidence: Evidence) -> list:
@@ -51,6 +56,10 @@ def assess(evidence: Evidence) -> list:
     for where, packets in sorted(evidence.unmodelled_losses.items()):
         if packets:
             reasons.append(f"loss outside modelled queues: {packets} packets at {where}")
+    for port, bound in sorted(evidence.packet_rate_bound.items()):
+        reasons.append(f"packet-rate shaping: bmv2 port {port} sent at {bound['peak_share_of_cap']:.0%} of its "
+                       f"packets-per-second cap in frames of {bound['mean_frame_bytes']:.0f} bytes on average "
+                       f"({bound['intervals']} interval(s)), below its link's rate")
     if evidence.fragments_sent:
         ratio = evidence.spurious_retransmissions / evidence.fragments_sent
         if ratio > SPURIOUS_RETX_LIMIT:

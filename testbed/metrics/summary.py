@@ -142,7 +142,7 @@ def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, fr
     }
 
 
-def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict):
+def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict, packet_rate_bound: dict = None):
     """The run-level fidelity figures of ``summary.json`` and the evidence the distorted mark weighs.
 
     - ``retransmission_ratio``: worker retransmissions / original fragments, all jobs;
@@ -154,7 +154,9 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict)
     - ``queue_drops``: per switch and port, tail drops of the egress queues (pyswitch; bmv2 does not count them);
     - ``impairment_drops``: per switch and port, packets the link impairment dropped (both targets count them);
     - ``unmodelled_losses``: per place, packets lost outside modelled queues and impairments;
-    - ``cpu``: per process mean and peak share of a core, and the machine's.
+    - ``cpu``: per process mean and peak share of a core, and the machine's;
+    - ``packet_rate_bound_ports``: bmv2 ports held below their link rate by their packets-per-second
+      shaper (``packet_rate_bound``, :func:`testbed.metrics.counters.packet_rate_bound_ports`).
     """
     fragments = sum(j["fragments_sent"] for j in jobs)
     retransmitted = sum(j["retransmitted_packets"] for j in jobs)
@@ -180,10 +182,11 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict)
         "impairment_drops": {n: {p: v["dropped"] for p, v in st.get("impairment", {}).items() if v.get("dropped")}
                              for n, st in switch_stats.items() if st.get("impairment")},
         "unmodelled_losses": unmodelled,
+        "packet_rate_bound_ports": dict(packet_rate_bound or {}),
         "cpu": cpu,
     }
     evidence = Evidence(fragments_sent=fragments, retransmissions=retransmitted, spurious_retransmissions=spurious,
-                        cpu=cpu or {}, unmodelled_losses=unmodelled)
+                        cpu=cpu or {}, unmodelled_losses=unmodelled, packet_rate_bound=dict(packet_rate_bound or {}))
     return figures, evidence
 
 

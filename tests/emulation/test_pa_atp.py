@@ -89,3 +89,24 @@ def test_fig8_pins_flows_runs_a_constant_udp_flow_and_starts_job_b_late(target, 
     for plot in ("worker_send_rate", "aggregation_rate"):
         assert (run_dir / "plots" / f"{plot}.png").stat().st_size > 0
     assert_clean()
+
+
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+def test_gacks_beside_results_hold_bmv2_ports_to_their_packet_rate_and_the_run_says_so(target, emulation, tmp_path,
+                                                                                        quiet):
+    """PA-ATP's single job without background: toward each worker go a RESULT (336 bytes) and a GACK (80)
+    per fragment. bmv2 shapes its ports in packets per second of full frames, so those ports run at about
+    half their link's byte rate: the run is marked distorted and says which ports. pyswitch shapes bytes."""
+    if target == "bmv2":
+        require_bmv2()
+    scenario = load_scenario(PA_ATP_TESTBED.with_name("single-job.yaml"),
+                             ["transport=pa-atp", "background=[]", "jobs.0.model=vgg19", "jobs.0.iterations=8"])
+    summary = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet).summary
+    assert summary["status"] == "ok" and summary["aggregation_exact"], summary["error"]
+    shaped = [r for r in summary["distortion_reasons"] if r.startswith("packet-rate shaping: bmv2 port")]
+    if target == "bmv2":
+        assert summary["distorted"] and set(summary["packet_rate_bound_ports"]) >= {"s1-eth1", "s1-eth2", "s1-eth3"}
+        assert all(port["mean_frame_bytes"] < 250 for port in summary["packet_rate_bound_ports"].values())
+    else:
+        assert not shaped and summary["packet_rate_bound_ports"] == {}
+    assert_clean()

@@ -9,6 +9,7 @@ from testbed.agents.common import SendTally
 from testbed.agents.transport import make_transport
 from testbed.emulation.stall import (STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, expected_iteration_s,
                                      stall_bound_s)
+from testbed.metrics.counters import packet_rate_bound_ports
 from testbed.metrics.cpu import cpu_share, process_cpu_s
 from testbed.metrics.distortion import SPURIOUS_RETX_LIMIT, Evidence, assess
 from testbed.metrics.losses import qdisc_dropped, udp_rcvbuf_errors
@@ -190,3 +191,22 @@ def test_an_agents_send_tally_counts_what_its_transport_sends_and_the_rate_from_
     # GRID's rate: 3 frames between 0 and 0.01 s plus one frame time on a 1 Mb/s link.
     assert tally.rate_bps(0.0, 1e6) == pytest.approx(8 * 3 * FRAME / (0.01 + 8 * FRAME / 1e6))
     assert tally.rate_bps(0.0, 1e9) == pytest.approx(8 * 3 * FRAME / (0.01 + 8 * FRAME / 1e9))
+
+
+def test_a_bmv2_port_held_by_its_packet_rate_in_small_frames_is_found_and_marks_the_run():
+    def sample(t, packets, frame_bytes):
+        return {"t": t, "ifaces": {"s1-eth1": [0, 0, packets * frame_bytes, packets],
+                                   "s1-eth2": [0, 0, packets * 336, packets]}}
+    caps = {"s1-eth1": 1000, "s1-eth2": 1000}
+    # s1-eth1: 950 then 400 packets/s of 200-byte frames; s1-eth2: 950 packets/s of full frames (link-bound).
+    samples = [{"t": 0.0, "ifaces": {"s1-eth1": [0, 0, 0, 0], "s1-eth2": [0, 0, 0, 0]}}]
+    samples.append(sample(1.0, 950, 200))
+    later = sample(2.0, 1350, 200)
+    later["ifaces"]["s1-eth2"] = [0, 0, 1900 * 336, 1900]
+    samples.append(later)
+    bound = packet_rate_bound_ports(samples, caps, 336)
+    assert bound == {"s1-eth1": {"intervals": 1, "peak_share_of_cap": 0.95, "mean_frame_bytes": 200.0}}
+    reasons = assess(Evidence(packet_rate_bound=bound))
+    assert reasons == ["packet-rate shaping: bmv2 port s1-eth1 sent at 95% of its packets-per-second cap in "
+                       "frames of 200 bytes on average (1 interval(s)), below its link's rate"]
+    assert packet_rate_bound_ports(samples, {"s1-eth1": 1000 / 0.75}, 336) == {}         # 71% of a larger cap
