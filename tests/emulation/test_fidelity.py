@@ -1,7 +1,7 @@
 """The emulation agrees with the flow-level model: fragment counts within 10%, rates and communication
 times within 25%, for ps, atp, goat and grid on GOAT's testbed and on a leaf-spine with two jobs, and for
-the atp, switchml and pa-atp transports on PA-ATP's testbed (two jobs over four parallel paths, each flow
-on the path the controller's entries pick; pa-atp's fragment counts are shown, not judged:
+the four transports on PA-ATP's testbed (two jobs over four parallel paths, each flow on the path the
+controller's entries pick; pa-atp's and strawasyn's fragment counts and rates are shown, not judged:
 testbed/fidelity.py says why), PA-ATP's GACKs' load on the links toward the workers, and RAR and H-AR
 on Rina's two-rack testbed.
 
@@ -73,8 +73,8 @@ def test_leaf_spine_with_two_jobs_agrees_with_the_simulator(policy, emulation, t
                    tmp_path, quiet)
 
 
-# strawasyn's slowest worker reads 1.15-1.25x the modelled rate, at the bound: not held to it (README).
-@pytest.mark.parametrize("transport", ["atp", "switchml", "pa-atp"])
+# pa-atp's and strawasyn's rates are shown, not judged (testbed/fidelity.py); their times are.
+@pytest.mark.parametrize("transport", ["atp", "switchml", "pa-atp", "strawasyn"])
 def test_pa_atp_testbed_agrees_with_the_simulator(transport, emulation, tmp_path, quiet):
     check_fidelity(load_scenario(PA_ATP_FIDELITY, [f"transport={transport}"]), tmp_path, quiet)
 
