@@ -46,7 +46,7 @@ left out of ``all_within``):
   job B over several suite runs: ``pa-atp`` 1.11-1.25x / 1.21-1.36x,
   ``strawasyn`` 1.15-1.25x), while both jobs' communication times stay
   within 0.88-1.02x. The frames still in flight at an iteration's end
-  count in a sender's rate (``atp`` reads 1.13-1.17x), and the model's
+  count in a sender's rate (``atp`` reads 1.09-1.39x), and the model's
   streams never pause while each job pauses at an iteration's end for its
   RESULTs; what makes the asynchronous ones read higher is not
   established. Their communication times are judged.
