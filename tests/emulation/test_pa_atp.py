@@ -9,6 +9,8 @@ import pytest
 from support import require_bmv2
 from test_quickstart import QUICKSTART, assert_clean
 
+from testbed.dataplane.entries import queue_rate_pps
+from testbed.dataplane.wire import ina_frame_bytes
 from testbed.emulation.orchestrator import run_scenario
 from testbed.metrics import counters
 from testbed.scenario import load_scenario
@@ -92,21 +94,32 @@ def test_fig8_pins_flows_runs_a_constant_udp_flow_and_starts_job_b_late(target, 
 
 
 @pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
-def test_gacks_beside_results_hold_bmv2_ports_to_their_packet_rate_and_the_run_says_so(target, emulation, tmp_path,
-                                                                                        quiet):
+def test_gacks_beside_results_are_weighed_against_bmv2s_packet_rate(target, emulation, tmp_path, quiet):
     """PA-ATP's single job without background: toward each worker go a RESULT (336 bytes) and a GACK (80)
-    per fragment. bmv2 shapes its ports in packets per second of full frames, so those ports run at about
-    half their link's byte rate: the run is marked distorted and says which ports. pyswitch shapes bytes."""
+    per fragment, frames of about 208 bytes on average. bmv2 shapes its ports in packets per second of full
+    frames, so such a port can run at about half its link's byte rate: the run's verdict on every port
+    follows the rule on its sampled counters (marked when it reached 80% of its packet cap; in isolation
+    these ports reach 92-93%, on a loaded machine bmv2 may forward them slower, below the cap). pyswitch
+    shapes bytes: never marked."""
     if target == "bmv2":
         require_bmv2()
     scenario = load_scenario(PA_ATP_TESTBED.with_name("single-job.yaml"),
                              ["transport=pa-atp", "background=[]", "jobs.0.model=vgg19", "jobs.0.iterations=8"])
-    summary = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet).summary
+    result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
+    summary = result.summary
     assert summary["status"] == "ok" and summary["aggregation_exact"], summary["error"]
-    shaped = [r for r in summary["distortion_reasons"] if r.startswith("packet-rate shaping: bmv2 port")]
-    if target == "bmv2":
-        assert summary["distorted"] and set(summary["packet_rate_bound_ports"]) >= {"s1-eth1", "s1-eth2", "s1-eth3"}
-        assert all(port["mean_frame_bytes"] < 250 for port in summary["packet_rate_bound_ports"].values())
+    shaped = {r.split()[4] for r in summary["distortion_reasons"] if r.startswith("packet-rate shaping: bmv2 port")}
+    assert shaped == set(summary["packet_rate_bound_ports"])
+    if target == "pyswitch":
+        assert not shaped
     else:
-        assert not shaped and summary["packet_rate_bound_ports"] == {}
+        samples = counters.load_counter_samples(result.run_dir / "metrics.jsonl")
+        cap_pps = queue_rate_pps(scenario.topology.host_link("hl1").rate_bps, ina_frame_bytes(scenario.switch.lanes))
+        for port in ("s1-eth1", "s1-eth2", "s1-eth3"):          # toward hl1, hl2, hl3
+            intervals = [(b["t"] - a["t"], [y - x for x, y in zip(a["ifaces"][port], b["ifaces"][port])])
+                         for a, b in zip(samples, samples[1:]) if b["t"] > a["t"]]
+            sent = [(d[3] / dt / cap_pps, d[2] / d[3]) for dt, d in intervals if d[3]]
+            packets, frame_bytes = sum(d[3] for _, d in intervals), sum(d[2] for _, d in intervals)
+            assert packets and frame_bytes / packets < 250                  # RESULTs and GACKs: small frames
+            assert (port in shaped) == any(share >= counters.PACKET_RATE_BOUND_SHARE for share, _ in sent)
     assert_clean()
