@@ -452,21 +452,28 @@ def window_rate_cap_bps(scenario, routes, job, worker):
     return transport_options_of(scenario, routes, job, worker)["pool"] * 8.0 * frame_bytes / round_trip_s
 
 
+def _compute_delay_of(scenario, worker) -> dict:
+    """``worker``'s straggler delay distribution for its agent config (empty: none)."""
+    delay = next((asdict(d) for d in scenario.stragglers.compute_delays if worker in d.workers), {})
+    delay.pop("workers", None)
+    return delay
+
+
 def _ring_agents(scenario, job, jp, common: dict, result):
     """A ring job's workers (testbed/agents/ring.py): its scheme's schedule over the job's ``workers`` (and
-    the policy's racks, for ``h-ar``), nothing aggregated anywhere. The successor acknowledges within 2 ms (testbed.agents.ring_acks), computing or
-    not, so no first-RESULT allowance: timeouts run on the measured RTT from the first fragment."""
+    the policy's racks, for ``h-ar``), nothing aggregated anywhere. The receiving peer acknowledges within
+    2 ms (testbed.agents.ring_acks), computing or not, so no first-RESULT allowance: timeouts run on the
+    measured RTT from the first fragment."""
     topo = scenario.topology
     ring = [(index, topo.node(w).ip) for index, w in enumerate(job.workers)]
     options = job.policy_options.get(job.policy, {})
     for index, w in enumerate(job.workers):
-        delay = next((asdict(d) for d in scenario.stragglers.compute_delays if w in d.workers), {})
-        delay.pop("workers", None)
         result.agents.append(AgentConfig(
             role="ring", name=w, ip=topo.node(w).ip, worker_index=index, submodels=[], workers=ring,
             schedule=jp.scheme, racks=jp.notes.get("racks", []), step_overhead_s=options.get("step_overhead_s", 0.0),
             step_jitter_s=options.get("step_jitter_s", 0.0),
-            compute_time_s=job.compute_time_s, start_s=job.start_s, compute_delay=delay, window=job.window,
+            compute_time_s=job.compute_time_s, start_s=job.start_s, compute_delay=_compute_delay_of(scenario, w),
+            window=job.window,
             transport=job.transport, transport_options=dict(job.transport_options),
             link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=0.0, **common))
 
@@ -510,8 +517,6 @@ def _agents(scenario, routes, policy, result):
 
         first_result_timeout_s = straggler_allowance_s(scenario, job)
         for index, w in enumerate(job.workers):
-            delay = next((asdict(d) for d in scenario.stragglers.compute_delays if w in d.workers), {})
-            delay.pop("workers", None)
             window = job.window
             for g in range(len(fragments)):
                 count = fragment_slots(jp, result.slot_ranges.get((job.name, jp.first_hop[w][g]), (0, 0))[1])
@@ -521,7 +526,8 @@ def _agents(scenario, routes, policy, result):
                 role="worker", name=w, ip=topo.node(w).ip, worker_index=index,
                 submodels=[plan_of(g, w) for g in range(len(fragments))], compute_time_s=job.compute_time_s,
                 start_s=job.start_s,
-                compute_delay=delay, window=window, participant=w in counted, transport=job.transport,
+                compute_delay=_compute_delay_of(scenario, w), window=window, participant=w in counted,
+                transport=job.transport,
                 transport_options=transport_options_of(scenario, routes, job, w),
                 link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=first_result_timeout_s, **common))
         workers = [(i, topo.node(w).ip) for i, w in enumerate(job.workers)]

@@ -219,6 +219,11 @@ def package_versions() -> dict:
     return versions
 
 
+def _port_interface(topo, switch: str, link) -> str:
+    """The name of the interface of ``switch``'s port on ``link`` (in the root namespace)."""
+    return f"{switch}-eth{topo.port(switch, link)}"
+
+
 class Progress:
     """One status line per change (or a rewriting line on a terminal)."""
 
@@ -375,10 +380,13 @@ class Run:
         if out.resolve() not in self.run_dir.resolve().parents:
             raise EmulationError(f"--out {out}: the run directory {self.run_dir} would lie outside it")
 
-    def _switch_interface_names(self):
+    def _switch_ports(self) -> dict:
+        """Every switch port's interface name (``<switch>-eth<port>``) -> its link."""
         topo = self.scenario.topology
-        return [f"{sw}-eth{topo.port(sw, link)}" for sw in (s.name for s in topo.switches())
-                for link in topo.links_of(sw)]
+        return {_port_interface(topo, sw.name, link): link for sw in topo.switches() for link in topo.links_of(sw.name)}
+
+    def _switch_interface_names(self):
+        return list(self._switch_ports())
 
     # -- the emulated part ---------------------------------------------------------
     def _emulate(self, plan):
@@ -527,17 +535,15 @@ class Run:
         """The switch interface facing ``host``: its tx is what the host receives, its rx what it sends."""
         topo = self.scenario.topology
         link = topo.host_link(host)
-        switch = topo.neighbor(host, link)
-        return f"{switch}-eth{topo.port(switch, link)}"
+        return _port_interface(topo, topo.neighbor(host, link), link)
 
     def _packet_rate_bound(self, samples) -> dict:
         """bmv2's ports that its packets-per-second shaping held below their link rate (none on pyswitch,
         which shapes bytes)."""
         if self.target != "bmv2":
             return {}
-        topo, frame_bytes = self.scenario.topology, ina_frame_bytes(self.scenario.switch.lanes)
-        caps = {f"{sw.name}-eth{topo.port(sw.name, link)}": queue_rate_pps(link.rate_bps, frame_bytes)
-                for sw in topo.switches() for link in topo.links_of(sw.name)}
+        frame_bytes = ina_frame_bytes(self.scenario.switch.lanes)
+        caps = {port: queue_rate_pps(link.rate_bps, frame_bytes) for port, link in self._switch_ports().items()}
         return counters.packet_rate_bound_ports(samples, caps, frame_bytes)
 
     def _ps_ports(self):

@@ -158,6 +158,7 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict,
     - ``packet_rate_bound_ports``: bmv2 ports held below their link rate by their packets-per-second
       shaper (``packet_rate_bound``, :func:`testbed.metrics.counters.packet_rate_bound_ports`).
     """
+    packet_rate_bound = dict(packet_rate_bound or {})
     fragments = sum(j["fragments_sent"] for j in jobs)
     retransmitted = sum(j["retransmitted_packets"] for j in jobs)
     duplicates = sum(j["spurious_retransmissions_at_ps"] for j in jobs) + \
@@ -182,11 +183,11 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict,
         "impairment_drops": {n: {p: v["dropped"] for p, v in st.get("impairment", {}).items() if v.get("dropped")}
                              for n, st in switch_stats.items() if st.get("impairment")},
         "unmodelled_losses": unmodelled,
-        "packet_rate_bound_ports": dict(packet_rate_bound or {}),
+        "packet_rate_bound_ports": packet_rate_bound,
         "cpu": cpu,
     }
     evidence = Evidence(fragments_sent=fragments, retransmissions=retransmitted, spurious_retransmissions=spurious,
-                        cpu=cpu or {}, unmodelled_losses=unmodelled, packet_rate_bound=dict(packet_rate_bound or {}))
+                        cpu=cpu or {}, unmodelled_losses=unmodelled, packet_rate_bound=packet_rate_bound)
     return figures, evidence
 
 

@@ -26,21 +26,19 @@ def rar_policy(job, scenario) -> JobPolicy:
     return JobPolicy(job.name, "rar", {}, {w: {} for w in job.workers}, notes={"ina": False, "ring": list(job.workers)})
 
 
-def racks_of(job, topology) -> list:
-    """The job's workers' indices grouped by their ToR, in the order of the workers."""
+def racks_of(job, topology) -> dict:
+    """The job's workers' indices grouped by their ToR (ToR -> indices), in the order of the workers."""
     racks = {}
     for index, w in enumerate(job.workers):
         racks.setdefault(topology.neighbor(w, topology.host_link(w)), []).append(index)
-    return list(racks.values())
+    return racks
 
 
 def har_policy(job, scenario) -> JobPolicy:
-    topology = scenario.topology
-    racks = racks_of(job, topology)
-    sizes = {len(r) for r in racks}
-    if len(sizes) > 1:
-        described = ", ".join(f"{topology.neighbor(job.workers[r[0]], topology.host_link(job.workers[r[0]]))}: "
-                              f"{len(r)}" for r in racks)
+    racks = racks_of(job, scenario.topology)
+    if len({len(r) for r in racks.values()}) > 1:
+        described = ", ".join(f"{tor}: {len(r)}" for tor, r in racks.items())
         raise PolicyError(f"h-ar: job {job.name} needs as many workers under every ToR (the rack-to-rack "
                           f"all-reduce pairs them by position); it has {described}")
-    return JobPolicy(job.name, "h-ar", {}, {w: {} for w in job.workers}, notes={"ina": False, "racks": racks})
+    return JobPolicy(job.name, "h-ar", {}, {w: {} for w in job.workers},
+                     notes={"ina": False, "racks": list(racks.values())})
