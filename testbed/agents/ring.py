@@ -205,7 +205,7 @@ class RingWorker:
                 "sent_bytes": tally.frame_bytes,
                 "fragments": fragments, "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
                 "exact": mismatched == 0, "mismatched_fragments": mismatched, "step_delays_s": step_delays_s,
-                "sending_rate_bps": tally.rate_bps(t_comm, cfg.link_rate_bps)}
+                "sending_rate_bps": tally.rate_bps(cfg.link_rate_bps)}
 
     def _stuck(self, iteration, st, expected) -> str:
         t = self.transport

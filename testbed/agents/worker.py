@@ -168,7 +168,7 @@ class Worker:
                 "iteration_s": t_end - t0, "t_end": time.time(), "sent_pkts": tally.pkts,
                 "retx_pkts": tally.retx_pkts, "sent_bytes": tally.frame_bytes, "fragments": total,
                 "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
-                "sending_rate_bps": tally.rate_bps(t_comm, cfg.link_rate_bps)}
+                "sending_rate_bps": tally.rate_bps(cfg.link_rate_bps)}
 
     def receive(self, data: bytes, iteration: int, now_s: float):
         """Hand one datagram of this job to the transport: a GACK of ``iteration`` (with its progress

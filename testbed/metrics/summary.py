@@ -9,8 +9,11 @@ Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
 - ``comm_time_s``: mean communication time per iteration (worker view: first
   fragment sent to last result received);
 - ``gradient_sending_rate_bps``: mean over workers of frame bits sent per
-  second of sending (first frame out to last frame out, plus one frame
-  time; GRID's metric is the minimum: ``min_gradient_sending_rate_bps``);
+  second of sending, as acknowledgements clock it (from the iteration's
+  first acknowledgement to the last frame out, plus one frame time: the
+  first window, sent before anything could clock it, is left out;
+  ``agents.common.SendTally.rate_bps``); GRID's metric is the minimum:
+  ``min_gradient_sending_rate_bps``;
 - ``ps_ingress_bytes``: INA frames received by the PSs (the PS aggregation
   overhead; Ethernet + IPv4 + UDP + INA + payload);
 - ``ina_amount_bytes``: GOAT §VII-A's in-network aggregation amount, "the
@@ -29,8 +32,10 @@ Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
 """
 
 import csv
+import datetime
 import io
 import json
+import secrets
 from pathlib import Path
 from statistics import mean
 
@@ -189,6 +194,11 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict,
     evidence = Evidence(fragments_sent=fragments, retransmissions=retransmitted, spurious_retransmissions=spurious,
                         cpu=cpu or {}, unmodelled_losses=unmodelled, packet_rate_bound=packet_rate_bound)
     return figures, evidence
+
+
+def new_run_id() -> str:
+    """A run directory's name: its start time, then four hex digits (run ids sort by time)."""
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 def write_summary(run_dir: Path, summary: dict) -> Path:

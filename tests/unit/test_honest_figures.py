@@ -188,9 +188,21 @@ def test_an_agents_send_tally_counts_what_its_transport_sends_and_the_rate_from_
     tally.send_due(transport, 0.01, lambda seq, retx: (("w", 1), bytes(FRAME - 42)), lambda d, a: sent.append(a))
     assert (tally.pkts, tally.retx_pkts, tally.frame_bytes, tally.last_s) == (3, 0, 3 * FRAME, 0.01)
     assert len(sent) == 3 and transport.next_send(0.02) is None            # the window is full
-    # GRID's rate: 3 frames between 0 and 0.01 s plus one frame time on a 1 Mb/s link.
-    assert tally.rate_bps(0.0, 1e6) == pytest.approx(8 * 3 * FRAME / (0.01 + 8 * FRAME / 1e6))
-    assert tally.rate_bps(0.0, 1e9) == pytest.approx(8 * 3 * FRAME / (0.01 + 8 * FRAME / 1e9))
+    # Nothing acknowledged yet: 3 frames between the start (0) and 0.01 s plus one frame time on a 1 Mb/s link.
+    assert tally.rate_bps(1e6) == pytest.approx(8 * 3 * FRAME / (0.01 + 8 * FRAME / 1e6))
+    assert tally.rate_bps(1e9) == pytest.approx(8 * 3 * FRAME / (0.01 + 8 * FRAME / 1e9))
+    # GRID's rate as the acknowledgements clock it: the first RESULT (0.05 s) lets seq 3 out at 0.06 s, the
+    # second seq 4 at 0.08 s; the first window's burst is left out: 2 frames from 0.05 s to 0.08 s plus a frame.
+    transport.on_result(0, 0.05)
+    tally.send_due(transport, 0.06, lambda seq, retx: (("w", 1), bytes(FRAME - 42)), lambda d, a: sent.append(a))
+    transport.on_result(1, 0.07)
+    tally.send_due(transport, 0.08, lambda seq, retx: (("w", 1), bytes(FRAME - 42)), lambda d, a: sent.append(a))
+    assert (tally.pkts, tally.clock) == (5, (0.05, 3, 3 * FRAME))
+    assert tally.rate_bps(1e6) == pytest.approx(8 * 2 * FRAME / (0.03 + 8 * FRAME / 1e6))
+    gacked = make_transport("pa-atp", window_cap=3, link_rate_bps=0, frame_bytes=FRAME, min_rto_s=0.2)
+    gacked.start_iteration(5, (), 0.0)
+    gacked.on_gack(0, 0.04)
+    assert gacked.first_ack_s == 0.04                                      # a GACK clocks PA-ATP's sender
 
 
 def test_a_bmv2_port_held_by_its_packet_rate_in_small_frames_is_found_and_marks_the_run():

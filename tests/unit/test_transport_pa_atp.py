@@ -180,6 +180,29 @@ def test_cwd_grows_one_per_gack_until_its_first_cut_then_one_per_round():
     assert pa("strawasyn").congestion_avoidance and not pa("strawasyn", congestion_avoidance=False).congestion_avoidance
 
 
+def test_cwd_grows_only_while_it_holds_the_worker_back():
+    """RFC 7661: a worker that AWD holds back does not grow a CWD it cannot use; once CWD binds it grows."""
+    t = pa(initial_cwd=8, initial_awd=2, progress_aware=False)
+    t.start_iteration(100, now_s=0.0)
+    assert sent(t) == [0, 1]                                     # AWD's edge: base 0 + 2, below CWD's 8
+    t.on_gack(0, 0.01)
+    t.on_gack(1, 0.01)
+    assert t.cwd == 8 and t.flight == 0                          # 2 in flight at most: 8 >= 2 x 2, no growth
+    wide = pa(initial_cwd=4, initial_awd=100, progress_aware=False)
+    wide.start_iteration(100, now_s=0.0)
+    assert sent(wide) == [0, 1, 2, 3]                            # CWD's edge binds
+    wide.on_gack(0, 0.01)
+    assert wide.cwd == 5 and wide.flight == 3                    # 4 in flight: 4 < 2 x 4, slow start's +1
+    wide.on_result(1, 0.02)                                      # a RESULT lands a fragment too
+    assert wide.flight == 2
+    wide.alpha = 1.0
+    wide.on_gack(2, 0.03, ecn_echo=True)                         # cut: 5 x (1 - 1/2), congestion avoidance
+    assert wide.cwd == 2.5 and not wide.slow_start
+    wide.on_gack(3, 0.04)                                        # 4 were in flight this round or the last
+    assert wide.cwd == pytest.approx(2.5 + 1 / 2.5)
+    assert wide.state()["in_flight"] == 0
+
+
 @pytest.mark.parametrize("gacked_before, results_before, expected_cwd", [
     (range(7), (), 15 * (1 - 1.0 / 2)),                          # leading: p_l = 8 = AWD, d = alpha^0 = 1
     (range(3), (), 11 * (1 - math.sqrt(0.5) / 2)),               # p_l = 4 = AWD / 2: d = 0.5^(1/2)

@@ -175,6 +175,7 @@ class Transport:
         self.timers = []                       # heap of (deadline, seq, version): only a seq's newest counts
         self.timer_version = [0] * total
         self.first_result_s = None
+        self.first_ack_s = None                # the iteration's first acknowledgement of any kind
         self.started_s = now_s
         self.pending_retx = []                 # seqs to resend at once (gaps, timeouts)
 
@@ -250,6 +251,8 @@ class Transport:
             return
         if self.first_result_s is None:
             self.first_result_s = now_s
+            if self.first_ack_s is None:
+                self.first_ack_s = now_s
             self._restart_timers(now_s)
         elif self.attempts[seq] == 0 and self.RTT_FROM_RESULTS:
             self.rtt.sample(now_s - max(self.sent_at[seq], self.first_result_s))

@@ -29,7 +29,15 @@ throughout, 10.5% and 11.0% of the fragments were retransmitted and S1's two
 busiest path ports dropped 1265 packets; with congestion avoidance, 0.1% and
 0.2%, 14 drops there, and the mean iteration 0.330 s instead of 0.388 s. Nor would
 background DCTCP flows keep "a fair shared bandwidth" (§III-B 2) against a
-window that doubles every round. The GACK's PROG field carries S_sum, the
+window that doubles every round. CWD grows only while it is what holds the worker
+back (congestion window validation, RFC 7661; Linux's ``tcp_is_cwnd_limited``,
+which DCTCP runs under): in slow start while CWD is below twice the most
+fragments in flight (sent, neither GACKed nor RESULTed) over this GACK round
+and the last, after it while that most reached CWD. A worker held back by
+AWD or by its pacer does not grow a window it cannot use: on Fig. 8's
+set-up job A's leading worker, held by AWD while it had a path to itself,
+grew CWD to 64 with 0-2 fragments in flight, and when job B's worker
+joined that path both windows overran its 128-packet queue. The GACK's PROG field carries S_sum, the
 sum over the ``N`` workers the node aggregates (the GACK's ``fanin``) of the
 last seq it got from each. Then p_l = last_GACK - last_AACK, s_avg = S_sum / N,
 p_avg = s_avg - last_AACK, p = p_l / p_avg clipped to [0, p_max] with p_max =
@@ -217,6 +225,9 @@ class PaAtpTransport(Transport):
         self.at_ps = bytearray(0)
         self.gbase = 0
         self.last_result_s = None
+        self.in_flight = bytearray(0)   # per seq: sent, and neither GACKed nor RESULTed yet
+        self.flight = 0                 # how many are in flight
+        self.round_flight = [0, 0]      # the most in flight during [the last GACK round, this one]
 
     # -- the dual windows --------------------------------------------------------------------
     def window(self) -> int:
@@ -229,6 +240,8 @@ class PaAtpTransport(Transport):
         self.gbase = 0
         self.progress_sum = None
         self.last_result_s = None              # the latest new RESULT of this iteration
+        self.in_flight = bytearray(total)
+        self.flight = 0
         self.awd = min(self.awd, float(self._max_awd()))
 
     def _max_awd(self) -> int:
@@ -282,6 +295,9 @@ class PaAtpTransport(Transport):
             return
         self.gacked[seq] = 1
         self.at_ps[seq] = at_ps
+        self._landed(seq)
+        if self.first_ack_s is None:
+            self.first_ack_s = now_s
         self._advance_base()
         self.stats["gacks"] += 1
         order = self.send_order[seq]
@@ -292,7 +308,7 @@ class PaAtpTransport(Transport):
             self.stats["gack_ce_marks"] += 1
         if ecn_echo and order > self.recover_order:
             self._cut_cwd(self.decrease_factor())
-        else:
+        elif self.cwd_limited():
             step = window_increase(self.cwd, self.slow_start or not self.congestion_avoidance)
             self.cwd = min(float(self.max_cwd), self.cwd + step)
         self.gack_round[0] += 1
@@ -302,6 +318,29 @@ class PaAtpTransport(Transport):
             self.alpha = (1 - self.ecn_weight) * self.alpha + self.ecn_weight * marked / gacks
             self.gack_round = [0, 0]
             self.gack_round_end = self.sends
+            self.round_flight = [self.round_flight[1], self.flight]
+
+    def on_sent(self, seq: int, retransmission: bool, now_s: float):
+        super().on_sent(seq, retransmission, now_s)
+        if not (self.in_flight[seq] or self.gacked[seq] or self.acked[seq]):
+            self.in_flight[seq] = 1
+            self.flight += 1
+            self.round_flight[1] = max(self.round_flight[1], self.flight)
+
+    def _landed(self, seq: int):
+        """``seq`` was acknowledged (GACK or RESULT): no longer in flight."""
+        if self.in_flight[seq]:
+            self.in_flight[seq] = 0
+            self.flight -= 1
+
+    def cwd_limited(self) -> bool:
+        """Whether CWD was what held the sender back (RFC 7661; Linux's ``tcp_is_cwnd_limited``): in slow
+        start, CWD below twice the most in flight over this GACK round and the last; after it, that most
+        in flight reached CWD."""
+        used = max(self.round_flight)
+        if self.slow_start or not self.congestion_avoidance:
+            return self.cwd < 2 * used
+        return used >= int(self.cwd)
 
     # -- loss recovery: GACKed fragments wait, the others are recovered ------------------------
     def _answered(self, seq: int) -> bool:
@@ -376,6 +415,7 @@ class PaAtpTransport(Transport):
     # -- AACKs (RESULTs): AWD (§III-B 3) -----------------------------------------------------------
     def on_ack(self, now_s: float, seq: int, aecn: bool):
         self.last_result_s = now_s
+        self._landed(seq)
         self._advance_base()
         if aecn:
             self.stats["aecn_marks"] += 1
@@ -397,7 +437,7 @@ class PaAtpTransport(Transport):
     def state(self) -> dict:
         progress = self.progress()
         return {"cwd": self.cwd, "awd": self.awd if self.awd_limit else None, "alpha": self.alpha,
-                "beta": self.beta, "progress_degree": progress[2] if progress else None,
+                "beta": self.beta, "progress_degree": progress[2] if progress else None, "in_flight": self.flight,
                 "progress_aware": self.progress_aware, "awd_limit": self.awd_limit,
                 "ps_gack_srtt_s": self.ps_rtt.srtt_s}
 
