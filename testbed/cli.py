@@ -76,7 +76,14 @@ def cmd_sweep(args) -> int:
     spec = load_sweep(args.sweep)
     print(f"sweep {spec.name}: {len(spec.points)} points ({' x '.join(str(len(v)) for _, v in spec.axes)} "
           f"x {spec.repetitions} repetitions) of {spec.scenario_path}", file=sys.stderr)
-    executor = EXECUTORS["ray"](address=args.address) if args.executor == "ray" else EXECUTORS["local"]()
+    if spec.simulate:
+        if args.executor == "ray":
+            raise UsageError(f"{args.sweep} is simulated (simulate: true): its points run here, in seconds; "
+                             f"drop --executor ray")
+        from testbed.sim.run import simulate_into
+        executor = EXECUTORS["local"](runner=simulate_into)
+    else:
+        executor = EXECUTORS["ray"](address=args.address) if args.executor == "ray" else EXECUTORS["local"]()
     result = run_sweep(spec, args.out, target=args.target, executor=executor)
     statuses = {}
     for r in result.rows:
@@ -166,7 +173,8 @@ def build_parser():
     p = scenario_cmd("simulate", "evaluate a scenario's policy with the flow-level model")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_simulate)
-    p = sub.add_parser("sweep", help="run a scenario over axes of --set values (root); resumes where it stopped")
+    p = sub.add_parser("sweep", help="run a scenario over axes of --set values (root, unless the sweep file says "
+                                     "simulate: true); resumes where it stopped")
     p.add_argument("sweep", help="sweep YAML file")
     p.add_argument("--out", default="results", help="results root (default: results)")
     p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")

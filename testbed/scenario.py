@@ -32,13 +32,13 @@ from testbed.units import parse_duration_s, parse_rate_bps, parse_size_bytes
 
 SCENARIO_VERSION = 1
 TARGETS = ("auto", "pyswitch", "bmv2")
-TOPOLOGY_KINDS = ("explicit", "dumbbell", "leaf-spine", "fat-tree", "goat-testbed")
+TOPOLOGY_KINDS = ("explicit", "dumbbell", "leaf-spine", "fat-tree", "dragonfly", "goat-testbed")
 #: Every control-plane scheme; ``testbed/policy`` registers one function per name.
 POLICIES = ("ps", "atp", "switchml", "esa", "geryon", "lbmm", "ksgd", "goat", "goat-async", "grid", "inart",
-            "inart-equal", "rar", "h-ar")
+            "inart-equal", "rar", "h-ar", "rina")
 #: Schemes whose jobs are rings of workers (all-reduce) without a PS: no ``ps``, no INA
 #: (testbed/policy/ring.py, testbed/agents/ring.py). Their workers send over the transports listed here.
-RING_POLICIES = ("rar", "h-ar")
+RING_POLICIES = ("rar", "h-ar", "rina")
 RING_TRANSPORTS = ("atp",)
 #: Options a scheme accepts under a job's ``policy_options.<scheme>`` (keyed by scheme, so that
 #: ``--set policy=NAME`` picks up NAME's options). Defaults and meaning live in the scheme's module.
@@ -68,6 +68,7 @@ POLICY_OPTIONS = {
     "inart-equal": dict(_ROUTING_OPTIONS),
     "rar": dict(_RING_OPTIONS),
     "h-ar": dict(_RING_OPTIONS),
+    "rina": dict(_RING_OPTIONS),
 }
 
 #: Names that become file and directory names under the results root (scenario and job names):
@@ -100,10 +101,14 @@ TOPOLOGY_KEYS = {
     "dumbbell": _TOPOLOGY_COMMON_KEYS | {"hosts_left", "hosts_right", "paths", "core_rate", "pinned_paths"},
     "leaf-spine": _TOPOLOGY_COMMON_KEYS | {"spines", "leaves", "hosts_per_leaf"},
     "fat-tree": _TOPOLOGY_COMMON_KEYS | {"k", "hosts_per_edge"},
+    "dragonfly": _TOPOLOGY_COMMON_KEYS | {"a", "g", "h", "hosts_per_router"},
     "goat-testbed": _TOPOLOGY_COMMON_KEYS | {"workers_per_rack"},
 }
 #: ``topology.result_multicast``: which switches replicate RESULTs (Topology.result_multicast).
 RESULT_MULTICAST = ("programmable", "all")
+#: ``topology.programmable: {count: k, order: ...}``: which k switches are programmable
+#: (``topology.incremental_order``: Rina §IV-D's replacement order).
+INCREMENTAL_ORDERS = ("rina",)
 SWITCH_KEYS = {"slots", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold"}
 #: A job's ``retransmit_timeout``: the workers' minimum RTO (Linux's TCP_RTO_MIN). Their RTO follows the
 #: measured RTT above it; a smaller floor fires while fragments still wait in a growing window's queue.
@@ -717,7 +722,7 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
     target = c.choice(doc.get("target", "auto"), "target", TARGETS)
     run_timeout_s = c.duration_s(doc.get("run_timeout", "600s"), "run_timeout", allow_zero=False)
 
-    topo = _resolve_topology(c, doc["topology"], scale, seed)
+    topo = _resolve_topology(c, doc["topology"], scale, seed, _listed_workers(doc.get("jobs")))
     switch = _resolve_switch(c, _section(c, doc, "switch"), scale)
     jobs = _resolve_jobs(c, doc["jobs"], topo, scale, switch)
     impairments = _resolve_impairments(c, c.items(doc.get("impairments"), "impairments", "impairments"), topo)
@@ -736,6 +741,13 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
                     doc, description, background, stragglers, simulation, lines=lines)
 
 
+def _listed_workers(jobs) -> list:
+    """The worker names the jobs list, in order, before the jobs are checked (``programmable: {count, order}``
+    orders the switches by them; a malformed job is reported by the jobs' own checks)."""
+    return [w for job in (jobs if isinstance(jobs, list) else []) if isinstance(job, dict)
+            for w in (job.get("workers") if isinstance(job.get("workers"), list) else []) if isinstance(w, str)]
+
+
 def _section(c, doc, key):
     """A top-level mapping section; absent or null is empty."""
     value = doc.get(key)
@@ -746,7 +758,7 @@ def _section(c, doc, key):
     return value
 
 
-def _resolve_topology(c, spec, scale, seed):
+def _resolve_topology(c, spec, scale, seed, workers=()):
     path = "topology"
     if not isinstance(spec, dict):
         c.fail(path, "expected a mapping with a kind")
@@ -774,6 +786,14 @@ def _resolve_topology(c, spec, scale, seed):
             topo = topology.fat_tree("fat-tree", rate, c.integer(spec.get("k", 4), f"{path}.k", 2, 16),
                                      c.integer(spec["hosts_per_edge"], f"{path}.hosts_per_edge", 1, 64)
                                      if "hosts_per_edge" in spec else None)
+        elif kind == "dragonfly":
+            # Rina §VI-C: a=4, g=9, h=2; two hosts per router (not stated): the balanced dragonfly of
+            # Kim et al., a = 2p = 2h.
+            a = c.integer(spec.get("a", 4), f"{path}.a", 1, 16)
+            h = c.integer(spec.get("h", 2), f"{path}.h", 1, 16)
+            topo = topology.dragonfly("dragonfly", rate, a, c.integer(spec.get("g", a * h + 1), f"{path}.g", 2, 64),
+                                      h, c.integer(spec.get("hosts_per_router", max(1, a // 2)),
+                                                   f"{path}.hosts_per_router", 1, 64))
         else:
             topo = topology.goat_testbed("goat-testbed", rate, c.integer(
                 spec.get("workers_per_rack", 4), f"{path}.workers_per_rack", 1, 32))
@@ -787,16 +807,23 @@ def _resolve_topology(c, spec, scale, seed):
         for i, sw in enumerate(rule):
             if not isinstance(sw, str) or sw not in switch_names:
                 c.fail(f"{path}.programmable.{i}", f"{_brief(sw)} is not a switch of this topology")
-    elif isinstance(rule, dict):
+    elif isinstance(rule, dict) and "fraction" in rule:
         c.keys(rule, f"{path}.programmable", {"fraction"})
         c.number(rule.get("fraction"), f"{path}.programmable.fraction", 0, 1, low_open=True)
+    elif isinstance(rule, dict):
+        c.keys(rule, f"{path}.programmable", {"count", "order"})
+        if "count" not in rule:
+            c.fail(f"{path}.programmable", "expected {fraction: F} or {count: K, order: rina}")
+        c.integer(rule["count"], f"{path}.programmable.count", 0, len(switch_names))
+        c.choice(rule.get("order", INCREMENTAL_ORDERS[0]), f"{path}.programmable.order", INCREMENTAL_ORDERS)
     elif rule not in ("all", "none", None):
-        c.fail(f"{path}.programmable", "expected all, none, a list of switch names, or {fraction: F}")
+        c.fail(f"{path}.programmable", "expected all, none, a list of switch names, {fraction: F} or "
+                                       "{count: K, order: rina}")
     if "pinned_paths" in spec:
         topo.pinned_paths = _resolve_pinned_paths(c, spec["pinned_paths"], f"{path}.pinned_paths", topo)
     topo.result_multicast = c.choice(spec.get("result_multicast", "programmable"), f"{path}.result_multicast",
                                      RESULT_MULTICAST)
-    return topology.mark_programmable(topo, rule, seed)
+    return topology.mark_programmable(topo, rule, seed, workers)
 
 
 def _resolve_pinned_paths(c, spec, path, topo):

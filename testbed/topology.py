@@ -3,8 +3,11 @@
 Builders turn a scenario's ``topology`` section into a :class:`Topology`:
 ``explicit`` (switches/hosts/links), ``dumbbell``, ``leaf-spine``,
 ``fat-tree`` (k pods; hosts per edge switch is a parameter, as GOAT's
-192-server fat-tree needs 6 per edge switch with k = 8) and ``goat-testbed``
-(GOAT §VII-B Fig. 4: 1 PS, 8 workers, 3 switches). Builders never touch the
+192-server fat-tree needs 6 per edge switch with k = 8), ``dragonfly`` (Rina
+§VI-C) and ``goat-testbed`` (GOAT §VII-B Fig. 4: 1 PS, 8 workers, 3
+switches). Which switches are programmable is the scenario's rule
+(:func:`mark_programmable`; :func:`incremental_order` is Rina §IV-D's order
+of replacing them). Builders never touch the
 network; the emulation turns a Topology into Mininet nodes and links.
 
 Identity and addressing live here so every stage agrees on them: switches get
@@ -17,6 +20,7 @@ order; parallel links (PA-ATP's four paths) are distinct ports.
 """
 
 import random
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -305,6 +309,38 @@ def fat_tree(name, default_rate_bps, k, hosts_per_edge=None):
     return b.build()
 
 
+def dragonfly(name, default_rate_bps, a: int, g: int, h: int, hosts_per_router: int):
+    """Dragonfly (Kim et al., ISCA 2008): ``g`` groups of ``a`` routers, each group's routers linked all to
+    all, each router with up to ``h`` global links and ``hosts_per_router`` hosts. Every pair of groups
+    shares one global link: group i's global ports 0..a*h-1 (router r holds ports r*h .. r*h+h-1) go to
+    groups i+1, i+2, ... in turn (port k to group (i + k + 1) mod g), so g is at most a*h + 1 (Rina
+    §VI-C's a=4, g=9, h=2 uses every port). Routers are ``g<group>r<router>``, hosts ``h1``.. router by
+    router."""
+    if a < 1 or h < 1 or g < 2 or hosts_per_router < 1:
+        raise TopologyError(f"dragonfly needs a, h, hosts_per_router >= 1 and g >= 2, got a={a}, g={g}, h={h}, "
+                            f"hosts_per_router={hosts_per_router}")
+    if g > a * h + 1:
+        raise TopologyError(f"dragonfly with a={a}, h={h} joins at most a*h + 1 = {a * h + 1} groups, got g={g}")
+    b = TopologyBuilder(name, default_rate_bps)
+    routers = [[b.switch(f"g{i + 1}r{r + 1}") for r in range(a)] for i in range(g)]
+    for group in routers:
+        for r, router in enumerate(group):
+            for other in group[r + 1:]:
+                b.link(router, other)
+    for i in range(g):
+        for j in range(i + 1, g):
+            port_i, port_j = (j - i - 1) % g, (i - j - 1) % g
+            b.link(routers[i][port_i // h], routers[j][port_j // h])
+    host = 0
+    for group in routers:
+        for router in group:
+            for _ in range(hosts_per_router):
+                host += 1
+                b.host(f"h{host}")
+                b.link(f"h{host}", router)
+    return b.build()
+
+
 def goat_testbed(name, default_rate_bps, workers_per_rack: int = 4):
     """GOAT Fig. 4: S3 holds the PS; S1 and S2 hold ``workers_per_rack`` workers each (four in Fig. 4;
     Exp#1-#3 vary the workers from 4 to 16: 2 to 8 per rack), w1.. under S1, the rest under S2.
@@ -337,8 +373,48 @@ def with_host_link_rates(topo: Topology, range_bps, seed: int) -> Topology:
     return topo
 
 
-def mark_programmable(topo: Topology, rule, seed: int) -> Topology:
-    """Apply the scenario's ``programmable`` rule: all | none | [names] | {fraction: f}."""
+def incremental_order(topo: Topology, workers) -> list:
+    """Every switch, in the order Rina §IV-D replaces them with INA switches for ``workers`` (host names,
+    the first one the root): first the ToRs (switches with workers attached), the most workers first;
+    then, on the tree of default routes from every worker to the root, the switch with the most
+    downstream workers, an INA switch and all its downstream workers counting as one (§IV-D: "treating
+    an INA switch and all its downstream worker nodes as a single worker"), one at a time; then the
+    switches no worker's route crosses. Ties go to the name. The paper roots its tree at "a specific
+    worker node" without saying which: here the first worker listed."""
+    workers = [w for w in dict.fromkeys(workers) if w in topo.nodes and topo.nodes[w].kind == "host"]
+    attached = Counter(topo.neighbor(w, topo.host_link(w)) for w in workers)
+    order = sorted(attached, key=lambda sw: (-attached[sw], sw))
+    children = defaultdict(set)
+    if workers:
+        routes = DefaultRoutes(topo)
+        for w in workers[1:]:
+            path = routes.path(w, workers[0])
+            for child, parent in zip(path or (), (path or ())[1:]):
+                children[parent].add(child)
+    chosen = set(order)
+
+    def members(node) -> int:
+        """Effective workers at or below ``node``: a worker or an INA switch with workers below is one."""
+        below = sum(members(c) for c in children.get(node, ()))
+        if node in workers:
+            return 1 + below
+        return min(1, below) if node in chosen else below
+
+    while True:
+        candidates = [(members(sw), sw) for sw in sorted(children)
+                      if sw not in chosen and topo.nodes[sw].kind == "switch"]
+        candidates = [(m, sw) for m, sw in candidates if m > 0]
+        if not candidates:
+            break
+        _, best = min(candidates, key=lambda c: (-c[0], c[1]))
+        order.append(best)
+        chosen.add(best)
+    return order + sorted(s.name for s in topo.switches() if s.name not in chosen)
+
+
+def mark_programmable(topo: Topology, rule, seed: int, workers=()) -> Topology:
+    """Apply the scenario's ``programmable`` rule: all | none | [names] | {fraction: f} | {count: k, order:
+    rina} (the first k switches of :func:`incremental_order` for ``workers``, the jobs' workers)."""
     names = [s.name for s in topo.switches()]
     if rule == "all":
         chosen = set(names)
@@ -349,6 +425,8 @@ def mark_programmable(topo: Topology, rule, seed: int) -> Topology:
     elif isinstance(rule, dict) and "fraction" in rule:
         count = max(1, round(rule["fraction"] * len(names)))
         chosen = set(random.Random(seed).sample(sorted(names), count))
+    elif isinstance(rule, dict) and "count" in rule:
+        chosen = set(incremental_order(topo, workers)[:rule["count"]])
     else:
         return topo
     topo.nodes.update({n: NodeSpec(s.name, s.kind, s.name in chosen, s.node_id, s.ip, s.mac)

@@ -24,7 +24,6 @@ import datetime
 import json
 import os
 import platform
-import secrets
 import shutil
 import signal
 import subprocess
@@ -180,7 +179,12 @@ def check_host_supports(scenario):
 
 def check_emulable(scenario, policy):
     """Refuse, before any network exists, what the emulation would silently run as something else:
-    ESA's slot preemption between jobs sharing a switch is not a data-plane feature."""
+    ESA's slot preemption between jobs sharing a switch is not a data-plane feature, nor yet Rina's
+    agent-worker aggregation (its task and pull messages, its ToR's aggregation and AllGather multicast)."""
+    for job in scenario.jobs:
+        if policy.jobs[job.name].scheme == "rina":
+            raise PolicyError(f"rina: job {job.name}: the emulated data plane does not run Rina's agent-worker "
+                              f"aggregation yet; `inatb simulate` models it (policy rar runs the ring without INA)")
     sharing = {}
     for job in scenario.jobs:
         for sw in policy.jobs[job.name].aggregating_switches():
@@ -193,10 +197,6 @@ def check_emulable(scenario, policy):
             # plane has no preemption: its collisions bypass to the PS as ATP's do.
             raise PolicyError(f"esa: job {job.name} shares switch {shared[0]} with another job; slot preemption "
                               f"between jobs is modelled by `inatb simulate`, not by the emulated data plane")
-
-
-def new_run_id() -> str:
-    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 def git_commit() -> str:
@@ -280,7 +280,7 @@ class Run:
         self.scenario = scenario
         self.target = target
         self.stream = stream
-        self.run_id = new_run_id()
+        self.run_id = summary_mod.new_run_id()
         self.out_root = Path(out_root)
         self.run_dir = self.out_root / scenario.name / self.run_id
         self.agents = {}     # name -> (Popen, log path, role)
@@ -369,7 +369,7 @@ class Run:
                     os.mkdir(self.run_dir, 0o700)
                     break
                 except FileExistsError:
-                    self.run_id = new_run_id()
+                    self.run_id = summary_mod.new_run_id()
                     self.run_dir = out / self.scenario.name / self.run_id
             else:
                 raise EmulationError(f"--out {out}: could not create a new run directory under "

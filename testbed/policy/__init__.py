@@ -31,6 +31,7 @@ SCHEMES = {
     "inart-equal": inart.inart_equal_policy,
     "rar": ring.rar_policy,
     "h-ar": ring.har_policy,
+    "rina": ring.rina_policy,
 }
 
 

@@ -16,6 +16,15 @@ one has no ``ps``).
   their first worker (notes ``racks``: the workers' indices per rack). The
   rack-to-rack all-reduce pairs the workers of equal position in their
   racks, so every rack must hold as many of the job's workers.
+- ``rina``: Rina's agent-worker ring (§IV-A): the workers under a
+  programmable ToR are one abstracted worker (a Rina rack: its agent, the
+  lowest-rank worker, asks the ToR to pull the rack's shards and aggregate
+  them, §IV-B), every other worker an autonomous RAR worker; RAR runs over
+  these members in the order of their first worker (notes ``members``: per
+  member its workers and its ToR, None for an autonomous worker). The
+  emulated data plane does not run Rina yet (the emulation refuses it,
+  ``orchestrator.check_emulable``); ``inatb simulate`` models it
+  (``testbed.sim``).
 """
 
 from testbed.errors import PolicyError
@@ -42,3 +51,17 @@ def har_policy(job, scenario) -> JobPolicy:
                           f"all-reduce pairs them by position); it has {described}")
     return JobPolicy(job.name, "h-ar", {}, {w: {} for w in job.workers},
                      notes={"ina": False, "racks": list(racks.values())})
+
+
+def rina_policy(job, scenario) -> JobPolicy:
+    topology = scenario.topology
+    members = []
+    for tor, indices in racks_of(job, topology).items():
+        workers = [job.workers[i] for i in indices]
+        if topology.nodes[tor].programmable:
+            members.append((indices[0], {"workers": workers, "tor": tor}))
+        else:
+            members.extend((i, {"workers": [job.workers[i]], "tor": None}) for i in indices)
+    members = [m for _, m in sorted(members, key=lambda pair: pair[0])]
+    return JobPolicy(job.name, "rina", {}, {w: {} for w in job.workers},
+                     notes={"ina": any(m["tor"] for m in members), "members": members})

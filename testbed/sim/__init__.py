@@ -34,7 +34,10 @@ The result is a JSON-able dict whose keys end in their unit:
 - ``solve_s``: the policies' LP solve time (``policy_s``: their wall time),
   ``evaluate_s``: this evaluation's;
 - ``jobs``: the same per job, with its scheme, solver, participants and
-  transport; ``overflow_modelled`` is false for an asynchronous transport
+  transport; ``bom_rate_bps`` is Rina §III-B's Bandwidth-Occupation Model's
+  rate for a job with one PS (:mod:`testbed.sim.bom`: every programmable
+  switch aggregating, as PS-based INA's reference curve of Rina Fig. 5);
+  ``overflow_modelled`` is false for an asynchronous transport
   (PA-ATP, StrawAsyn), whose workers run ahead of the job's slowest and
   overflow to the PS by design: the fragment model sends every worker's
   fragments in lockstep, so its counts leave that overflow out; ``ring``
@@ -48,7 +51,9 @@ import time
 
 from testbed.agents.transport import TRANSPORTS
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
-from testbed.sim.fluid import FluidModel, ring_phases
+from testbed.models import fragments_per_submodel
+from testbed.sim.bom import bom_rate_bps
+from testbed.sim.fluid import RINA_PHASES, FluidModel, ring_phases
 from testbed.sim.fragments import FragmentModel
 from testbed.sim.routes import Routes, link_name
 
@@ -90,6 +95,9 @@ def evaluate(scenario, policy) -> dict:
     jobs = {}
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
+        if jp.scheme == "rina":
+            jobs[job.name] = _rina_job(scenario, policy, jp, job, routes, rates)
+            continue
         if job.is_ring:
             jobs[job.name] = _ring_job(scenario, policy, jp, job, routes, rates)
             continue
@@ -109,6 +117,9 @@ def evaluate(scenario, policy) -> dict:
             "ina_amount_bytes": (sent - ps_frag) * fragment_bytes,
             "participants": list(jp.participants),
             "transport": job.transport,
+            "bom_rate_bps": bom_rate_bps(scenario.topology, job.workers, job.ps[0],
+                                         [sw.name for sw in scenario.topology.programmable_switches()])
+            if len(job.ps) == 1 else None,
             # Workers that run ahead of the job's slowest overflow to the PS by design; the fragment model
             # sends them in lockstep, so its counts leave that overflow out (testbed.fidelity).
             "overflow_modelled": not TRANSPORTS[job.transport].ASYNCHRONOUS,
@@ -180,7 +191,7 @@ def _ring_job(scenario, policy, jp, job, routes, rates) -> dict:
         slowest_s = 0.0
         for w, peer, fragments in zip(job.workers, phase.peers, phase.fragments):
             if phase_rates[w] <= 0:
-                return _ring_result(jp, job, phases, frame_bytes, 0.0, float("inf"))
+                return _ring_result(jp, job, _ring_sent(phases), frame_bytes, 0.0, float("inf"))
             frames_s = fragments * 8 * frame_bytes / phase_rates[w]
             sending_s[w] += frames_s
             peer = job.workers[peer]
@@ -189,17 +200,48 @@ def _ring_job(scenario, policy, jp, job, routes, rates) -> dict:
             slowest_s = max(slowest_s, frames_s + phase.steps * (step_s + step_delay_s))
         comm_time_s += slowest_s
     sent_bits = {w: sum(p.fragments[r] for p in phases) * 8 * frame_bytes for r, w in enumerate(job.workers)}
-    return _ring_result(jp, job, phases, frame_bytes, min(sent_bits[w] / sending_s[w] for w in job.workers),
-                        comm_time_s)
+    return _ring_result(jp, job, _ring_sent(phases), frame_bytes,
+                        min(sent_bits[w] / sending_s[w] for w in job.workers), comm_time_s)
 
 
-def _ring_result(jp, job, phases, frame_bytes, rate_bps, comm_time_s) -> dict:
-    sent = sum(sum(p.fragments) for p in phases)
+def _ring_sent(phases) -> int:
+    return sum(sum(p.fragments) for p in phases)
+
+
+def _rina_job(scenario, policy, jp, job, routes, rates) -> dict:
+    """Rina's figures (§IV): RAR over its M members (``notes["members"]``, :func:`testbed.sim.fluid.rina_streams`),
+    max(1, M - 1) ScatterReduce steps then as many AllGather steps, each moving the largest M-th of the
+    model per member, at the rate the fluid model gives that phase's streams (the slowest worker's). Per
+    step, as :func:`_ring_job`, a frame's and an ACK's time on the slowest host link and the step's mean
+    delay, and in a job with a Rina rack two header frames more on it: the agent's task to its ToR and the
+    ToR's pull to the rack's workers (§IV-B). Sent: every worker's shard in each ScatterReduce step, only
+    a member's agent in AllGather (its ToR replicates to the rack)."""
+    lanes = scenario.switch.lanes
+    members = jp.notes["members"]
+    steps = max(1, len(members) - 1)
+    chunk = -(-sum(fragments_per_submodel(job.submodel_elements, lanes)) // len(members))
+    frame_bytes, header_bytes = ring_frame_bytes(lanes), ring_frame_bytes(0)
+    step_delay_s = job.policy_options.get(job.policy, {}).get("step_overhead_s", 0.0)
+    slowest_link_bps = min(scenario.topology.host_link(w).rate_bps for w in job.workers)
+    headers = 2 if any(m["tor"] for m in members) else 0
+    step_s = 8 * (frame_bytes + header_bytes * (1 + headers)) / slowest_link_bps + step_delay_s
+    sent = steps * chunk * (len(job.workers) + len(members))
+    phase_rates_bps = [min((rates if index == 0 else FluidModel(
+        scenario, policy, routes, ring_phase={job.name: index}).max_min_rates()[0])[w] for w in job.workers)
+        for index in range(len(RINA_PHASES))]
+    if min(phase_rates_bps) <= 0:
+        return _ring_result(jp, job, sent, frame_bytes, 0.0, float("inf"))
+    comm_time_s = sum(steps * (chunk * 8 * frame_bytes / rate_bps + step_s) for rate_bps in phase_rates_bps)
+    return _ring_result(jp, job, sent, frame_bytes, min(phase_rates_bps), comm_time_s)
+
+
+def _ring_result(jp, job, sent, frame_bytes, rate_bps, comm_time_s) -> dict:
     return {"scheme": jp.scheme, "solver": None, "solve_s": 0.0, "policy_s": jp.notes.get("policy_s", 0.0),
             "min_sending_rate_bps": rate_bps, "comm_time_s": comm_time_s,
             "ps_ingress_fragments": 0, "ps_ingress_bytes": 0, "switch_egress_fragments": 0,
             "communication_overhead_bytes": 0, "sent_fragments": sent, "sent_bytes": sent * frame_bytes,
-            "ina_amount_bytes": 0, "participants": [], "transport": job.transport, "overflow_modelled": True,
+            "ina_amount_bytes": 0, "participants": [], "transport": job.transport, "bom_rate_bps": None,
+            "overflow_modelled": True,
             "ring": True}
 
 

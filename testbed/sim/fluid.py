@@ -46,6 +46,13 @@ r_w (ring frames, ``wire.ring_frame_bytes``), and the peer's ACKs come back
 at one 58-byte frame per ``ring_acks.ACK_EVERY`` fragments. Its peers change
 from phase to phase (``ring_schedule.job_phases``: RAR has one, H-AR three);
 a model rates one phase of each ring job (``ring_phase``, default the first).
+Rina (``policy: rina``, :func:`rina_streams`) runs RAR over its members: in
+ScatterReduce a Rina rack's workers each send their shard to their ToR,
+which sends the rack's sum on to the next member's agent; in AllGather each
+member's agent sends the finished shard on, and a Rina rack's ToR
+replicates it to every worker of its rack; an autonomous worker sends to the
+next member as a RAR worker does. A stream leaving a ToR runs at its rack
+agent's rate and counts every worker of the rack as its contributor.
 
 Rates: all workers rise together until a link saturates; the workers whose
 streams (raw, bypassed, or inside an aggregate) cross a saturated link stop
@@ -76,10 +83,36 @@ RESULTS = "results"      # touch[RESULTS, link]: the workers setting the RESULT 
 BISECTION_STEPS = 64
 
 
+#: Rina's two phases (:func:`rina_streams`): ScatterReduce, then AllGather.
+RINA_PHASES = ("scatter-reduce", "all-gather")
+
+
 def ring_phases(job, jp, lanes: int) -> list:
     """The phases of one iteration of ring job ``job`` under its policy ``jp`` (racks for ``h-ar``)."""
     total = sum(fragments_per_submodel(job.submodel_elements, lanes))
     return job_phases(jp.scheme, len(job.workers), total, jp.notes.get("racks", []))
+
+
+def rina_streams(jp, phase: str) -> list:
+    """(source, destination, the worker whose rate it runs at, contributors) of every stream of one step of
+    Rina's ``phase`` (one of :data:`RINA_PHASES`) under policy ``jp`` (its ``members``)."""
+    members = jp.notes["members"]
+    streams = []
+    for member, following in zip(members, members[1:] + members[:1]):
+        agent, tor, rack = member["workers"][0], member["tor"], frozenset(member["workers"])
+        if phase == RINA_PHASES[0]:
+            nxt = following["workers"][0]
+            if tor is None:
+                streams.append((agent, nxt, agent, rack))
+            else:
+                streams += [(w, tor, w, frozenset([w])) for w in member["workers"]]
+                streams.append((tor, nxt, agent, rack))
+        elif following["tor"] is None:
+            streams.append((agent, following["workers"][0], agent, rack))
+        else:
+            streams.append((agent, following["tor"], agent, rack))
+            streams += [(following["tor"], w, agent, rack) for w in following["workers"]]
+    return streams
 
 
 class FluidModel:
@@ -97,10 +130,16 @@ class FluidModel:
                          for w in job.workers}
         #: A ring's ACK bytes per data frame byte (an ACK, a header alone, per ACK_EVERY fragments).
         self.ring_ack_share = ring_frame_bytes(0) / ACK_EVERY / ring_frame_bytes(scenario.switch.lanes)
-        #: Per ring job, (worker, the worker it sends to) in the phase this model rates.
-        self.ring_streams = {job.name: [(w, job.workers[peer]) for w, peer in zip(
-            job.workers, ring_phases(job, jp, scenario.switch.lanes)[(ring_phase or {}).get(job.name, 0)].peers)]
-            for job, jp in self.jobs if job.is_ring}
+        #: Per ring job, its streams in the phase this model rates: (source, destination, the worker whose
+        #: rate it runs at, contributors).
+        self.ring_streams = {}
+        for job, jp in self.jobs:
+            index = (ring_phase or {}).get(job.name, 0)
+            if jp.scheme == "rina":
+                self.ring_streams[job.name] = rina_streams(jp, RINA_PHASES[index])
+            elif job.is_ring:
+                self.ring_streams[job.name] = [(w, job.workers[peer], w, frozenset([w])) for w, peer in zip(
+                    job.workers, ring_phases(job, jp, scenario.switch.lanes)[index].peers)]
         #: Per job whose transport reads GACKs: a GACK's bytes per gradient frame byte.
         self.gack_share = {job.name: program.GACK_FRAME_BYTES / ina_frame_bytes(scenario.switch.lanes)
                            for job in scenario.jobs if job.transport in program.PA_ATP_TRANSPORTS}
@@ -155,9 +194,9 @@ class FluidModel:
 
         for job, jp in self.jobs:
             if job.is_ring:
-                for w, peer in self.ring_streams[job.name]:
-                    send(w, peer, w, rates[w], {w})
-                    send(peer, w, peer, rates[w] * self.ring_ack_share, {w})
+                for src, dst, w, who in self.ring_streams[job.name]:
+                    send(src, dst, src, rates[w], who)
+                    send(dst, src, dst, rates[w] * self.ring_ack_share, who)
                 continue
             phi = shares(job)
             owners = set(jp.ps_of_submodel.values())

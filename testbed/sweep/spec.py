@@ -13,6 +13,7 @@ axes:                           # every combination is a point
 repetitions: 3                  # runs per point, each with its own derived seed
 metrics: [iteration_time_s, ps_ingress_bytes]   # summary metrics plotted (the table keeps every one)
 run_plots: [worker_send_rate]   # optional: plots of each run (its plots/<name>.png) side by side
+simulate: false                 # optional: true runs every point in the flow-level simulator instead
 ```
 
 A point is one combination of axis values and one repetition. Its seed is
@@ -22,6 +23,10 @@ are compared on the same random draws (compute delays, background flows),
 and repetitions differ. A point's id is a digest of its overrides, so a
 point keeps its directory, and its result, when the sweep is run again or
 grows an axis value.
+
+With ``simulate: true`` every point is a simulated run (``testbed.sim.run``:
+``inatb simulate``'s figures under the names a run's summary uses), here,
+at any scale, without root: the papers' full-scale curves.
 
 Every point's scenario is parsed and validated before anything runs: a typo
 in an axis value is one line naming the sweep file and the point, not a
@@ -40,7 +45,7 @@ from testbed.errors import ScenarioError
 from testbed.scenario import load_scenario, read_yaml_document, read_yaml_text
 
 SWEEP_VERSION = 1
-SWEEP_KEYS = {"version", "name", "scenario", "set", "axes", "repetitions", "metrics", "run_plots"}
+SWEEP_KEYS = {"version", "name", "scenario", "set", "axes", "repetitions", "metrics", "run_plots", "simulate"}
 #: What a sweep's ``run_plots`` may name: the plots every run writes (testbed/metrics/plots.py).
 RUN_PLOTS = ("iteration_time", "ps_ingress_rate", "worker_send_rate", "aggregation_rate")
 MAX_POINTS = 10_000
@@ -74,6 +79,7 @@ class SweepSpec:
     repetitions: int
     metrics: list
     run_plots: list = field(default_factory=list)
+    simulate: bool = False   # points run in the flow-level simulator, not emulated
     base_seed: int = 0
     points: list = field(default_factory=list)
 
@@ -157,7 +163,11 @@ def load_sweep(path) -> SweepSpec:
         combinations *= len(values)
     if combinations * repetitions > MAX_POINTS:
         c.fail("axes", f"{combinations * repetitions} points (axes x repetitions); at most {MAX_POINTS}")
-    spec = SweepSpec(name, str(path), scenario_path, list(fixed), axes, repetitions, list(metrics), list(run_plots))
+    simulate = c.boolean(doc.get("simulate", False), "simulate")
+    if simulate and run_plots:
+        c.fail("run_plots", "a simulated run has no plots of its own; remove run_plots or simulate")
+    spec = SweepSpec(name, str(path), scenario_path, list(fixed), axes, repetitions, list(metrics), list(run_plots),
+                     simulate)
     base = load_scenario(scenario_path, spec.fixed)
     spec.base_seed = base.seed
     spec.points = list(_points(spec))

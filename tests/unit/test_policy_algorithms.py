@@ -46,7 +46,7 @@ def scenario_with(policy, text=TWO_RACKS, *overrides):
 def test_every_allowed_policy_name_has_a_scheme():
     assert set(POLICIES) == set(SCHEMES)
     assert set(SCHEMES) == {"ps", "atp", "switchml", "esa", "geryon", "lbmm", "ksgd", "goat", "goat-async",
-                            "grid", "inart", "inart-equal", "rar", "h-ar"}
+                            "grid", "inart", "inart-equal", "rar", "h-ar", "rina"}
 
 
 # Ring schemes have no PS (tests/unit/test_ring.py).

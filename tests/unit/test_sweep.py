@@ -54,6 +54,8 @@ def test_seeds_differ_by_repetition_and_are_shared_across_axis_values(tmp_path):
     ("axes: {policy: [ps]}\nmetrics: iteration_time_s\n", "metrics"),
     ("axes: {policy: [ps]}\nset: [scale]\n", "set"),
     ("axes: {policy: [ps]}\ncolour: red\n", "colour"),
+    ("axes: {policy: [ps]}\nsimulate: sometimes\n", "simulate"),
+    ("axes: {policy: [ps]}\nsimulate: true\nrun_plots: [worker_send_rate]\n", "run_plots"),
 ])
 def test_a_bad_sweep_file_is_one_line_naming_the_field(tmp_path, body, field):
     with pytest.raises(ScenarioError) as err:
@@ -187,3 +189,26 @@ def test_a_composed_plots_run_title_names_its_repetition_when_points_repeat():
     assert run_label(run, ["scheme"], repeated=False) == "scheme=PA-ATP (DISTORTED)"
     assert run_label({**run, "distorted": False}, ["scheme"], repeated=True) == \
         "scheme=PA-ATP, repetition 1 (seed 624792847)"
+
+
+def test_a_simulated_sweep_puts_the_simulators_figures_in_the_table_under_the_runs_names(tmp_path):
+    from testbed.cli import main
+    from testbed.sim import evaluate
+    from testbed.policy import compute_policy
+    from testbed.scenario import load_scenario
+    path = sweep_file(tmp_path, "simulate: true\naxes: {policy: [ps, atp]}\n"
+                                "metrics: [training_throughput_iter_per_s]\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "s" / "table.csv").read_text().splitlines()
+    header = table[0].split(",")
+    rows = [dict(zip(header, line.split(","))) for line in table[1:]]
+    assert [r["policy"] for r in rows] == ["ps", "atp"] and {r["status"] for r in rows} == {"ok"}
+    assert {r["target"] for r in rows} == {"simulator"} and {r["distorted"] for r in rows} == {"False"}
+    for row in rows:
+        scenario = load_scenario(QUICKSTART, [f"policy={row['policy']}"])
+        simulated = evaluate(scenario, compute_policy(scenario))["jobs"][scenario.jobs[0].name]["comm_time_s"]
+        assert float(row["comm_time_s"]) == pytest.approx(simulated)
+        assert float(row["training_throughput_iter_per_s"]) == pytest.approx(
+            1 / (scenario.jobs[0].compute_time_s + simulated))
+    assert (tmp_path / "out" / "s" / "plots" / "training_throughput_iter_per_s.png").is_file()
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--executor", "ray"]) == 2   # runs here

@@ -1,0 +1,79 @@
+"""A simulated run: the flow-level simulator's figures written as a run, so a sweep can put them in its table
+and plots under the names emulated runs use (a sweep file's ``simulate: true``).
+
+``simulate_into`` evaluates the scenario (:func:`testbed.sim.evaluate`) and writes
+``OUT/<scenario>/<run id>/summary.json`` beside the whole evaluation (``simulation.json``). The summary
+keeps the run's vocabulary, per job and for the run (the mean over jobs, as ``inatb run``'s):
+
+- ``comm_time_s``: the simulator's communication time per iteration;
+- ``iteration_time_s``: the job's ``compute_time`` plus that (the simulator has no compute-delay
+  stragglers and no queueing between iterations);
+- ``training_throughput_iter_per_s``: its inverse;
+- ``min_gradient_sending_rate_bps``: the slowest worker's modelled rate;
+- ``ps_ingress_fragments_per_iteration`` and ``fragments_sent`` per iteration;
+- ``bom_rate_bps``: Rina §III-B's Bandwidth-Occupation Model's rate for a job with one PS (the run's: the
+  smallest over such jobs, None without one).
+
+``status`` is ``ok``, ``target`` is ``simulator`` and ``simulated`` is true; nothing is distorted, as no
+machine ran it. Full scale is the point (GOAT §VII-D's 192 servers, Rina's Fig. 11): no network is
+built, so no root is needed either.
+"""
+
+import json
+import time
+from pathlib import Path
+
+from testbed.atomic_io import write_text_atomic
+from testbed.metrics.summary import new_run_id, write_summary
+from testbed.policy import compute_policy
+from testbed.sim import evaluate
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def simulated_summary(scenario, simulation: dict) -> dict:
+    """The summary of a simulated run of ``scenario`` from its :func:`testbed.sim.evaluate` result."""
+    jobs = []
+    for job in scenario.jobs:
+        sim = simulation["jobs"][job.name]
+        comm_s = sim["comm_time_s"]
+        iteration_s = job.compute_time_s + comm_s
+        jobs.append({"job": job.name, "policy": job.policy, "scheme": sim["scheme"], "transport": job.transport,
+                     "workers": list(job.workers), "ps": list(job.ps), "iterations": job.iterations,
+                     "comm_time_s": comm_s, "iteration_time_s": iteration_s,
+                     "training_throughput_iter_per_s": 1.0 / iteration_s if 0 < iteration_s < float("inf") else 0.0,
+                     "min_gradient_sending_rate_bps": sim["min_sending_rate_bps"],
+                     "ps_ingress_fragments_per_iteration": sim["ps_ingress_fragments"],
+                     "fragments_sent": sim["sent_fragments"], "bom_rate_bps": sim["bom_rate_bps"]})
+    policies = sorted({job.policy for job in scenario.jobs})
+    return {"scenario": scenario.name, "status": "ok", "error": None, "distorted": False, "distortion_reasons": [],
+            "target": "simulator", "simulated": True, "policy": policies[0] if len(policies) == 1 else
+            ",".join(policies),
+            "iteration_time_s": _mean(j["iteration_time_s"] for j in jobs),
+            "comm_time_s": _mean(j["comm_time_s"] for j in jobs),
+            "training_throughput_iter_per_s": _mean(j["training_throughput_iter_per_s"] for j in jobs),
+            "min_gradient_sending_rate_bps": simulation["min_sending_rate_bps"],
+            "ps_ingress_fragments_per_iteration": simulation["ps_ingress_fragments"],
+            "fragments_sent": simulation["sent_fragments"],
+            "bom_rate_bps": min((j["bom_rate_bps"] for j in jobs if j["bom_rate_bps"] is not None), default=None),
+            "seed": scenario.seed, "scale": scenario.scale, "jobs": jobs}
+
+
+def simulate_into(scenario, out_root, target=None, stream=None) -> Path:
+    """Simulate ``scenario`` and write it as a run under ``out_root`` (a sweep executor's runner: ``target``
+    is not the simulator's business); its directory."""
+    start = time.time()
+    simulation = evaluate(scenario, compute_policy(scenario))
+    run_dir = Path(out_root) / scenario.name / new_run_id()
+    run_dir.mkdir(parents=True)
+    write_text_atomic(run_dir / "simulation.json", json.dumps(simulation, indent=1, default=str) + "\n")
+    summary = simulated_summary(scenario, simulation)
+    summary["wall_s"] = time.time() - start
+    write_summary(run_dir, summary)
+    if stream is not None:
+        stream.write(f"simulated {scenario.name}: "
+                     + ", ".join(f"{j['job']} {j['comm_time_s']:.4g} s per iteration" for j in summary["jobs"]) + "\n")
+    return run_dir

@@ -1,0 +1,141 @@
+"""Rina's incremental deployment, pure parts: the dragonfly topology (§VI-C), the replacement order of §IV-D
+(``topology.programmable: {count, order: rina}``), the Bandwidth-Occupation Model of §III-B (Lemmas 1-3), and
+Rina's agent-worker ring (§IV-A) in the policy and the simulator."""
+
+from collections import Counter
+
+import networkx as nx
+import pytest
+
+from testbed.agents.ring_acks import ACK_EVERY
+from testbed.dataplane.wire import ring_frame_bytes
+from testbed.emulation.orchestrator import check_emulable
+from testbed.errors import PolicyError, ScenarioError, TopologyError
+from testbed.models import fragments_per_submodel
+from testbed.policy import compute_policy
+from testbed.scenario import parse_scenario
+from testbed.sim import evaluate
+from testbed.sim.bom import bom_rate_bps
+from testbed.sim.fluid import rina_streams
+from testbed.topology import dragonfly, explicit, incremental_order
+
+FAT_TREE = """version: 1
+topology: {kind: fat-tree, k: 4, link_rate: 10Gbps, programmable: %s}
+jobs:
+  - {name: j, gradient_size: 98MB, workers: [%s], policy: rar, iterations: 2}
+"""
+ALL_HOSTS = ", ".join(f"h{i}" for i in range(1, 17))
+
+
+def test_rinas_dragonfly_joins_every_pair_of_groups_once():
+    topo = dragonfly("d", 1e9, a=4, g=9, h=2, hosts_per_router=2)
+    assert len(topo.switches()) == 36 and len(topo.hosts()) == 72
+    inter = [(l.a, l.b) for l in topo.links if topo.nodes[l.a].kind == topo.nodes[l.b].kind == "switch"]
+    degree = Counter(end for pair in inter for end in pair)
+    assert set(degree.values()) == {3 + 2}                                  # a - 1 local + h global links each
+    groups = Counter(frozenset((a[:a.index("r")], b[:b.index("r")])) for a, b in inter
+                     if a[:a.index("r")] != b[:b.index("r")])
+    assert len(groups) == 9 * 8 // 2 and set(groups.values()) == {1}      # one global link per pair of groups
+    assert nx.diameter(nx.Graph(topo.graph())) == 5                       # host, local, global, local, host
+    with pytest.raises(TopologyError, match="at most a\\*h \\+ 1 = 9 groups"):
+        dragonfly("d", 1e9, a=4, g=10, h=2, hosts_per_router=2)
+    scenario = parse_scenario("version: 1\ntopology: {kind: dragonfly, link_rate: 10Gbps}\n"
+                              "jobs: [{name: j, gradient_size: 1MB, workers: [h1, h72], policy: rar, iterations: 1}]\n")
+    assert len(scenario.topology.hosts()) == 72                            # a=4, g=9, h=2, two hosts per router
+
+
+def test_rinas_order_replaces_the_tors_with_the_most_workers_first_then_the_most_downstream():
+    topo = parse_scenario(FAT_TREE % ("none", ALL_HOSTS)).topology
+    workers = [f"h{i}" for i in range(1, 17)]
+    order = incremental_order(topo, workers)
+    assert order[:8] == [f"e{i}" for i in range(1, 9)]                      # eight ToRs of two workers each
+    # Rooted at h1: its aggregation switch a1 carries the other seven racks (each INA ToR now one worker),
+    # then core c1 the six of the other pods, then each pod's aggregation switch on the tree.
+    assert order[8:13] == ["a1", "c1", "a3", "a5", "a7"]
+    assert sorted(order) == sorted(s.name for s in topo.switches())
+    uneven = incremental_order(topo, ["h5", "h1", "h2", "h3"])               # e1 has two workers, e2 and e3 one
+    assert uneven[:3] == ["e1", "e2", "e3"]
+    for k in (0, 3, 9, 20):
+        chosen = {s.name for s in parse_scenario(FAT_TREE % (f"{{count: {k}, order: rina}}", ALL_HOSTS))
+                  .topology.programmable_switches()}
+        assert chosen == set(order[:k])
+
+
+@pytest.mark.parametrize("rule, field, expected", [
+    ("{count: 21}", "topology.programmable.count", "[0, 20], got 21"),
+    ("{count: 2, order: random}", "topology.programmable.order", "rina"),
+    ("{order: rina}", "topology.programmable", "{count: K, order: rina}"),
+    ("{count: 2, fraction: 0.5}", "topology.programmable", "fraction"),
+])
+def test_a_bad_incremental_rule_is_one_line_naming_the_field(rule, field, expected):
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(FAT_TREE % (rule, ALL_HOSTS))
+    message = str(err.value)
+    assert field in message and expected in message and "\n" not in message
+
+
+def rina_fig4(ina):
+    """Rina Fig. 4: the PS under switch 4, which holds worker w0 and switch 3; switch 3 holds w1, w2 and
+    switch 2; switch 2 (the sub-topology T1) holds four workers."""
+    links = [("ps", "s4", None), ("w0", "s4", None), ("s3", "s4", None), ("w1", "s3", None), ("w2", "s3", None),
+             ("s2", "s3", None)] + [(f"w{i}", "s2", None) for i in range(3, 7)]
+    topo = explicit("fig4", 1e9, [(s, s in ina) for s in ("s2", "s3", "s4")], ["ps"] + [f"w{i}" for i in range(7)],
+                    links)
+    return bom_rate_bps(topo, [f"w{i}" for i in range(7)], "ps", ina)
+
+
+def test_the_bandwidth_occupation_model_follows_rinas_lemmas():
+    assert rina_fig4(set()) == pytest.approx(1e9 / 7)            # Lemma 1: seven workers share the PS's link
+    assert rina_fig4({"s3"}) == pytest.approx(1e9 / 4)           # Lemmas 2-3: s3 is one worker, T1 holds it back
+    assert rina_fig4({"s2", "s3"}) == pytest.approx(1e9 / 2)     # s3 and w0 share switch 4's link to the PS
+    assert rina_fig4({"s2", "s3", "s4"}) == pytest.approx(1e9)
+    assert rina_fig4({"s2"}) == pytest.approx(1e9 / 4)           # w0, w1, w2 and s2's aggregate at the PS's link
+
+
+RINA_RACKS = """version: 1
+topology:
+  kind: explicit
+  link_rate: 1Gbps
+  switches: [t1, {name: t2, programmable: false}]
+  hosts: [w1, w2, w3, w4]
+  links: [[w1, t1], [w2, t1], [w3, t2], [w4, t2], [t1, t2]]
+jobs:
+  - {name: j, gradient_size: 1MB, workers: [%s], policy: rina, iterations: 2}
+"""
+
+
+def test_rina_makes_a_rack_under_a_programmable_tor_one_member_of_the_ring():
+    scenario = parse_scenario(RINA_RACKS % "w3, w1, w2, w4")
+    members = compute_policy(scenario).jobs["j"].notes["members"]
+    assert members == [{"workers": ["w3"], "tor": None}, {"workers": ["w1", "w2"], "tor": "t1"},
+                       {"workers": ["w4"], "tor": None}]                  # in the order of their first worker
+    streams = rina_streams(compute_policy(scenario).jobs["j"], "scatter-reduce")
+    assert [(src, dst) for src, dst, _, _ in streams] == [("w3", "w1"), ("w1", "t1"), ("w2", "t1"), ("t1", "w4"),
+                                                          ("w4", "w3")]  # shards to the ToR, its sum on
+    gather = rina_streams(compute_policy(scenario).jobs["j"], "all-gather")
+    assert [(src, dst) for src, dst, _, _ in gather] == [("w3", "t1"), ("t1", "w1"), ("t1", "w2"), ("w1", "w4"),
+                                                         ("w4", "w3")]   # the ToR replicates to its rack
+
+
+def test_rina_in_the_simulator_by_hand():
+    scenario = parse_scenario(RINA_RACKS % "w1, w2, w3, w4")
+    result = evaluate(scenario, compute_policy(scenario))["jobs"]["j"]
+    frame, header = ring_frame_bytes(scenario.switch.lanes), ring_frame_bytes(0)
+    ack_share = header / ACK_EVERY / frame
+    # Three members, two steps a phase. Every link carries one stream and another stream's ACKs at most
+    # (t1 -> w1: the sum coming back from w4 and the ACKs of w1's shard), so every stream runs at
+    # 1 Gb/s / (1 + the ACK share).
+    rate = 1e9 / (1 + ack_share)
+    chunk = -(-sum(fragments_per_submodel(scenario.jobs[0].submodel_elements, scenario.switch.lanes)) // 3)
+    step_s = 8 * (frame + 3 * header) / 1e9                  # a frame, an ACK, the agent's task and the pull
+    assert result["comm_time_s"] == pytest.approx(2 * 2 * (chunk * 8 * frame / rate + step_s), rel=1e-9)
+    assert result["min_sending_rate_bps"] == pytest.approx(rate, rel=1e-9)
+    assert result["sent_fragments"] == 2 * chunk * (4 + 3) and result["ring"]
+    rar = parse_scenario((RINA_RACKS % "w1, w2, w3, w4").replace("policy: rina", "policy: rar"))
+    assert evaluate(rar, compute_policy(rar))["jobs"]["j"]["comm_time_s"] > result["comm_time_s"]  # six steps
+
+
+def test_the_emulation_refuses_rina_until_its_data_plane_runs_it():
+    scenario = parse_scenario(RINA_RACKS % "w1, w2, w3, w4")
+    with pytest.raises(PolicyError, match="rina: job j: the emulated data plane does not run Rina"):
+        check_emulable(scenario, compute_policy(scenario))
