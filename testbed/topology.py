@@ -196,6 +196,13 @@ class TopologyBuilder:
             raise TopologyError(f"node {name!r} defined twice")
         self._nodes[name] = (kind, programmable)
 
+    def hosts_under(self, switches, per_switch: int):
+        """``per_switch`` new hosts on each of ``switches`` in turn, named on from the hosts so far (h1, h2 ...)."""
+        for switch in switches:
+            for _ in range(per_switch):
+                host = self.host(f"h{sum(kind == 'host' for kind, _ in self._nodes.values()) + 1}")
+                self.link(host, switch)
+
     def link(self, a: str, b: str, rate_bps: float = None):
         for end in (a, b):
             if end not in self._nodes:
@@ -275,12 +282,7 @@ def leaf_spine(name, default_rate_bps, spines, leaves, hosts_per_leaf):
         b.switch(f"lf{l}")
         for s in range(1, spines + 1):
             b.link(f"lf{l}", f"sp{s}")
-    h = 0
-    for l in range(1, leaves + 1):
-        for _ in range(hosts_per_leaf):
-            h += 1
-            b.host(f"h{h}")
-            b.link(f"h{h}", f"lf{l}")
+    b.hosts_under([f"lf{l}" for l in range(1, leaves + 1)], hosts_per_leaf)
     return b.build()
 
 
@@ -292,7 +294,6 @@ def fat_tree(name, default_rate_bps, k, hosts_per_edge=None):
     hosts_per_edge = half if hosts_per_edge is None else hosts_per_edge
     b = TopologyBuilder(name, default_rate_bps)
     cores = [b.switch(f"c{i + 1}") for i in range(half * half)]
-    h = 0
     for pod in range(k):
         aggs = [b.switch(f"a{pod * half + i + 1}") for i in range(half)]
         edges = [b.switch(f"e{pod * half + i + 1}") for i in range(half)]
@@ -301,11 +302,7 @@ def fat_tree(name, default_rate_bps, k, hosts_per_edge=None):
                 b.link(agg, cores[i * half + j])
             for edge in edges:
                 b.link(edge, agg)
-        for edge in edges:
-            for _ in range(hosts_per_edge):
-                h += 1
-                b.host(f"h{h}")
-                b.link(f"h{h}", edge)
+        b.hosts_under(edges, hosts_per_edge)
     return b.build()
 
 
@@ -331,13 +328,7 @@ def dragonfly(name, default_rate_bps, a: int, g: int, h: int, hosts_per_router: 
         for j in range(i + 1, g):
             port_i, port_j = (j - i - 1) % g, (i - j - 1) % g
             b.link(routers[i][port_i // h], routers[j][port_j // h])
-    host = 0
-    for group in routers:
-        for router in group:
-            for _ in range(hosts_per_router):
-                host += 1
-                b.host(f"h{host}")
-                b.link(f"h{host}", router)
+    b.hosts_under([router for group in routers for router in group], hosts_per_router)
     return b.build()
 
 
