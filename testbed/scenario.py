@@ -1295,6 +1295,10 @@ def _resolve_stragglers(c, spec, topo, jobs, scale):
 #: and bmv2 compiles them into registers; 64x the default (1024 x 64) is the most a small VM holds.
 MAX_EMULATED_AGGREGATOR_CELLS = 1 << 22
 SIMULATE_ONLY = "valid for `inatb simulate` only"
+#: Schemes the flow-level simulator models and the data plane does not run yet, and what it lacks.
+SIMULATED_POLICIES = {"rina": "the data plane does not run Rina's agent-worker aggregation yet (the agent's task, "
+                              "the ToR's pull, aggregation and AllGather multicast); policy rar runs the ring "
+                              "without INA"}
 
 
 def emulation_limits(scenario) -> list:
@@ -1304,7 +1308,8 @@ def emulation_limits(scenario) -> list:
     the checks that would otherwise fail only once the network is built (htb's
     rate ceiling, switch memory) or that the emulation would silently ignore
     (the simulator's ``simulation:`` inputs, a transport whose switch side the
-    data plane does not implement yet). Empty: nothing stops a run.
+    data plane does not implement yet, a scheme it does not run yet:
+    ``SIMULATED_POLICIES``). Empty: nothing stops a run.
     Pure: reads the scenario, touches nothing. ``require_emulable`` raises on
     the first.
     """
@@ -1339,6 +1344,9 @@ def _emulation_limit_fields(scenario) -> list:
     if scenario.simulation.worker_start_fragments:
         found.append(("simulation.worker_start", "the emulation starts every worker together; staggered starts "
                                                  "are a model input of the simulator"))
+    for i, job in enumerate(scenario.jobs):
+        if job.policy in SIMULATED_POLICIES:
+            found.append((f"jobs.{i}.policy", f"policy {job.policy}: {SIMULATED_POLICIES[job.policy]}"))
     return _transport_gaps(scenario) + found
 
 

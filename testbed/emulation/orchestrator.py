@@ -179,12 +179,7 @@ def check_host_supports(scenario):
 
 def check_emulable(scenario, policy):
     """Refuse, before any network exists, what the emulation would silently run as something else:
-    ESA's slot preemption between jobs sharing a switch is not a data-plane feature, nor yet Rina's
-    agent-worker aggregation (its task and pull messages, its ToR's aggregation and AllGather multicast)."""
-    for job in scenario.jobs:
-        if policy.jobs[job.name].scheme == "rina":
-            raise PolicyError(f"rina: job {job.name}: the emulated data plane does not run Rina's agent-worker "
-                              f"aggregation yet; `inatb simulate` models it (policy rar runs the ring without INA)")
+    ESA's slot preemption between jobs sharing a switch is not a data-plane feature."""
     sharing = {}
     for job in scenario.jobs:
         for sw in policy.jobs[job.name].aggregating_switches():

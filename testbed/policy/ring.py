@@ -22,8 +22,8 @@ one has no ``ps``).
   them, §IV-B), every other worker an autonomous RAR worker; RAR runs over
   these members in the order of their first worker (notes ``members``: per
   member its workers and its ToR, None for an autonomous worker). The
-  emulated data plane does not run Rina yet (the emulation refuses it,
-  ``orchestrator.check_emulable``); ``inatb simulate`` models it
+  emulated data plane does not run Rina yet (``inatb run`` refuses it,
+  ``scenario.SIMULATED_POLICIES``); ``inatb simulate`` models it
   (``testbed.sim``).
 """
 

@@ -9,11 +9,10 @@ import pytest
 
 from testbed.agents.ring_acks import ACK_EVERY
 from testbed.dataplane.wire import ring_frame_bytes
-from testbed.emulation.orchestrator import check_emulable
-from testbed.errors import PolicyError, ScenarioError, TopologyError
+from testbed.errors import ScenarioError, TopologyError
 from testbed.models import fragments_per_submodel
 from testbed.policy import compute_policy
-from testbed.scenario import parse_scenario
+from testbed.scenario import emulation_limits, parse_scenario, require_emulable
 from testbed.sim import evaluate
 from testbed.sim.bom import bom_rate_bps
 from testbed.sim.fluid import rina_streams
@@ -137,5 +136,8 @@ def test_rina_in_the_simulator_by_hand():
 
 def test_the_emulation_refuses_rina_until_its_data_plane_runs_it():
     scenario = parse_scenario(RINA_RACKS % "w1, w2, w3, w4")
-    with pytest.raises(PolicyError, match="rina: job j: the emulated data plane does not run Rina"):
-        check_emulable(scenario, compute_policy(scenario))
+    assert emulation_limits(scenario) == ["<scenario>:9: jobs.0.policy: policy rina: the data plane does not run "
+                                          "Rina's agent-worker aggregation yet (the agent's task, the ToR's pull, "
+                                          "aggregation and AllGather multicast); policy rar runs the ring without INA"]
+    with pytest.raises(ScenarioError, match="jobs.0.policy: valid for `inatb simulate` only: policy rina"):
+        require_emulable(scenario)
