@@ -45,7 +45,7 @@ could clock it, and still queued at the bottleneck when its last frame
 left), the windows at an iteration's end made the rates read above the
 model's: on that testbed ``pa-atp``'s slowest workers read 1.11-1.36x,
 ``strawasyn``'s 1.15-1.25x and ``atp``'s 1.09-1.39x, where all four
-transports now read 1.00-1.10x.
+transports read 1.01-1.14x over two sets of runs.
 
 Nor does the simulator model compute phases: it has every job communicating
 at once. Jobs that compute in turn leave a shared path to each other (an

@@ -29,26 +29,29 @@ throughout, 10.5% and 11.0% of the fragments were retransmitted and S1's two
 busiest path ports dropped 1265 packets; with congestion avoidance, 0.1% and
 0.2%, 14 drops there, and the mean iteration 0.330 s instead of 0.388 s. Nor would
 background DCTCP flows keep "a fair shared bandwidth" (§III-B 2) against a
-window that doubles every round. CWD grows only while it is what holds the worker
-back (congestion window validation, RFC 7661; Linux's ``tcp_is_cwnd_limited``,
-which DCTCP runs under): in slow start while CWD is below twice the most
-fragments in flight (sent, neither GACKed nor RESULTed) over this GACK round
-and the last, after it while that most reached CWD. A worker held back by
-AWD or by its pacer does not grow a window it cannot use: on Fig. 8's
-set-up job A's leading worker, held by AWD while it had a path to itself,
-grew CWD to 64 with 0-2 fragments in flight, and when job B's worker
-joined that path both windows overran its 128-packet queue. The GACK's PROG field carries S_sum, the
-sum over the ``N`` workers the node aggregates (the GACK's ``fanin``) of the
-last seq it got from each. Then p_l = last_GACK - last_AACK, s_avg = S_sum / N,
-p_avg = s_avg - last_AACK, p = p_l / p_avg clipped to [0, p_max] with p_max =
-AWD / p_avg. The congestion level alpha follows DCTCP: at the end of every
-round, alpha = (1 - f) alpha + f e, e the fraction of the round's GACKs that
-carried a CE mark. A CE-marked GACK about a fragment sent after the last cut
-(at most one cut per round, RFC 3168 §6.1.2, as ``atp``) cuts CWD x (1 - d/2)
-with d = alpha ^ (1 - p / p_max) (Eq. 1): a leading worker (p near p_max)
-halves whatever alpha is, the most stalled one (p near 0) cuts as DCTCP does.
-The cut uses alpha as the rounds before measured it (alpha_i of Eq. 1); the
-GACK that cuts does not also grow CWD.
+window that doubles every round.
+
+CWD grows only while it is what holds the worker back (congestion window
+validation, RFC 7661; Linux's ``tcp_is_cwnd_limited``, which DCTCP runs
+under): in slow start while CWD is below twice the most fragments in flight
+(sent, neither GACKed nor RESULTed) over this GACK round and the last, after
+it while that most reached CWD. A worker held back by AWD or by its pacer
+does not grow a window it cannot use: on Fig. 8's set-up job A's leading
+worker, held by AWD while it had a path to itself, grew CWD to 64 with 0-2
+fragments in flight, and when job B's worker joined that path both windows
+overran its 128-packet queue; job B then took 1.9 s instead of 1.1 s.
+
+The GACK's PROG field carries S_sum, the sum over the ``N`` workers the node
+aggregates (the GACK's ``fanin``) of the last seq it got from each. Then p_l =
+last_GACK - last_AACK, s_avg = S_sum / N, p_avg = s_avg - last_AACK, p = p_l /
+p_avg clipped to [0, p_max] with p_max = AWD / p_avg. The congestion level
+alpha follows DCTCP: at the end of every round, alpha = (1 - f) alpha + f e, e
+the fraction of the round's GACKs that carried a CE mark. A CE-marked GACK
+about a fragment sent after the last cut (at most one cut per round, RFC 3168
+§6.1.2, as ``atp``) cuts CWD x (1 - d/2) with d = alpha ^ (1 - p / p_max) (Eq.
+1): a leading worker (p near p_max) halves whatever alpha is, the most stalled
+one (p near 0) cuts as DCTCP does. The cut uses alpha as the rounds before
+measured it (alpha_i of Eq. 1); the GACK that cuts does not also grow CWD.
 
 Asynchronous degree control (§III-B 3). At the end of every AACK round,
 AWD = AWD x (1 - beta / 2) if any of its RESULTs carried AECN (Eq. 2), else
