@@ -112,7 +112,8 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
     }
 
 
-def _mean(values):
+def mean_of_known(values):
+    """The mean of the values that are not None; None when none is known."""
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
 
@@ -137,10 +138,10 @@ def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, fr
         "ps_ingress_bytes": sum(j["ps_ingress_bytes"] for j in jobs),
         "ps_ingress_link_bytes": sum(deltas.get(p, {}).get("tx_bytes", 0) for p in ps_ports),
         "ina_amount_bytes": sum(j["ina_amount_bytes"] for j in jobs),
-        "iteration_time_s": _mean([j["iteration_time_s"] for j in jobs]),
-        "comm_time_s": _mean([j["comm_time_s"] for j in jobs]),
-        "gradient_sending_rate_bps": _mean([j["gradient_sending_rate_bps"] for j in jobs]),
-        "training_throughput_iter_per_s": _mean([j["training_throughput_iter_per_s"] for j in jobs]),
+        "iteration_time_s": mean_of_known([j["iteration_time_s"] for j in jobs]),
+        "comm_time_s": mean_of_known([j["comm_time_s"] for j in jobs]),
+        "gradient_sending_rate_bps": mean_of_known([j["gradient_sending_rate_bps"] for j in jobs]),
+        "training_throughput_iter_per_s": mean_of_known([j["training_throughput_iter_per_s"] for j in jobs]),
         "switch_egress_fragments": egress_fragments,
         "communication_overhead_bytes": egress_fragments * frame_bytes,
         "switch_tx_link_bytes": sum(d["tx_bytes"] for d in deltas.values()),

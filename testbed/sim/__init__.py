@@ -241,8 +241,7 @@ def _ring_result(jp, job, sent, frame_bytes, rate_bps, comm_time_s) -> dict:
             "ps_ingress_fragments": 0, "ps_ingress_bytes": 0, "switch_egress_fragments": 0,
             "communication_overhead_bytes": 0, "sent_fragments": sent, "sent_bytes": sent * frame_bytes,
             "ina_amount_bytes": 0, "participants": [], "transport": job.transport, "bom_rate_bps": None,
-            "overflow_modelled": True,
-            "ring": True}
+            "overflow_modelled": True, "ring": True}
 
 
 def _rate(bps) -> str:

@@ -24,14 +24,9 @@ import time
 from pathlib import Path
 
 from testbed.atomic_io import write_text_atomic
-from testbed.metrics.summary import new_run_id, write_summary
+from testbed.metrics.summary import mean_of_known, new_run_id, write_summary
 from testbed.policy import compute_policy
 from testbed.sim import evaluate
-
-
-def _mean(values):
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
 
 
 def simulated_summary(scenario, simulation: dict) -> dict:
@@ -52,9 +47,9 @@ def simulated_summary(scenario, simulation: dict) -> dict:
     return {"scenario": scenario.name, "status": "ok", "error": None, "distorted": False, "distortion_reasons": [],
             "target": "simulator", "simulated": True, "policy": policies[0] if len(policies) == 1 else
             ",".join(policies),
-            "iteration_time_s": _mean(j["iteration_time_s"] for j in jobs),
-            "comm_time_s": _mean(j["comm_time_s"] for j in jobs),
-            "training_throughput_iter_per_s": _mean(j["training_throughput_iter_per_s"] for j in jobs),
+            "iteration_time_s": mean_of_known(j["iteration_time_s"] for j in jobs),
+            "comm_time_s": mean_of_known(j["comm_time_s"] for j in jobs),
+            "training_throughput_iter_per_s": mean_of_known(j["training_throughput_iter_per_s"] for j in jobs),
             "min_gradient_sending_rate_bps": simulation["min_sending_rate_bps"],
             "ps_ingress_fragments_per_iteration": simulation["ps_ingress_fragments"],
             "fragments_sent": simulation["sent_fragments"],
