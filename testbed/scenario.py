@@ -931,7 +931,7 @@ def _resolve_jobs(c, spec, topo, scale, switch):
                 if h not in hosts:
                     listed = ", ".join(sorted(hosts)[:12]) + (" ..." if len(hosts) > 12 else "")
                     c.fail(f"{p}.{role}.{k}", f"host {_brief(h)} is not defined in the topology (hosts: {listed})")
-                if h in used:
+                if h in used and not (role == "ps" and h in workers):
                     c.fail(f"{p}.{role}.{k}", f"host {h!r} already serves {used[h]}")
                 used[h] = f"{name} as {role}"
         if len(workers) > MAX_WORKERS_PER_JOB:
@@ -1309,7 +1309,8 @@ def emulation_limits(scenario) -> list:
     rate ceiling, switch memory) or that the emulation would silently ignore
     (the simulator's ``simulation:`` inputs, a transport whose switch side the
     data plane does not implement yet, a scheme it does not run yet:
-    ``SIMULATED_POLICIES``). Empty: nothing stops a run.
+    ``SIMULATED_POLICIES``, a PS on one of its job's worker hosts). Empty:
+    nothing stops a run.
     Pure: reads the scenario, touches nothing. ``require_emulable`` raises on
     the first.
     """
@@ -1347,6 +1348,11 @@ def _emulation_limit_fields(scenario) -> list:
     for i, job in enumerate(scenario.jobs):
         if job.policy in SIMULATED_POLICIES:
             found.append((f"jobs.{i}.policy", f"policy {job.policy}: {SIMULATED_POLICIES[job.policy]}"))
+        for k, ps in enumerate(job.ps):
+            if ps in job.workers:
+                found.append((f"jobs.{i}.ps.{k}", f"PS {ps} is also a worker of the job (a co-located PS, Rina "
+                                                  f"§VI-A4); the emulation gives each host one role, so its PS and "
+                                                  f"worker agents would share one address and port"))
     return _transport_gaps(scenario) + found
 
 

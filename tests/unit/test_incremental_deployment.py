@@ -141,3 +141,19 @@ def test_the_emulation_refuses_rina_until_its_data_plane_runs_it():
                                           "aggregation and AllGather multicast); policy rar runs the ring without INA"]
     with pytest.raises(ScenarioError, match="jobs.0.policy: valid for `inatb simulate` only: policy rina"):
         require_emulable(scenario)
+
+
+def test_a_ps_may_share_a_host_with_one_of_its_jobs_workers_in_the_simulator():
+    """Rina §VI-A4: the PS baselines co-locate the PS on a worker host. The scenario takes it, the simulator
+    models it (the co-located worker's gradient crosses no link), the emulation refuses it by field."""
+    text = FAT_TREE % ("all", ALL_HOSTS)
+    scenario = parse_scenario(text.replace("policy: rar", "ps: [h16], policy: atp"))
+    assert scenario.jobs[0].ps == ["h16"] and "h16" in scenario.jobs[0].workers
+    assert evaluate(scenario, compute_policy(scenario))["jobs"]["j"]["comm_time_s"] > 0
+    limits = emulation_limits(scenario)
+    assert len(limits) > 0 and any("jobs.0.ps.0: PS h16 is also a worker of the job" in line for line in limits)
+    other = text.replace("policy: rar", "ps: [h16], policy: atp").replace(
+        "iterations: 2}", "iterations: 2}\n  - {name: k, gradient_size: 1MB, workers: [h15, h16], ps: [h1], "
+                          "iterations: 1}").replace(f"workers: [{ALL_HOSTS}]", "workers: [h1, h2, h3]")
+    with pytest.raises(ScenarioError, match="jobs.1.workers.1: host 'h16' already serves j as ps"):
+        parse_scenario(other)

@@ -135,9 +135,11 @@ def test_set_override_is_validated_like_the_file():
         parse(BASE, ["scale=2"])
 
 
-def test_host_serving_two_roles_is_rejected():
-    err = error_of(BASE.replace("ps: ps", "ps: w1"))
-    assert err.field == "jobs.0.ps.0" and "already serves" in err.message
+def test_host_serving_two_roles_is_rejected_but_a_ps_on_its_own_jobs_worker():
+    err = error_of(BASE + "  - {name: b, workers: [ps, w2], ps: w1}\n")
+    assert err.field == "jobs.1.workers.0" and "already serves" in err.message
+    colocated = parse(BASE.replace("ps: ps", "ps: w1"))       # Rina §VI-A4's co-located PS (simulated only)
+    assert colocated.jobs[0].ps == ["w1"] and "w1" in colocated.jobs[0].workers
 
 
 def test_impairment_on_a_missing_link():
