@@ -46,6 +46,7 @@ from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.events import EventLog, InjectionScheduler, htb_rate_argv
 from testbed.emulation.network import build_network, mininet_log_to, neighbor_argv, run_in, stop_network
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
+from testbed.emulation.progress import Progress, line_count
 from testbed.emulation.stall import StallWatch, diagnose, stall_bound_s
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded,
                                      stop_process)
@@ -81,13 +82,6 @@ def run_status(error) -> str:
     if isinstance(error, RunStalled):
         return "stalled"
     return "interrupted" if isinstance(error, KeyboardInterrupt) else "failed"
-
-
-def _line_count(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except OSError:
-        return 0
 
 
 @dataclass
@@ -217,43 +211,6 @@ def package_versions() -> dict:
 def _port_interface(topo, switch: str, link) -> str:
     """The name of the interface of ``switch``'s port on ``link`` (in the root namespace)."""
     return f"{switch}-eth{topo.port(switch, link)}"
-
-
-class Progress:
-    """One status line per change (or a rewriting line on a terminal)."""
-
-    def __init__(self, scenario, run_dir: Path, stream=sys.stderr):
-        self.scenario = scenario
-        self.records = run_dir / "records"
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.t0 = time.monotonic()
-        self.last_line = ""
-        self.last_state = ""
-        self.last_print = 0.0
-
-    def _count(self, node):
-        return _line_count(self.records / f"{node}.jsonl")
-
-    def update(self, ps_rate_bps: float):
-        parts = []
-        for job in self.scenario.jobs:
-            done = min(self._count(agent) for agent in job.completion_agents)
-            parts.append(f"{job.name} ({job.policy}) iteration {done}/{job.iterations}")
-        state = ", ".join(parts)
-        line = f"[{time.monotonic() - self.t0:6.1f}s] {state}, PS ingress {ps_rate_bps / 1e6:.1f} Mb/s"
-        now = time.monotonic()
-        if self.tty:
-            self.stream.write("\r" + line.ljust(len(self.last_line)))
-            self.stream.flush()
-        elif state != self.last_state or now - self.last_print > 10:
-            self.stream.write(line + "\n")
-            self.last_print = now
-        self.last_line, self.last_state = line, state
-
-    def finish(self):
-        if self.tty and self.last_line:
-            self.stream.write("\n")
 
 
 def write_inputs(run_dir: Path, scenario, policy, plan, target: str):
@@ -572,7 +529,7 @@ class Run:
 
     def _progress_marker(self):
         records = self.run_dir / "records"
-        return tuple(_line_count(records / f"{name}.jsonl") for name in sorted(self.agents))
+        return tuple(line_count(records / f"{name}.jsonl") for name in sorted(self.agents))
 
     def _diagnose_stall(self, watch, counters_at_progress):
         """Write ``diagnosis.json`` and return the one-line reason (testbed.emulation.stall.diagnose)."""

@@ -1,0 +1,61 @@
+"""The run's progress line: each job's completed iterations and the rate into its PSs, as the run goes.
+
+On a terminal one line is rewritten in place; otherwise a line is written
+when a job completes an iteration, or every 10 s while nothing changes, so
+logs stay short. Completions are counted from the agents' records
+(``records/<agent>.jsonl``, one line per iteration).
+"""
+
+import sys
+import time
+from pathlib import Path
+
+
+def line_count(path: Path) -> int:
+    """Lines in ``path`` (0 while it does not exist)."""
+    try:
+        return path.read_bytes().count(b"\n")
+    except OSError:
+        return 0
+
+
+class Progress:
+    """One status line per change (or a rewriting line on a terminal)."""
+
+    def __init__(self, scenario, run_dir: Path, stream=sys.stderr):
+        self.scenario = scenario
+        self.records = run_dir / "records"
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.t0 = time.monotonic()
+        self.last_line = ""
+        self.last_state = ""
+        self.last_print = 0.0
+        self.with_ps = any(job.ps for job in scenario.jobs)     # ring all-reduce jobs have none
+
+    def _count(self, node):
+        return line_count(self.records / f"{node}.jsonl")
+
+    def update(self, ps_rate_bps: float):
+        """Each job's completed iterations (its slowest completion agent's records) and, when a job has a PS,
+        the rate into the PSs' ports."""
+        parts = []
+        for job in self.scenario.jobs:
+            done = min(self._count(agent) for agent in job.completion_agents)
+            parts.append(f"{job.name} ({job.policy}) iteration {done}/{job.iterations}")
+        state = ", ".join(parts)
+        line = f"[{time.monotonic() - self.t0:6.1f}s] {state}"
+        if self.with_ps:
+            line += f", PS ingress {ps_rate_bps / 1e6:.1f} Mb/s"
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write("\r" + line.ljust(len(self.last_line)))
+            self.stream.flush()
+        elif state != self.last_state or now - self.last_print > 10:
+            self.stream.write(line + "\n")
+            self.last_print = now
+        self.last_line, self.last_state = line, state
+
+    def finish(self):
+        if self.tty and self.last_line:
+            self.stream.write("\n")
