@@ -147,7 +147,7 @@ class FragmentModel:
                 for seq, g in in_seq_order:
                     packet = Packet(name, w, jp.first_hop[w][g], g, seq, 1, frozenset([w]))
                     nodes = self.routes.walk(w, packet.dst)
-                    arrive(clock + 1, nodes[1], packet)
+                    arrive(clock + 1, nodes[1] if len(nodes) > 1 else w, packet)   # a PS on w's own host: w
                     clock += 1
                     sent[name] = sent.get(name, 0) + 1
 

@@ -150,6 +150,13 @@ def test_a_ps_may_share_a_host_with_one_of_its_jobs_workers_in_the_simulator():
     scenario = parse_scenario(text.replace("policy: rar", "ps: [h16], policy: atp"))
     assert scenario.jobs[0].ps == ["h16"] and "h16" in scenario.jobs[0].workers
     assert evaluate(scenario, compute_policy(scenario))["jobs"]["j"]["comm_time_s"] > 0
+    counts = {}
+    for events in (10 ** 9, 0):                    # the event-driven fragment model and the analytic one agree
+        small = parse_scenario(text.replace("policy: rar", "ps: [h16], policy: atp").replace("98MB", "1MB")
+                               + f"simulation: {{max_fragment_events: {events}}}\n")
+        result = evaluate(small, compute_policy(small))
+        counts[result["fragment_model"].split()[0]] = result["ps_ingress_fragments"]
+    assert len(set(counts.values())) == 1 and set(counts) == {"event", "analytic"}
     limits = emulation_limits(scenario)
     assert len(limits) > 0 and any("jobs.0.ps.0: PS h16 is also a worker of the job" in line for line in limits)
     other = text.replace("policy: rar", "ps: [h16], policy: atp").replace(
