@@ -164,3 +164,13 @@ def test_a_ps_may_share_a_host_with_one_of_its_jobs_workers_in_the_simulator():
                           "iterations: 1}").replace(f"workers: [{ALL_HOSTS}]", "workers: [h1, h2, h3]")
     with pytest.raises(ScenarioError, match="jobs.1.workers.1: host 'h16' already serves j as ps"):
         parse_scenario(other)
+
+
+def test_a_colocated_ps_sends_no_result_back_over_its_own_link():
+    text = (RINA_RACKS % "w1, w2, w3, w4").replace("switches: [t1, {name: t2, programmable: false}]",
+                                                   "switches: [t1, t2]\n  result_multicast: all")
+    scenario = parse_scenario(text.replace("policy: rina", "ps: [w4], policy: atp"))
+    result = evaluate(scenario, compute_policy(scenario))
+    # t2 aggregates w3 with t1's aggregate and sends one stream to the PS on w4; the RESULTs go out over
+    # w4's link and back to w1-w3 only, so every worker sends at the link's rate.
+    assert result["min_sending_rate_bps"] == pytest.approx(1e9, rel=1e-9)
