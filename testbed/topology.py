@@ -364,6 +364,28 @@ def with_host_link_rates(topo: Topology, range_bps, seed: int) -> Topology:
     return topo
 
 
+def route_tree(routes: DefaultRoutes, sources, root: str) -> tuple:
+    """The tree the default routes from ``sources`` to ``root`` form: ({node: its children}, the sources
+    that do not reach ``root``)."""
+    children, unreachable = defaultdict(set), []
+    for source in sources:
+        path = routes.path(source, root)
+        if path is None:
+            unreachable.append(source)
+            continue
+        for child, parent in zip(path, path[1:]):
+            children[parent].add(child)
+    return children, unreachable
+
+
+def streams_up(children: dict, node: str, sources, aggregating) -> int:
+    """The streams ``node`` sends toward the root of a :func:`route_tree`: its own if it is one of the
+    ``sources``, and those from below, merged into one where ``node`` is ``aggregating`` (an INA switch
+    sends one aggregate, whatever it receives: Rina §III-B's Lemma 2)."""
+    below = sum(streams_up(children, c, sources, aggregating) for c in children.get(node, ()))
+    return (node in sources) + (min(1, below) if node in aggregating else below)
+
+
 def incremental_order(topo: Topology, workers) -> list:
     """Every switch, in the order Rina §IV-D replaces them with INA switches for ``workers`` (host names,
     the first one the root): first the ToRs (switches with workers attached), the most workers first;
@@ -375,24 +397,10 @@ def incremental_order(topo: Topology, workers) -> list:
     workers = [w for w in dict.fromkeys(workers) if w in topo.nodes and topo.nodes[w].kind == "host"]
     attached = Counter(topo.neighbor(w, topo.host_link(w)) for w in workers)
     order = sorted(attached, key=lambda sw: (-attached[sw], sw))
-    children = defaultdict(set)
-    if workers:
-        routes = DefaultRoutes(topo)
-        for w in workers[1:]:
-            path = routes.path(w, workers[0])
-            for child, parent in zip(path or (), (path or ())[1:]):
-                children[parent].add(child)
-    chosen = set(order)
-
-    def members(node) -> int:
-        """Effective workers at or below ``node``: a worker or an INA switch with workers below is one."""
-        below = sum(members(c) for c in children.get(node, ()))
-        if node in workers:
-            return 1 + below
-        return min(1, below) if node in chosen else below
-
+    children = route_tree(DefaultRoutes(topo), workers[1:], workers[0])[0] if workers else {}
+    sources, chosen = set(workers), set(order)
     while True:
-        candidates = [(members(sw), sw) for sw in sorted(children)
+        candidates = [(streams_up(children, sw, sources, chosen), sw) for sw in sorted(children)
                       if sw not in chosen and topo.nodes[sw].kind == "switch"]
         candidates = [(m, sw) for m, sw in candidates if m > 0]
         if not candidates:

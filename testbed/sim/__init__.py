@@ -186,8 +186,7 @@ def _ring_job(scenario, policy, jp, job, routes, rates) -> dict:
     comm_time_s, sending_s = 0.0, {w: 0.0 for w in job.workers}
     phases = ring_phases(job, jp, scenario.switch.lanes)
     for index, phase in enumerate(phases):
-        phase_rates = rates if index == 0 else \
-            FluidModel(scenario, policy, routes, ring_phase={job.name: index}).max_min_rates()[0]
+        phase_rates = _phase_rates(scenario, policy, routes, job, index, rates)
         slowest_s = 0.0
         for w, peer, fragments in zip(job.workers, phase.peers, phase.fragments):
             if phase_rates[w] <= 0:
@@ -202,6 +201,14 @@ def _ring_job(scenario, policy, jp, job, routes, rates) -> dict:
     sent_bits = {w: sum(p.fragments[r] for p in phases) * 8 * frame_bytes for r, w in enumerate(job.workers)}
     return _ring_result(jp, job, _ring_sent(phases), frame_bytes,
                         min(sent_bits[w] / sending_s[w] for w in job.workers), comm_time_s)
+
+
+def _phase_rates(scenario, policy, routes, job, index: int, rates: dict) -> dict:
+    """Every worker's rate while ring job ``job`` is in its phase ``index``, the other jobs as ever: the
+    evaluation's own ``rates`` for the first phase (the one a FluidModel rates by default)."""
+    if index == 0:
+        return rates
+    return FluidModel(scenario, policy, routes, ring_phase={job.name: index}).max_min_rates()[0]
 
 
 def _ring_sent(phases) -> int:
@@ -226,9 +233,8 @@ def _rina_job(scenario, policy, jp, job, routes, rates) -> dict:
     headers = 2 if any(m["tor"] for m in members) else 0
     step_s = 8 * (frame_bytes + header_bytes * (1 + headers)) / slowest_link_bps + step_delay_s
     sent = steps * chunk * (len(job.workers) + len(members))
-    phase_rates_bps = [min((rates if index == 0 else FluidModel(
-        scenario, policy, routes, ring_phase={job.name: index}).max_min_rates()[0])[w] for w in job.workers)
-        for index in range(len(RINA_PHASES))]
+    phase_rates_bps = [min(_phase_rates(scenario, policy, routes, job, index, rates)[w] for w in job.workers)
+                       for index in range(len(RINA_PHASES))]
     if min(phase_rates_bps) <= 0:
         return _ring_result(jp, job, sent, frame_bytes, 0.0, float("inf"))
     comm_time_s = sum(steps * (chunk * 8 * frame_bytes / rate_bps + step_s) for rate_bps in phase_rates_bps)

@@ -19,35 +19,17 @@ workers below sends one; a regular switch forwards every stream it gets).
 :func:`bom_rate_bps` is pure.
 """
 
-from collections import defaultdict
-
-from testbed.topology import DefaultRoutes
+from testbed.topology import DefaultRoutes, route_tree, streams_up
 
 
 def bom_rate_bps(topology, workers, ps: str, ina_switches) -> float:
     """The rate every worker of a synchronous PS-based INA job sends at under BOM (bits per second), on
     ``topology`` with ``workers`` (host names) sending to ``ps`` and ``ina_switches`` aggregating."""
-    routes = DefaultRoutes(topology)
+    workers = set(workers)
+    children, unreachable = route_tree(DefaultRoutes(topology), sorted(workers), ps)
+    if unreachable:
+        raise ValueError(f"worker {unreachable[0]} does not reach PS {ps}")
     ina = set(ina_switches)
-    workers = list(dict.fromkeys(workers))
-    children = defaultdict(set)
-    for w in workers:
-        path = routes.path(w, ps)
-        if path is None:
-            raise ValueError(f"worker {w} does not reach PS {ps}")
-        for child, parent in zip(path, path[1:]):
-            children[parent].add(child)
-
-    def streams(node) -> int:
-        """Streams ``node`` sends toward the PS."""
-        if node in workers:
-            return 1
-        below = sum(streams(c) for c in children.get(node, ()))
-        return min(1, below) if node in ina else below
-
     capacity = topology.capacity_bps()
-    rate = float("inf")
-    for parent, kids in children.items():
-        for child in kids:
-            rate = min(rate, capacity[(child, parent)] / streams(child))
-    return rate
+    return min((capacity[(child, parent)] / streams_up(children, child, workers, ina)
+                for parent, kids in children.items() for child in kids), default=float("inf"))
