@@ -285,7 +285,7 @@ class Run:
                 stack.enter_context(mininet_log_to(self.run_dir / "logs" / "mininet.log"))
                 for line in cleanup_stale():
                     self.say(f"leftovers of an earlier run: {line}")
-                clashes = [i for i in self._switch_interface_names() if Path(f"/sys/class/net/{i}").exists()]
+                clashes = [i for i in self._switch_ports() if Path(f"/sys/class/net/{i}").exists()]
                 if clashes:
                     raise EmulationError(f"interfaces {', '.join(clashes[:4])} already exist and were not created "
                                          f"by a run of this tool; remove them (ip link del NAME) before running")
@@ -336,9 +336,6 @@ class Run:
         """Every switch port's interface name (``<switch>-eth<port>``) -> its link."""
         topo = self.scenario.topology
         return {_port_interface(topo, sw.name, link): link for sw in topo.switches() for link in topo.links_of(sw.name)}
-
-    def _switch_interface_names(self):
-        return list(self._switch_ports())
 
     # -- the emulated part ---------------------------------------------------------
     def _emulate(self, plan):
