@@ -1,17 +1,23 @@
-"""Packet-budget estimate of a scenario (DESIGN.md "Scale and the packet budget").
+"""The packet budget of a scenario on this machine, and the time dilation that keeps a run inside it.
 
 At 1/1000 scale a 100 Gb/s link is 100 Mb/s, about 37k INA frames/s:
-beyond what a Python or bmv2 switch moves on 2 cores. The estimate: every
-switch port toward a link carries at most that link's rate in INA frames;
-a switch's peak is what its ingress ports can deliver, capped by the rate
-the workers and PSs can inject. When it exceeds the target's measured budget
-the run would measure the machine, not the scheme, so ``inatb validate``
-warns.
+beyond what a Python or bmv2 switch moves on 2 cores, and a run whose
+switches or agents cannot keep up measures the machine, not the scheme.
+:func:`packet_budget` predicts each switch's and agent's packet rate while
+its job communicates (the flow-level model's rates) and weighs them against
+what each process moves per second in a run and what the machine's cores
+move together (:class:`PacketBudget`); ``time_dilation: auto`` takes the
+smallest whole N that fits (testbed/dilation.py runs the emulation N times
+slower), and ``inatb validate`` prints that N, the budget that binds and the
+expected wall time, and warns when an explicit N does not fit. The
+prediction errs on the slow side (every worker at its job's rate at once);
+what a run measured decides its ``distorted`` mark.
 """
 
+import math
+import os
 import shutil
-
-from testbed.dataplane.wire import ina_frame_bytes
+from dataclasses import dataclass
 
 #: Packets/s per switch that keep a run link-bound (README "Switch speed, side by side",
 #: benchmarks/bench_pyswitch.py): a pyswitch process alone takes ~34k contributions/s and forwards ~104k
@@ -19,6 +25,17 @@ from testbed.dataplane.wire import ina_frame_bytes
 #: other switches; bmv2 (simple_switch 1.15.5, logging macros off) takes ~2.5k contributions/s and
 #: forwards ~19k packets/s without loss, so its budget is its lossless aggregation rate.
 TARGET_BUDGET_PPS = {"pyswitch": 20000.0, "bmv2": 2500.0}
+#: Packets/s (sent plus received) one worker or PS agent keeps up with in a run.
+AGENT_BUDGET_PPS = 20000.0
+#: What a packet costs, as packets per CPU-second, when the planner adds up the machine: the marginal cost
+#: measured in runs (README "Time dilation": CPU seconds of a 25-iteration run less a 5-iteration one, per
+#: packet handled): pyswitch 45k ingress packets, a worker 47k and a PS 40k packets sent plus received;
+#: bmv2 its benchmark's lossless aggregation rate.
+SWITCH_CORE_PPS = {"pyswitch": 45000.0, "bmv2": 2509.0}
+AGENT_CORE_PPS = 40000.0
+#: The share of the machine's cores the switches and agents may keep busy together; the rest is the
+#: kernel's (veths, htb, UDP sockets) and the run's own monitors.
+USABLE_CORE_SHARE = 0.8
 
 
 def resolve_target(requested: str) -> str:
@@ -29,29 +46,94 @@ def resolve_target(requested: str) -> str:
     return "bmv2" if shutil.which("simple_switch") and shutil.which("p4c") else "pyswitch"
 
 
-def peak_pps_per_switch(scenario) -> dict:
-    topo = scenario.topology
-    frame_bits = 8 * ina_frame_bytes(scenario.switch.lanes)
-    active = {h for job in scenario.jobs for h in job.workers + job.ps}
-    injected_pps = sum(topo.host_link(h).rate_bps for h in active) / frame_bits
-    peaks = {}
-    for sw in topo.switches():
-        ingress = 0.0
-        for link in topo.links_of(sw.name):
-            other = topo.neighbor(sw.name, link)
-            if topo.nodes[other].kind == "host" and other not in active:
-                continue
-            ingress += link.rate_bps / frame_bits
-        peaks[sw.name] = min(ingress, injected_pps)
-    return peaks
+@dataclass
+class PacketBudget:
+    """What a scenario asks of this machine's CPU, and the time dilation that keeps it link-bound.
+
+    ``switch_pps`` and ``agent_pps``: packets per second each switch takes in and each worker or PS agent
+    sends plus receives while its job communicates, at time dilation 1 (the fluid model's rates,
+    :func:`testbed.sim.node_packet_rates`). Time dilation N divides them all by N. Three budgets bound
+    them: the busiest switch at most its target's ``TARGET_BUDGET_PPS``, every agent at most
+    ``AGENT_BUDGET_PPS``, and all of them together, each packet costing a core's share by
+    ``SWITCH_CORE_PPS`` / ``AGENT_CORE_PPS``, at most ``USABLE_CORE_SHARE`` of the machine's cores.
+    """
+    target: str
+    cores: int
+    switch_pps: dict
+    agent_pps: dict
+
+    def needs(self) -> dict:
+        """Each budget (as a phrase) -> the time dilation it alone needs."""
+        needs = {}
+        if self.switch_pps:
+            sw = max(self.switch_pps, key=self.switch_pps.get)
+            needs[f"switch {sw} ({self.switch_pps[sw]:,.0f} packets/s at time dilation 1, {self.target} budget "
+                  f"{TARGET_BUDGET_PPS[self.target]:,.0f}/s)"] = self.switch_pps[sw] / TARGET_BUDGET_PPS[self.target]
+        if self.agent_pps:
+            agent = max(self.agent_pps, key=self.agent_pps.get)
+            needs[f"agent {agent} ({self.agent_pps[agent]:,.0f} packets/s at time dilation 1, budget "
+                  f"{AGENT_BUDGET_PPS:,.0f}/s)"] = self.agent_pps[agent] / AGENT_BUDGET_PPS
+        cores = sum(self.switch_pps.values()) / SWITCH_CORE_PPS[self.target] + \
+            sum(self.agent_pps.values()) / AGENT_CORE_PPS
+        needs[f"the machine ({cores:.1f} cores' work at time dilation 1, {USABLE_CORE_SHARE:.0%} of "
+              f"{self.cores} cores usable)"] = cores / (USABLE_CORE_SHARE * self.cores)
+        return needs
+
+    def needed(self) -> float:
+        """The smallest time dilation (>= 1) inside every budget."""
+        return max([1.0, *self.needs().values()])
+
+    def auto_factor(self) -> float:
+        """``time_dilation: auto``: the smallest whole N inside every budget."""
+        return float(math.ceil(self.needed() - 1e-9))
+
+    def binding(self) -> str:
+        needs = self.needs()
+        return max(needs, key=needs.get)
+
+    def warnings(self, factor: float) -> list:
+        """One line per budget that time dilation ``factor`` leaves exceeded."""
+        return [f"{what} needs time dilation {need:.1f}, the run uses {factor:g}: its figures would be CPU-bound; "
+                f"set time_dilation (auto picks the smallest that fits) or lower scale"
+                for what, need in self.needs().items() if need > factor * (1 + 1e-9)]
+
+    def to_dict(self, factor: float) -> dict:
+        return {"target": self.target, "cores": self.cores, "time_dilation": factor,
+                "needed_time_dilation": round(self.needed(), 2), "binding": self.binding(),
+                "switch_pps": {k: round(v) for k, v in sorted(self.switch_pps.items())},
+                "agent_pps": {k: round(v) for k, v in sorted(self.agent_pps.items())},
+                "warnings": self.warnings(factor)}
 
 
-def budget_warnings(scenario, target: str) -> list:
-    target = resolve_target(target)
-    budget = TARGET_BUDGET_PPS[target]
-    warnings = []
-    for sw, pps in sorted(peak_pps_per_switch(scenario).items()):
-        if pps > budget:
-            warnings.append(f"switch {sw} may see up to {pps:,.0f} packets/s, beyond the {target} budget of "
-                            f"{budget:,.0f}/s: results would be CPU-bound; lower scale (now {scenario.scale:g})")
-    return warnings
+def packet_budget(scenario, target: str, policy=None, cores: int = None) -> PacketBudget:
+    """The scenario's :class:`PacketBudget` on ``target`` (``auto`` resolved as ``inatb run`` does) under
+    ``policy`` (computed when not given), on ``cores`` (this machine's by default)."""
+    from testbed import sim
+    from testbed.policy import compute_policy
+    rates = sim.node_packet_rates(scenario, policy or compute_policy(scenario))
+    agents = {h for job in scenario.jobs for h in list(job.workers) + list(job.ps)}
+    return PacketBudget(resolve_target(target), cores or os.cpu_count() or 1,
+                        {n: pps for n, pps in rates.items() if scenario.topology.nodes[n].kind == "switch"},
+                        {n: pps for n, pps in rates.items() if n in agents})
+
+
+def dilation_factor(scenario, budget: PacketBudget) -> float:
+    """The N a run uses: the scenario's number, or the budget's for ``auto``."""
+    from testbed.scenario import AUTO_DILATION
+    if scenario.time_dilation == AUTO_DILATION:
+        return budget.auto_factor()
+    return float(scenario.time_dilation)
+
+
+def expected_wall_s(scenario, simulation: dict, factor: float) -> float:
+    """The wall time a run's iterations take at dilation ``factor``, from the simulator's communication times
+    (``sim.evaluate``): per job its start plus, per iteration, compute time, mean straggler delay and
+    communication; the slowest job, times ``factor``. Set-up and teardown come on top."""
+    longest = 0.0
+    for job in scenario.jobs:
+        delays = [d for d in scenario.stragglers.compute_delays if set(d.workers) & set(job.workers)]
+        delay_s = max((d.value_s if d.distribution == "fixed" else d.mean_s if d.distribution == "normal"
+                       else (d.low_s + d.high_s) / 2 for d in delays), default=0.0)
+        comm_s = simulation["jobs"][job.name].get("comm_time_s") or 0.0
+        longest = max(longest, job.start_s + job.iterations * (job.compute_time_s + delay_s + comm_s))
+    return longest * factor

@@ -18,9 +18,15 @@ def _load(args):
 
 
 def cmd_validate(args) -> int:
-    """Valid for ``inatb run``: resolves, and nothing in ``emulation_limits`` stops a run (else one line, exit 2)."""
-    from testbed.budget import budget_warnings, peak_pps_per_switch
-    from testbed.scenario import require_emulable
+    """Valid for ``inatb run``: resolves, and nothing in ``emulation_limits`` stops a run (else one line, exit 2).
+    Prints the packet budget's prediction: the busiest switch, the time dilation (the scenario's, or the one
+    ``auto`` picks, with the budget that binds), the expected wall time under dilation, and a warning per
+    budget the run's time dilation leaves exceeded."""
+    from testbed import sim
+    from testbed.budget import dilation_factor, expected_wall_s, packet_budget
+    from testbed.dilation import network_scenario
+    from testbed.policy import compute_policy
+    from testbed.scenario import AUTO_DILATION, require_emulable
     scenario = _load(args)
     require_emulable(scenario)
     topo = scenario.topology
@@ -29,10 +35,20 @@ def cmd_validate(args) -> int:
           f"{len(scenario.jobs)} job(s): " + ", ".join(
               f"{j.name} {j.policy} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
               f"{j.iterations} it" for j in scenario.jobs) + ")")
-    peaks = peak_pps_per_switch(scenario)
-    busiest = max(peaks, key=peaks.get)
-    print(f"busiest switch {busiest}: up to {peaks[busiest]:,.0f} packets/s")
-    for warning in budget_warnings(scenario, scenario.target):
+    policy = compute_policy(scenario)
+    budget = packet_budget(scenario, scenario.target, policy)
+    busiest = max(budget.switch_pps, key=budget.switch_pps.get)
+    print(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs communicate "
+          f"({budget.target})")
+    factor = dilation_factor(scenario, budget)
+    if scenario.time_dilation == AUTO_DILATION:
+        print(f"time_dilation auto: {factor:g} (the tightest budget: {budget.binding()})")
+    if factor != 1:
+        require_emulable(network_scenario(scenario, factor))
+        virtual_s = expected_wall_s(scenario, sim.evaluate(scenario, policy), 1.0)
+        print(f"time dilation {factor:g}: the iterations take about {virtual_s * factor:,.1f} s of wall time "
+              f"({virtual_s:,.2f} s of virtual time, as the simulator predicts), plus the network's set-up")
+    for warning in budget.warnings(factor):
         print(f"warning: {warning}")
     return 0
 

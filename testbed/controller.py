@@ -86,7 +86,10 @@ class ControlPlan:
     host_neighbors: list = field(default_factory=list)  # (host, address, MAC): static neighbours beyond nodes
 
 
-def plan(scenario, policy) -> ControlPlan:
+def plan(scenario, policy, time_dilation: float = 1.0) -> ControlPlan:
+    """The switches' and agents' configs of ``scenario`` under ``policy``. Under a ``time_dilation`` N
+    (testbed/dilation.py) the switches shape their ports and meter aggregation N times slower, and every
+    agent gets N with its virtual times (its clock runs N times slower)."""
     topo = scenario.topology
     routes = DefaultRoutes(topo)
     result = ControlPlan()
@@ -100,8 +103,8 @@ def plan(scenario, policy) -> ControlPlan:
     _result_releases(scenario, policy, result)
     _result_multicast(scenario, routes, policy, result)
     _pa_atp(scenario, routes, policy, result)
-    _ports(scenario, result)
-    _agents(scenario, routes, policy, result)
+    _ports(scenario, result, time_dilation)
+    _agents(scenario, routes, policy, result, time_dilation)
     _validate(scenario, result)
     return result
 
@@ -380,13 +383,13 @@ def _pa_atp(scenario, routes, policy, result):
                                       for port in sorted(topo.port(sw, link) for link in topo.links_of(sw)))
 
 
-def _ports(scenario, result):
+def _ports(scenario, result, time_dilation: float = 1.0):
     topo, settings = scenario.topology, scenario.switch
     for link in topo.links:
         for end in (link.a, link.b):
             if topo.nodes[end].kind == "switch":
                 result.switches[end].port_shaping.append(
-                    PortShaping(topo.port(end, link), link.rate_bps, settings.queue_depth_pkts))
+                    PortShaping(topo.port(end, link), link.rate_bps / time_dilation, settings.queue_depth_pkts))
     for k, imp in enumerate(scenario.impairments):
         for link in topo.links:
             if imp.link != ("*", "*") and {link.a, link.b} != set(imp.link):
@@ -398,7 +401,7 @@ def _ports(scenario, result):
                         port, imp.drop, imp.duplicate, imp.reorder, seed=scenario.seed * 7919 + link.index * 31 + k))
     for config in result.switches.values():
         if settings.aggregation_capacity_bps > 0:
-            ops = settings.aggregation_capacity_bps / (settings.lanes * 32)
+            ops = settings.aggregation_capacity_bps / time_dilation / (settings.lanes * 32)
             config.meter_rates.append(("agg_capacity", 0, ops, CAPACITY_BURST_OPS))
         if settings.ecn_threshold_pkts:
             config.register_writes.append(("ecn_threshold", 0, settings.ecn_threshold_pkts))
@@ -484,7 +487,7 @@ def _rates_to_ps(scenario, routes, job, worker) -> list:
     return [link_rates_along(rates, routes.path(worker, ps)) for ps in job.ps]
 
 
-def _agents(scenario, routes, policy, result):
+def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
     topo, lanes = scenario.topology, scenario.switch.lanes
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
@@ -494,7 +497,8 @@ def _agents(scenario, routes, policy, result):
                       scale_bits=job.scale_bits, gradient_bound=job.gradient_bound, total_workers=len(job.workers),
                       total_fragments=total, layout=list(zip(job.submodel_elements, fragments)),
                       retransmit_timeout_s=job.retransmit_timeout_s,
-                      deadline_s=scenario.run_timeout_s)
+                      deadline_s=scenario.run_timeout_s, ready_timeout_s=scenario.run_timeout_s * time_dilation,
+                      time_dilation=time_dilation)
 
         if job.is_ring:
             _ring_agents(scenario, job, jp, common, result)

@@ -31,6 +31,9 @@ from testbed.errors import ScenarioError, TopologyError, UnitError, brief_repr a
 from testbed.units import parse_duration_s, parse_rate_bps, parse_size_bytes
 
 SCENARIO_VERSION = 1
+#: ``time_dilation: N | auto`` (testbed/dilation.py): the emulation runs N times slower and reports virtual time.
+AUTO_DILATION = "auto"
+MAX_TIME_DILATION = 1000.0
 TARGETS = ("auto", "pyswitch", "bmv2")
 TOPOLOGY_KINDS = ("explicit", "dumbbell", "leaf-spine", "fat-tree", "dragonfly", "goat-testbed")
 #: Every control-plane scheme; ``testbed/policy`` registers one function per name.
@@ -93,8 +96,8 @@ HTB_MAX_RATE_BPS = 1000e6
 HTB_MIN_RATE_BPS = 1e3
 
 # Allowed keys per section (a key not listed is an error naming the allowed ones).
-TOP_KEYS = {"version", "name", "description", "seed", "scale", "target", "run_timeout", "topology", "switch",
-            "jobs", "impairments", "metrics", "background", "stragglers", "simulation"}
+TOP_KEYS = {"version", "name", "description", "seed", "scale", "time_dilation", "target", "run_timeout", "topology",
+            "switch", "jobs", "impairments", "metrics", "background", "stragglers", "simulation"}
 _TOPOLOGY_COMMON_KEYS = {"kind", "link_rate", "programmable", "result_multicast"}
 TOPOLOGY_KEYS = {
     "explicit": _TOPOLOGY_COMMON_KEYS | {"switches", "hosts", "links", "pinned_paths"},
@@ -296,6 +299,9 @@ class Scenario:
     stragglers: StragglerSpec = field(default_factory=StragglerSpec)
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
     lines: dict = field(default_factory=dict)              # field path -> line in ``source`` (for messages)
+    #: N >= 1 (the emulation runs N times slower; every reported time is virtual: testbed/dilation.py), or
+    #: ``AUTO_DILATION``: the smallest N the packet budget allows (testbed.budget.plan_dilation).
+    time_dilation: object = 1.0
 
 
 # --- YAML with line numbers ------------------------------------------------------
@@ -721,6 +727,12 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
     scale = c.number(doc.get("scale", 1.0), "scale", 0, 1, low_open=True)
     target = c.choice(doc.get("target", "auto"), "target", TARGETS)
     run_timeout_s = c.duration_s(doc.get("run_timeout", "600s"), "run_timeout", allow_zero=False)
+    dilation = doc.get("time_dilation", 1.0)
+    if dilation != AUTO_DILATION:
+        if isinstance(dilation, str):
+            c.fail("time_dilation", f"expected a number in [1, {MAX_TIME_DILATION:g}] or {AUTO_DILATION}, "
+                                    f"got {_brief(dilation)}")
+        dilation = c.number(dilation, "time_dilation", 1, MAX_TIME_DILATION)
 
     topo = _resolve_topology(c, doc["topology"], scale, seed, _listed_workers(doc.get("jobs")))
     switch = _resolve_switch(c, _section(c, doc, "switch"), scale)
@@ -738,7 +750,7 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
         topo = topology.with_host_link_rates(topo, stragglers.heterogeneous_range_bps, seed)
     simulation = _resolve_simulation(c, _section(c, doc, "simulation"), jobs)
     return Scenario(name, source, seed, scale, target, run_timeout_s, topo, switch, jobs, impairments, metrics,
-                    doc, description, background, stragglers, simulation, lines=lines)
+                    doc, description, background, stragglers, simulation, lines=lines, time_dilation=dilation)
 
 
 def _listed_workers(jobs) -> list:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from testbed.dataplane.wire import FRAME_OVERHEAD_BYTES, INA_UDP_PORT
+from testbed.dilation import virtual_epoch_s
 
 SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
@@ -77,15 +78,49 @@ class RecordWriter:
         self._file.close()
 
 
+class AgentClock:
+    """An agent's time under the scenario's ``time_dilation`` N (testbed/dilation.py).
+
+    The network around the agent runs N times slower, so the agent keeps every duration virtual (compute
+    time, straggler delays, its job's start, its transport's timers and pacing) and reads time on a clock N
+    times slower: ``now_s`` is monotonic virtual seconds, a wait of t virtual seconds takes N t wall
+    seconds (:meth:`wall_s`), and what it records (durations, rates, instants) is in virtual time. At
+    N = 1 it is the wall clock.
+    """
+
+    def __init__(self, factor: float = 1.0, start_epoch_s: float = 0.0):
+        self.factor = float(factor)
+        self.start_epoch_s = start_epoch_s     # the run's common start (wall epoch seconds)
+
+    def now_s(self) -> float:
+        return time.monotonic() / self.factor
+
+    def wall_s(self, virtual_s: float) -> float:
+        """How long ``virtual_s`` virtual seconds last on the wall clock (0 for a negative span)."""
+        return max(0.0, virtual_s) * self.factor
+
+    def sleep(self, virtual_s: float):
+        if virtual_s > 0:
+            time.sleep(virtual_s * self.factor)
+
+    def epoch_s(self) -> float:
+        """Now, as an epoch instant of virtual time (the run's start is the same instant in both)."""
+        return virtual_epoch_s(time.time(), self.start_epoch_s, self.factor)
+
+    def until_s(self, offset_s: float) -> float:
+        """Virtual seconds from now until ``offset_s`` virtual seconds after the run's start (may be < 0)."""
+        return offset_s - (time.time() - self.start_epoch_s) / self.factor
+
+
 @contextlib.contextmanager
 def agent_session(config, port: int = INA_UDP_PORT):
-    """The endpoint (on ``port``), record file and start time (epoch seconds) of an agent, after the common
-    start signal; closed on exit."""
+    """The endpoint (on ``port``), record file and clock (:class:`AgentClock`, started at the run's common
+    start) of an agent, after the common start signal; closed on exit."""
     sock = open_endpoint(config.ip, port)
     records = RecordWriter(config.run_dir, config.name)
     try:
-        start_epoch_s = announce_ready_and_wait(config.run_dir, config.name, config.deadline_s)
-        yield sock, records, start_epoch_s
+        start_epoch_s = announce_ready_and_wait(config.run_dir, config.name, config.ready_timeout_s)
+        yield sock, records, AgentClock(config.time_dilation, start_epoch_s)
     finally:
         records.close()
         sock.close()

@@ -61,7 +61,9 @@ class AgentConfig:
     link_rate_bps: float = 0.0           # worker: its host link (pacing); 0 = unpaced
     first_result_timeout_s: float = 1.0  # worker: wait for the first RESULT of an iteration (stragglers)
     run_dir: str = ""        # records, ready and go files live here
-    deadline_s: float = 600.0
+    deadline_s: float = 600.0      # the longest an iteration may take (virtual seconds: the run's run_timeout)
+    ready_timeout_s: float = 600.0  # the longest it waits for the start signal once ready (wall seconds)
+    time_dilation: float = 1.0     # the scenario's N: every duration here is virtual (agents.common.AgentClock)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)

@@ -33,11 +33,10 @@ flushed partials are not gradients of one worker: no GACK.
 """
 
 import select
-import time
 
 import numpy as np
 
-from testbed.agents.common import ECN_CE, TOS_CMSG_BYTES, agent_session, install_status_dump
+from testbed.agents.common import AgentClock, ECN_CE, TOS_CMSG_BYTES, agent_session, install_status_dump
 from testbed.agents.gradients import expected_sum
 from testbed.dataplane.program import PA_ATP_TRANSPORTS
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
@@ -56,10 +55,11 @@ def gack_header(header: tuple, ce: bool, ps_node: int) -> bytes:
 
 
 class ParameterServer:
-    def __init__(self, config, sock, records):
+    def __init__(self, config, sock, records, clock=None):
         self.cfg = config
         self.sock = sock
         self.records = records
+        self.clock = clock or AgentClock(config.time_dilation)
         # Workers whose gradients count: all, or the K of N a K-of-N scheme chose (ksgd, goat-async).
         participants = config.participants or range(config.total_workers)
         self.participants = list(participants)
@@ -88,14 +88,14 @@ class ParameterServer:
         for addr in addrs:
             self.sock.sendto(data, addr)
 
-    def run(self, start_epoch_s: float):
-        cfg = self.cfg
+    def run(self):
+        cfg, clock = self.cfg, self.clock
         previous_results = {}
         # The first iteration counts from the job's start (its ``start`` after the run's common start).
-        t_prev = time.monotonic() + (start_epoch_s + cfg.start_s - time.time())
+        t_prev = clock.now_s() + clock.until_s(cfg.start_s)
         for iteration in range(cfg.iterations):
             record = self.run_iteration(iteration, previous_results, t_prev)
-            t_prev = time.monotonic()
+            t_prev = clock.now_s()
             previous_results = record.pop("_results")
             self.records.write(record)
         print(f"ps {cfg.name}: {cfg.iterations} iterations done; answering late retransmissions", flush=True)
@@ -106,8 +106,9 @@ class ParameterServer:
 
         The orchestrator stops the PS once every worker has finished.
         """
-        deadline = time.monotonic() + self.cfg.deadline_s
-        while time.monotonic() < deadline:
+        clock = self.clock
+        deadline = clock.now_s() + self.cfg.deadline_s
+        while clock.now_s() < deadline:
             ready, _, _ = select.select([self.sock], [], [], 0.2)
             if not ready:
                 continue
@@ -146,12 +147,13 @@ class ParameterServer:
         exact = True
         mismatches = 0
         t_first = None
-        deadline = time.monotonic() + cfg.deadline_s
+        clock = self.clock
+        deadline = clock.now_s() + cfg.deadline_s
         sock, recvmsg, sendto = self.sock, self.sock.recvmsg, self.sock.sendto
         owned, gacks = self.owned, self.gacks
         while len(results) < len(owned):
             ready, _, _ = select.select([sock], [], [], 0.2)
-            if time.monotonic() > deadline:
+            if clock.now_s() > deadline:
                 raise TimeoutError(f"ps {cfg.name}: iteration {iteration}: {len(owned) - len(results)} of "
                                    f"{len(owned)} fragments incomplete after {cfg.deadline_s:.0f}s")
             if not ready:
@@ -191,7 +193,7 @@ class ParameterServer:
                     stats["discarded_pkts"] += 1      # a worker left out of this K-of-N iteration
                     continue
                 if t_first is None:
-                    t_first = time.monotonic()
+                    t_first = clock.now_s()
                 stats["max_level"] = max(stats["max_level"], level)
                 if flags & FLAG_COLLISION:
                     stats["bypassed_pkts"] += 1
@@ -232,8 +234,8 @@ class ParameterServer:
                     payload = total.astype(">i4").tobytes()
                     results[seq] = payload
                     self.send_result(iteration, seq, payload, self.result_addrs)
-        t_done = time.monotonic()
-        return {"iteration": iteration, "t_end": time.time(), "iteration_s": t_done - t_prev,
+        t_done = clock.now_s()
+        return {"iteration": iteration, "t_end": clock.epoch_s(), "iteration_s": t_done - t_prev,
                 "aggregation_s": t_done - (t_first or t_done), "fragments": len(owned), "exact": exact,
                 "mismatched_fragments": mismatches, **stats, "_results": results}
 
@@ -242,10 +244,10 @@ class ParameterServer:
 
 
 def run(config) -> int:
-    with agent_session(config) as (sock, records, start_epoch_s):
-        ps = ParameterServer(config, sock, records)
+    with agent_session(config) as (sock, records, clock):
+        ps = ParameterServer(config, sock, records, clock)
         install_status_dump(config.run_dir, config.name, ps.describe)
         print(f"ps {config.name}: job {config.job}, {len(ps.owned)} fragments/iteration from "
               f"{config.total_workers} workers", flush=True)
-        ps.run(start_epoch_s)
+        ps.run()
     return 0

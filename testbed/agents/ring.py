@@ -42,11 +42,10 @@ the first step to the end of the last.
 
 import random
 import select
-import time
 
 import numpy as np
 
-from testbed.agents.common import (ECN_CE, TOS_CMSG_BYTES, SendTally, agent_session, install_status_dump,
+from testbed.agents.common import (ECN_CE, TOS_CMSG_BYTES, AgentClock, SendTally, agent_session, install_status_dump,
                                    straggler_delay_s)
 from testbed.agents.gradients import expected_sum, worker_fragments
 from testbed.agents.ring_acks import DelayedAcks
@@ -56,15 +55,16 @@ from testbed.agents.transport.base import MAX_RTO_S
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX,
                                     RING_HEADER, RING_HEADER_BYTES, RING_UDP_PORT, ring_frame_bytes)
 
-IDLE_WAIT_S = 0.05          # longest sleep without a timer due
-LINGER_QUIET_S = MAX_RTO_S + 0.5
+IDLE_WAIT_S = 0.05          # longest sleep without a timer due, wall seconds
+LINGER_QUIET_S = MAX_RTO_S + 0.5   # virtual seconds
 
 
 class RingWorker:
-    def __init__(self, config, sock, records):
+    def __init__(self, config, sock, records, clock=None):
         self.cfg = config
         self.sock = sock
         self.records = records
+        self.clock = clock or AgentClock(config.time_dilation)
         self.rank = config.worker_index
         self.ips = dict(config.workers)
         self.steps = worker_steps(config.schedule, self.rank, config.total_workers, config.total_fragments,
@@ -80,18 +80,19 @@ class RingWorker:
         self.received = {}             # (iteration, step) -> {index: lanes as bytes}, steps not yet applied
         self.position = (0, -1)        # (iteration, step) being worked on; earlier ones are applied
         self.acks = DelayedAcks()
-        self.last_arrival_s = time.monotonic()
+        self.last_arrival_s = self.clock.now_s()
         self.phase = "starting"
 
     # -- packets in ----------------------------------------------------------------------
     def serve(self, wait_s: float):
-        """Wait up to ``wait_s`` (less if an ACK falls due) for datagrams, handle every one that arrived, and
-        send the ACKs due."""
+        """Wait up to ``wait_s`` virtual seconds, at most ``IDLE_WAIT_S`` of wall time (less if an ACK falls
+        due) for datagrams, handle every one that arrived, and send the ACKs due."""
+        clock = self.clock
         due = self.acks.next_due_s()
         if due is not None:
-            wait_s = min(wait_s, due - time.monotonic())
-        ready, _, _ = select.select([self.sock], [], [], max(0.0, wait_s))
-        now = time.monotonic()
+            wait_s = min(wait_s, due - clock.now_s())
+        ready, _, _ = select.select([self.sock], [], [], min(IDLE_WAIT_S, clock.wall_s(wait_s)))
+        now = clock.now_s()
         if ready:
             self._receive(now)
         for ack in self.acks.due(now):
@@ -141,14 +142,15 @@ class RingWorker:
 
     def serve_until(self, deadline_s: float):
         """Answer the peers (computing, or waiting for the job's start) until ``deadline_s``."""
-        while (now := time.monotonic()) < deadline_s:
-            self.serve(min(IDLE_WAIT_S, deadline_s - now))
+        while (now := self.clock.now_s()) < deadline_s:
+            self.serve(deadline_s - now)
 
     # -- one iteration -------------------------------------------------------------------
     def run_iteration(self, iteration: int) -> dict:
         cfg, lanes = self.cfg, self.cfg.lanes
         self.phase = "computing"
-        t0 = time.monotonic()
+        clock = self.clock
+        t0 = clock.now_s()
         delay_s = straggler_delay_s(cfg.compute_delay, self.delay_rng)
         self.serve_until(t0 + cfg.compute_time_s + delay_s)
         buf = worker_fragments(cfg.seed, cfg.job_id, cfg.worker_index, iteration, cfg.layout, lanes,
@@ -156,7 +158,7 @@ class RingWorker:
         transport = self.transport
         before = dict(transport.stats)
         fragments = 0
-        t_comm = time.monotonic()
+        t_comm = clock.now_s()
         tally = SendTally(t_comm)
         deadline = t_comm + cfg.deadline_s
         self.phase = "communicating"
@@ -167,7 +169,7 @@ class RingWorker:
                 # The step's own overhead (Rina Eq. 1's O(G) and its spread), answering the peers meanwhile.
                 step_delay_s = max(0.0, self.step_rng.gauss(cfg.step_overhead_s, cfg.step_jitter_s))
                 step_delays_s += step_delay_s
-                self.serve_until(time.monotonic() + step_delay_s)
+                self.serve_until(clock.now_s() + step_delay_s)
             first, end = st.send
             out = buf[first:end].astype(">i4")
             peer = (self.ips[st.send_to], RING_UDP_PORT)
@@ -177,15 +179,15 @@ class RingWorker:
                 return peer, RING_HEADER.pack(cfg.job_id, flags, lanes, step, iteration, index) + out[index].tobytes()
 
             fragments += end - first
-            transport.start_iteration(end - first, (), time.monotonic())
+            transport.start_iteration(end - first, (), clock.now_s())
             r_first, r_end = st.receive
             expected = r_end - r_first
             while not (transport.finished() and len(self.received.get(self.position, ())) >= expected):
-                now = time.monotonic()
+                now = clock.now_s()
                 tally.send_due(transport, now, packet, self.sock.sendto)
                 wake = transport.next_deadline_s(now)
-                self.serve(IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, max(0.0, wake - now)))
-                if time.monotonic() > deadline:
+                self.serve(float("inf") if wake is None else wake - now)
+                if clock.now_s() > deadline:
                     raise TimeoutError(self._stuck(iteration, st, expected))
             chunk = self.received.pop(self.position, {})
             rows = np.frombuffer(b"".join(chunk[i] for i in range(expected)), dtype=">i4").reshape(expected, lanes)
@@ -194,14 +196,14 @@ class RingWorker:
             else:
                 buf[r_first:r_end] = rows
         self.position = (iteration + 1, -1)       # every step of this iteration is applied
-        t_end = time.monotonic()
+        t_end = clock.now_s()
         mismatched = int(np.any(buf != expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, iteration, cfg.layout,
                                                     lanes, cfg.gradient_bound, cfg.scale_bits), axis=1).sum())
         counts = {k: v - before[k] for k, v in transport.stats.items() if k not in ("sent", "retransmitted")}
         return {"iteration": iteration, "participant": True, "superseded": False,
                 "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
-                "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm, "iteration_s": t_end - t0,
-                "t_end": time.time(), "sent_pkts": tally.pkts, "retx_pkts": tally.retx_pkts,
+                "t_start": clock.epoch_s() - (t_end - t0), "comm_s": t_end - t_comm, "iteration_s": t_end - t0,
+                "t_end": clock.epoch_s(), "sent_pkts": tally.pkts, "retx_pkts": tally.retx_pkts,
                 "sent_bytes": tally.frame_bytes,
                 "fragments": fragments, "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
                 "exact": mismatched == 0, "mismatched_fragments": mismatched, "step_delays_s": step_delays_s,
@@ -229,17 +231,17 @@ class RingWorker:
         """Keep answering until the ring has been quiet for ``LINGER_QUIET_S``."""
         self.phase = "lingering"
         self.position = (self.cfg.iterations, 0)
-        while (quiet_until := self.last_arrival_s + LINGER_QUIET_S) > time.monotonic():
-            self.serve(min(IDLE_WAIT_S, quiet_until - time.monotonic()))
+        while (quiet_until := self.last_arrival_s + LINGER_QUIET_S) > (now := self.clock.now_s()):
+            self.serve(quiet_until - now)
 
 
 def run(config) -> int:
-    with agent_session(config, RING_UDP_PORT) as (sock, records, start_epoch_s):
-        worker = RingWorker(config, sock, records)
+    with agent_session(config, RING_UDP_PORT) as (sock, records, clock):
+        worker = RingWorker(config, sock, records, clock)
         install_status_dump(config.run_dir, config.name, worker.describe)
         if config.start_s > 0:
             worker.phase = "waiting for the job's start"
-            worker.serve_until(time.monotonic() + max(0.0, start_epoch_s + config.start_s - time.time()))
+            worker.serve_until(clock.now_s() + clock.until_s(config.start_s))
         print(f"ring worker {config.name}: job {config.job} ({config.schedule}) rank {worker.rank} of "
               f"{config.total_workers}, {len(worker.steps)} steps, {config.total_fragments} fragments/iteration, "
               f"window {config.window}", flush=True)

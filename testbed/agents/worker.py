@@ -41,23 +41,23 @@ it is copy 1.
 
 import random
 import select
-import time
 
-from testbed.agents.common import SendTally, agent_session, install_status_dump, straggler_delay_s
+from testbed.agents.common import AgentClock, SendTally, agent_session, install_status_dump, straggler_delay_s
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     FLAG_SHADOW, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
                                     fragment_seqs, ina_frame_bytes, shadow_slot, slot_index)
 
-IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks)
+IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks), wall seconds
 
 
 class Worker:
-    def __init__(self, config, sock, records):
+    def __init__(self, config, sock, records, clock=None):
         self.cfg = config
         self.sock = sock
         self.records = records
+        self.clock = clock or AgentClock(config.time_dilation)
         # RESULTs of later iterations, kept for when this worker gets there (a worker that fell
         # behind finds them in its socket); the newest iteration any RESULT was for.
         self.early_results = {}
@@ -110,10 +110,10 @@ class Worker:
     def run_iteration(self, iteration: int) -> dict:
         cfg = self.cfg
         self.iteration, self.phase = iteration, "computing"
-        t0 = time.monotonic()
+        clock = self.clock
+        t0 = clock.now_s()
         delay_s = straggler_delay_s(cfg.compute_delay, self.delay_rng)
-        if cfg.compute_time_s + delay_s > 0:
-            time.sleep(cfg.compute_time_s + delay_s)
+        clock.sleep(cfg.compute_time_s + delay_s)
         rows = worker_fragments(cfg.seed, cfg.job_id, cfg.worker_index, iteration, cfg.layout, cfg.lanes,
                                 cfg.gradient_bound, cfg.scale_bits).astype(">i4")
         bit = 1 << cfg.worker_index
@@ -130,7 +130,7 @@ class Worker:
         transport = self.transport
         self.phase = "communicating"
         before = dict(transport.stats)
-        t_comm = time.monotonic()
+        t_comm = clock.now_s()
         transport.start_iteration(total, self.early_results.pop(iteration, ()), t_comm,
                                   path_keys=self.path_keys)
         tally = SendTally(t_comm)
@@ -142,10 +142,10 @@ class Worker:
                 # Left out of this K-of-N iteration and overtaken: the model moved on; take the newest.
                 superseded = True
                 break
-            now = time.monotonic()
+            now = clock.now_s()
             tally.send_due(transport, now, packet, sendto)
             wake = transport.next_deadline_s(now)
-            wait_s = IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, max(0.0, wake - now))
+            wait_s = IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, clock.wall_s(wake - now))
             ready, _, _ = select.select([sock], [], [], wait_s)
             if ready:
                 while True:
@@ -153,19 +153,19 @@ class Worker:
                         data = recv(4096)
                     except BlockingIOError:
                         break
-                    receive(data, iteration, time.monotonic())
-            if time.monotonic() > deadline:
+                    receive(data, iteration, clock.now_s())
+            if clock.now_s() > deadline:
                 missing = [seq for seq in range(total) if not transport.acked[seq]]
                 raise TimeoutError(f"worker {cfg.name}: iteration {iteration}: no RESULT for {len(missing)} of "
                                    f"{total} fragments after {cfg.deadline_s:.0f}s (first missing seq "
                                    f"{missing[0]}); is the PS running and every switch on the path up?")
-        t_end = time.monotonic()
+        t_end = clock.now_s()
         # What the transport did this iteration (every counter it keeps but the packets, counted above).
         counts = {k: v - before[k] for k, v in transport.stats.items() if k not in ("sent", "retransmitted")}
         return {"iteration": iteration, "participant": cfg.participant, "superseded": superseded,
                 "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
-                "t_start": time.time() - (t_end - t0), "comm_s": t_end - t_comm,
-                "iteration_s": t_end - t0, "t_end": time.time(), "sent_pkts": tally.pkts,
+                "t_start": clock.epoch_s() - (t_end - t0), "comm_s": t_end - t_comm,
+                "iteration_s": t_end - t0, "t_end": clock.epoch_s(), "sent_pkts": tally.pkts,
                 "retx_pkts": tally.retx_pkts, "sent_bytes": tally.frame_bytes, "fragments": total,
                 "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
                 "sending_rate_bps": tally.rate_bps(cfg.link_rate_bps)}
@@ -191,13 +191,13 @@ class Worker:
                 self.transport.on_result(seq, now_s, bool(flags & FLAG_ECN_ECHO), bool(flags & FLAG_AECN))
 
 def run(config) -> int:
-    with agent_session(config) as (sock, records, start_epoch_s):
-        worker = Worker(config, sock, records)
+    with agent_session(config) as (sock, records, clock):
+        worker = Worker(config, sock, records, clock)
         install_status_dump(config.run_dir, config.name, worker.describe)
         if config.start_s > 0:
             # The job's scheduled start (its ``start``), after the run's common start.
             worker.phase = "waiting for the job's start"
-            time.sleep(max(0.0, start_epoch_s + config.start_s - time.time()))
+            clock.sleep(clock.until_s(config.start_s))
         print(f"worker {config.name}: job {config.job} index {config.worker_index}, {len(worker.targets)} "
               f"fragments/iteration, window {config.window}", flush=True)
         iteration = 0

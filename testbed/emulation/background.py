@@ -69,6 +69,12 @@ def flowgen_configs(scenario, duration_s: float, start_epoch_s: float, out_dir) 
     return sinks + sources
 
 
+def tcp_hosts(scenario) -> list:
+    """The hosts at either end of a background entry's TCP flows (every entry but ``constant`` ones)."""
+    return sorted({host for spec in scenario.background if spec.distribution != CONSTANT_RATE
+                   for host in list(spec.senders) + list(spec.receivers)})
+
+
 def ecn_senders(scenario) -> list:
     """The hosts whose background TCP flows ask for ECN (``background[].ecn``); the scenario guarantees that no
     host sends TCP flows of an entry without it."""

@@ -26,21 +26,31 @@ def htb_rate_argv(ifname: str, rate_bps: float):
 
 
 class EventLog:
-    def __init__(self, path: Path):
+    """``events.jsonl``: one line per event, ``t_s`` its virtual time since the start signal ``t0`` (epoch s;
+    wall time / ``time_dilation``, testbed/dilation.py) and ``wall`` its wall-clock epoch."""
+
+    def __init__(self, path: Path, t0: float, time_dilation: float = 1.0):
         self.path = Path(path)
         self._lock = threading.Lock()
-        self.t0 = None
+        self.t0 = t0
+        self.time_dilation = time_dilation
 
-    def write(self, kind: str, target, wall: float = None, **fields):
-        now = time.time() if wall is None else wall
-        record = {"t_s": None if self.t0 is None else now - self.t0, "wall": now, "kind": kind,
+    def write(self, kind: str, target, t_s: float = None, **fields):
+        """An event ``t_s`` virtual seconds after the start (default: now)."""
+        if t_s is None:
+            wall = time.time()
+            t_s = (wall - self.t0) / self.time_dilation
+        else:
+            wall = self.t0 + t_s * self.time_dilation
+        record = {"t_s": t_s, "wall": wall, "kind": kind,
                   "target": list(target) if isinstance(target, (list, tuple)) else target, **fields}
         with self._lock, open(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
 
 
 class InjectionScheduler(threading.Thread):
-    """Fires ``apply(injection)`` at ``at_s`` and ``revert(injection)`` after ``duration_s``."""
+    """Fires ``apply(injection)`` at ``at_s`` and ``revert(injection)`` after ``duration_s`` (wall seconds: a
+    dilated run gives it the network's injections, testbed.dilation.network_scenario)."""
 
     def __init__(self, injections, apply, revert, log: EventLog):
         super().__init__(name="injections", daemon=True)

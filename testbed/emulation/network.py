@@ -28,6 +28,9 @@ from testbed.errors import EmulationError
 
 # Mininet's TCIntf accepts 0..1000 Mb/s for htb.
 MAX_HTB_MBPS = 1000.0
+#: Every host address is in 10.0.0.0/8: one connected route, which the kernel adds with the address.
+HOST_NETWORK = "10.0.0.0/8"
+HOST_PREFIX_BITS = 8
 
 
 @dataclass
@@ -78,6 +81,12 @@ def neighbor_argv(ifname: str, address: str, mac: str):
     return ["ip", "neigh", "replace", address, "lladdr", mac, "dev", ifname, "nud", "permanent"]
 
 
+def rto_min_route_argv(ifname: str, address: str, rto_min_ms: int):
+    """The host's connected route again, with a minimum TCP RTO (``rto_min``) for every connection over it."""
+    return ["ip", "route", "replace", HOST_NETWORK, "dev", ifname, "proto", "kernel", "scope", "link", "src", address,
+            "rto_min", f"{rto_min_ms}ms"]
+
+
 def neighbor_batch(topology, host_name: str) -> str:
     lines = []
     intf = f"{host_name}-eth0"
@@ -90,12 +99,12 @@ def neighbor_batch(topology, host_name: str) -> str:
 def build_network(topology, switch_cls, switch_params: dict, run_state) -> EmulatedNetwork:
     """Create, start and configure the network. On any failure, what was built is stopped."""
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False, autoStaticArp=False,
-                  waitConnected=False, ipBase="10.0.0.0/8")
+                  waitConnected=False, ipBase=HOST_NETWORK)
     try:
         for node in topology.switches():
             net.addSwitch(node.name, cls=switch_cls, dpid=f"{node.node_id:016x}", **switch_params)
         for node in topology.hosts():
-            net.addHost(node.name, ip=f"{node.ip}/8", mac=node.mac)
+            net.addHost(node.name, ip=f"{node.ip}/{HOST_PREFIX_BITS}", mac=node.mac)
         for link in topology.links:
             ends = []
             for name, port in ((link.a, link.port_a), (link.b, link.port_b)):

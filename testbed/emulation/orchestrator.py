@@ -34,9 +34,9 @@ from pathlib import Path
 
 import yaml
 
-from testbed import __version__, controller
+from testbed import __version__, controller, dilation
 from testbed.atomic_io import write_text_atomic
-from testbed.budget import resolve_target as resolve_auto
+from testbed.budget import dilation_factor, packet_budget, resolve_target as resolve_auto
 from testbed.dataplane import program
 from testbed.dataplane.entries import queue_rate_pps
 from testbed.dataplane.runtime import install
@@ -44,7 +44,8 @@ from testbed.dataplane.wire import ina_frame_bytes
 from testbed.emulation import background
 from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.events import EventLog, InjectionScheduler, htb_rate_argv
-from testbed.emulation.network import build_network, mininet_log_to, neighbor_argv, run_in, stop_network
+from testbed.emulation.network import (build_network, mininet_log_to, neighbor_argv, rto_min_route_argv, run_in,
+                                      stop_network)
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
 from testbed.emulation.progress import Progress, line_count
 from testbed.emulation.stall import StallWatch, diagnose, stall_bound_s
@@ -228,8 +229,15 @@ def write_inputs(run_dir: Path, scenario, policy, plan, target: str):
 class Run:
     """State of one emulated run; ``execute`` always leaves the machine clean."""
 
-    def __init__(self, scenario, out_root: Path, target: str, stream=sys.stderr):
+    def __init__(self, scenario, out_root: Path, target: str, stream=sys.stderr, time_dilation: float = 1.0,
+                 policy=None, budget=None):
         self.scenario = scenario
+        self.policy = policy          # computed at the start of ``execute`` when not given
+        self.budget = budget          # the packet budget's prediction (testbed.budget), for the summary
+        # Under a time dilation N the network side builds and times the slowed world; the agents, the
+        # policy and every figure reported keep the scenario's virtual values (testbed/dilation.py).
+        self.time_dilation = time_dilation
+        self.world = dilation.network_scenario(scenario, time_dilation)
         self.target = target
         self.stream = stream
         self.run_id = summary_mod.new_run_id()
@@ -262,10 +270,10 @@ class Run:
 
     def execute(self) -> RunResult:
         scenario = self.scenario
-        policy = compute_policy(scenario)
+        policy = self.policy or compute_policy(scenario)
         check_emulable(scenario, policy)
         check_host_supports(scenario)
-        plan = controller.plan(scenario, policy)
+        plan = controller.plan(scenario, policy, self.time_dilation)
         self.plan = plan
         lock = RunLock()
         lock.acquire(f"scenario {scenario.name}, run {self.run_id}")
@@ -333,15 +341,16 @@ class Run:
             raise EmulationError(f"--out {out}: the run directory {self.run_dir} would lie outside it")
 
     def _switch_ports(self) -> dict:
-        """Every switch port's interface name (``<switch>-eth<port>``) -> its link."""
-        topo = self.scenario.topology
+        """Every switch port's interface name (``<switch>-eth<port>``) -> its link (at its wall-clock rate)."""
+        topo = self.world.topology
         return {_port_interface(topo, sw.name, link): link for sw in topo.switches() for link in topo.links_of(sw.name)}
 
     # -- the emulated part ---------------------------------------------------------
     def _emulate(self, plan):
         scenario = self.scenario
+        slowed = f", time dilation {self.time_dilation:g}" if self.time_dilation != 1 else ""
         self.say(f"building {len(scenario.topology.switches())} {self.target} switches, "
-                 f"{len(scenario.topology.hosts())} hosts ({self.run_dir})")
+                 f"{len(scenario.topology.hosts())} hosts{slowed} ({self.run_dir})")
         switch_cls = SWITCH_TARGETS[self.target]
         params = dict(log_dir=str(self.run_dir / "logs"), control_dir=str(self.state.dir),
                       lanes=scenario.switch.lanes, slots=scenario.switch.slots, run_state=self.state)
@@ -349,7 +358,9 @@ class Run:
             # Thrift has no authentication: only root on this machine may reach the switches' ports.
             self.thrift_guard = ThriftGuard(self.run_id, thrift_ports(scenario.topology))
             self.thrift_guard.install()
-        self.network = build_network(scenario.topology, switch_cls, params, self.state)
+        for warning in self.budget.warnings(self.time_dilation) if self.budget else ():
+            self.say(f"warning: {warning}")
+        self.network = build_network(self.world.topology, switch_cls, params, self.state)
         for sw in scenario.topology.switches():
             self.runtimes[sw.name] = self.network.switch(sw.name).runtime()
         for name, config in plan.switches.items():
@@ -362,13 +373,12 @@ class Run:
             self._start_agent(agent.name, agent.role)
         self._wait_ready()
         self.start_epoch = time.time() + START_LEAD_S
-        self.events = EventLog(self.run_dir / "events.jsonl")
-        self.events.t0 = self.start_epoch
+        self.events = EventLog(self.run_dir / "events.jsonl", self.start_epoch, self.time_dilation)
         self._start_background()
         (self.run_dir / "agents" / "go").write_text(f"{self.start_epoch:.6f}\n")
         self.events.write("start", "run", phase="start")
-        if scenario.stragglers.injections:
-            self.injections = InjectionScheduler(scenario.stragglers.injections, self._apply_injection,
+        if self.world.stragglers.injections:
+            self.injections = InjectionScheduler(self.world.stragglers.injections, self._apply_injection,
                                                  self._revert_injection, self.events)
             self.injections.begin(time.monotonic() + (self.start_epoch - time.time()))
         self.cpu = CpuSampler(self._process_ids(), interval_s=CPU_SAMPLE_INTERVAL_S)
@@ -416,11 +426,20 @@ class Run:
             return
         out_dir = self.run_dir / "background"
         out_dir.mkdir(exist_ok=True)
-        configs = background.flowgen_configs(self.scenario, self.scenario.run_timeout_s, self.start_epoch, out_dir)
-        for host in background.ecn_senders(self.scenario):
+        world = self.world
+        configs = background.flowgen_configs(world, world.run_timeout_s, self.start_epoch, out_dir)
+        for host in background.ecn_senders(world):
             # A namespace's own sysctl: it goes with the namespace at teardown.
             run_in(self.network.host(host), ["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"],
                    "asking for ECN on background TCP")
+        if self.time_dilation != 1:
+            # The kernel's minimum RTO, dilated on the routes the background hosts send over (their
+            # namespaces go with them at teardown); what stays undilated: testbed/dilation.py.
+            rto_min_ms = dilation.tcp_rto_min_ms(self.time_dilation)
+            for host in background.tcp_hosts(world):
+                run_in(self.network.host(host),
+                       rto_min_route_argv(f"{host}-eth0", world.topology.node(host).ip, rto_min_ms),
+                       "dilating the minimum TCP RTO")
         for index, host, name, config in configs:
             path = out_dir / f"{name}.json"
             path.write_text(json.dumps(config))
@@ -432,7 +451,7 @@ class Run:
 
     # -- straggler injections (called from the scheduler thread) ---------------------
     def _set_link_end_rate(self, node_name, link, rate_bps):
-        topo = self.scenario.topology
+        topo = self.world.topology
         if topo.nodes[node_name].kind == "host":
             run_in(self.network.host(node_name), htb_rate_argv(f"{node_name}-eth0", rate_bps), "changing NIC rate")
         else:
@@ -440,7 +459,8 @@ class Run:
                                                       self.scenario.switch.queue_depth_pkts)
 
     def _links_of(self, inj):
-        topo = self.scenario.topology
+        """The links an injection changes, at their wall-clock rates (it comes from the world's injections)."""
+        topo = self.world.topology
         if inj.kind == "rate_change":
             return [topo.host_link(inj.target[0])]
         return [l for l in topo.links if {l.a, l.b} == set(inj.target)]
@@ -539,15 +559,16 @@ class Run:
     def _monitor(self):
         scenario = self.scenario
         switch_ifaces = [intf.name for sw in self.network.net.switches for intf in sw.intfList() if intf.name != "lo"]
+        world = self.world
         self.sampler = counters.CounterSampler(switch_ifaces, self.run_dir / "metrics.jsonl",
-                                               scenario.metrics.sample_interval_s)
+                                               world.metrics.sample_interval_s)
         self.sampler.start()
         self.stat_series = counters.SwitchStatSeries(self.run_dir / "switch_stats.jsonl",
-                                                     scenario.metrics.sample_interval_s)
-        progress = Progress(scenario, self.run_dir, self.stream)
+                                                     world.metrics.sample_interval_s)
+        progress = Progress(scenario, self.run_dir, self.stream, self.time_dilation)
         ps_ports = self._ps_ports()
-        deadline = time.monotonic() + scenario.run_timeout_s
-        watch = StallWatch(stall_bound_s(scenario), time.monotonic())
+        deadline = time.monotonic() + world.run_timeout_s
+        watch = StallWatch(stall_bound_s(scenario) * self.time_dilation, time.monotonic())
         counters_at_progress, counters_read_s = {}, 0.0
         try:
             while True:
@@ -568,13 +589,14 @@ class Run:
                 if not self._workers_running() and not self._background_still_due():
                     break
                 if time.monotonic() > deadline:
-                    raise EmulationError(f"run exceeded run_timeout ({scenario.run_timeout_s:.0f}s); "
+                    raise EmulationError(f"run exceeded run_timeout ({scenario.run_timeout_s:.0f}s, "
+                                         f"{world.run_timeout_s:.0f}s of wall time); "
                                          f"agents still running: "
                                          f"{', '.join(n for n, (p, _, _) in self.agents.items() if p.poll() is None)}")
                 rate = self.sampler.rate_bps(ps_ports)
                 progress.update(rate)
                 self._sample_switch_stats(time.monotonic())
-                time.sleep(min(MONITOR_PERIOD_S, scenario.metrics.sample_interval_s))
+                time.sleep(min(MONITOR_PERIOD_S, world.metrics.sample_interval_s))
             progress.update(self.sampler.rate_bps(ps_ports))     # the final state, iterations all done
         finally:
             progress.finish()
@@ -650,6 +672,8 @@ class Run:
         figures, evidence = summary_mod.honest_figures(jobs, self.switch_stats, self.host_losses,
                                                        self.cpu.shares() if self.cpu else {},
                                                        self._packet_rate_bound(samples))
+        # The counters were sampled in wall time; from here on they are virtual (testbed/dilation.py).
+        samples = self._virtual(samples)
         distortion = assess(evidence)
         summary = {
             "scenario": scenario.name,
@@ -661,6 +685,8 @@ class Run:
             "policy": ",".join(sorted({j.policy for j in scenario.jobs})),
             "iterations": sum(j.iterations for j in scenario.jobs),
             "wall_s": wall_s,
+            "time_dilation": self.time_dilation,
+            "packet_budget": self.budget.to_dict(self.time_dilation) if self.budget else None,
             **summary_mod.run_metrics(jobs, self.switch_stats, deltas, ps_ports,
                                       ina_frame_bytes(scenario.switch.lanes)),
             **figures,
@@ -696,7 +722,7 @@ class Run:
             if stat_path.exists():
                 plots.plot_aggregation_rates(run_dir / "plots" / "aggregation_rate.png",
                                              f"{scenario.name}: aggregation throughput",
-                                             counters.load_counter_samples(stat_path),
+                                             self._virtual(counters.load_counter_samples(stat_path)),
                                              [sw.name for sw in scenario.topology.programmable_switches()],
                                              4 * scenario.switch.lanes, self.start_epoch)
         except Exception as exc:  # noqa: BLE001 - a plot must not lose the run's numbers
@@ -704,18 +730,24 @@ class Run:
         summary_mod.write_summary(run_dir, summary)
         return RunResult(run_dir, summary)
 
+    def _virtual(self, samples: list) -> list:
+        """Samples timestamped (``t``) on the wall clock, in virtual time."""
+        return dilation.virtual_samples(samples, self.start_epoch, self.time_dilation)
+
     def _background_summary(self):
         if not self.scenario.background or self.start_epoch is None:
             return []
         end = self.end_epoch or time.time()
         records, sink_records, windows = {}, {}, {}
+        elapsed_s = (end - self.start_epoch) / self.time_dilation     # virtual, as the flow records become
 
         def rows_of(pattern):
-            return [json.loads(line) for path in (self.run_dir / "background").glob(pattern)
+            return [dilation.virtual_record(json.loads(line), self.time_dilation)
+                    for path in (self.run_dir / "background").glob(pattern)
                     for line in path.read_text().splitlines() if line.strip()]
 
         for index, spec in enumerate(self.scenario.background):
-            window = spec.duration_s or max(0.0, end - self.start_epoch - spec.start_s)
+            window = spec.duration_s or max(0.0, elapsed_s - spec.start_s)
             # Count only flows planned to start inside the window the run lasted.
             records[index] = [r for r in rows_of(f"bg{index}-source-*.jsonl") if r["start_s"] < spec.start_s + window]
             sink_records[index] = rows_of(f"bg{index}-sink-*.jsonl")
@@ -731,7 +763,9 @@ class Run:
             for w in job.workers:
                 for r in records.get(w, []):
                     if r.get("straggler_delay_s") and self.events is not None:
-                        self.events.write("compute_delay", w, wall=r["t_start"], iteration=r["iteration"],
+                        # Records are in virtual time: t_start is the virtual clock's epoch reading.
+                        self.events.write("compute_delay", w, t_s=r["t_start"] - self.start_epoch,
+                                          iteration=r["iteration"],
                                           delay_s=r["straggler_delay_s"])
                 values = [r.get("straggler_delay_s", 0.0) for r in records.get(w, [])]
                 if values:
@@ -750,6 +784,9 @@ class Run:
         for host, (_, samples_path) in self.meters.items():
             if samples_path.exists():
                 samples = load_samples(samples_path)
+                if samples and self.time_dilation != 1:
+                    samples = [(dilation.virtual_epoch_s(t, self.start_epoch or samples[0][0], self.time_dilation),
+                                *rest) for t, *rest in samples]
                 if samples:
                     table = format_iftop_table(samples, f"{host}-eth0", local_ip=topo.node(host).ip)
                     write_text_atomic(self.run_dir / "iftop" / f"{host}.txt", table + "\n")
@@ -760,5 +797,10 @@ def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr) -
     returns the run directory and summary."""
     require_emulable(scenario)
     chosen = resolve_target(target or scenario.target)
+    policy = compute_policy(scenario)
+    budget = packet_budget(scenario, chosen, policy)
+    factor = dilation_factor(scenario, budget)
+    if factor != 1:
+        require_emulable(dilation.network_scenario(scenario, factor))    # the slowed links too
     preflight()
-    return Run(scenario, Path(out_root), chosen, stream).execute()
+    return Run(scenario, Path(out_root), chosen, stream, factor, policy, budget).execute()

@@ -3,7 +3,9 @@
 On a terminal one line is rewritten in place; otherwise a line is written
 when a job completes an iteration, or every 10 s while nothing changes, so
 logs stay short. Completions are counted from the agents' records
-(``records/<agent>.jsonl``, one line per iteration).
+(``records/<agent>.jsonl``, one line per iteration). Under a time dilation N
+(testbed/dilation.py) the line shows the wall time and the virtual time it
+stands for, and the PS ingress rate in virtual time (N x the wall rate).
 """
 
 import sys
@@ -22,8 +24,9 @@ def line_count(path: Path) -> int:
 class Progress:
     """One status line per change (or a rewriting line on a terminal)."""
 
-    def __init__(self, scenario, run_dir: Path, stream=sys.stderr):
+    def __init__(self, scenario, run_dir: Path, stream=sys.stderr, time_dilation: float = 1.0):
         self.scenario = scenario
+        self.time_dilation = time_dilation
         self.records = run_dir / "records"
         self.stream = stream
         self.tty = stream.isatty()
@@ -38,15 +41,19 @@ class Progress:
 
     def update(self, ps_rate_bps: float):
         """Each job's completed iterations (its slowest completion agent's records) and, when a job has a PS,
-        the rate into the PSs' ports."""
+        the rate into the PSs' ports (``ps_rate_bps`` measured on the wall clock)."""
         parts = []
         for job in self.scenario.jobs:
             done = min(self._count(agent) for agent in job.completion_agents)
             parts.append(f"{job.name} ({job.policy}) iteration {done}/{job.iterations}")
         state = ", ".join(parts)
-        line = f"[{time.monotonic() - self.t0:6.1f}s] {state}"
+        elapsed_s = time.monotonic() - self.t0
+        if self.time_dilation == 1:
+            line = f"[{elapsed_s:6.1f}s] {state}"
+        else:
+            line = f"[{elapsed_s:6.1f}s wall = {elapsed_s / self.time_dilation:.2f}s virtual] {state}"
         if self.with_ps:
-            line += f", PS ingress {ps_rate_bps / 1e6:.1f} Mb/s"
+            line += f", PS ingress {ps_rate_bps * self.time_dilation / 1e6:.1f} Mb/s"
         now = time.monotonic()
         if self.tty:
             self.stream.write("\r" + line.ljust(len(self.last_line)))

@@ -28,6 +28,16 @@ def process_cpu_s(pid: int):
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
 
 
+def process_wait_s(pid: int):
+    """Seconds ``pid`` has spent runnable but waiting for a core (``/proc/<pid>/schedstat``, its second
+    field, the scheduler's run delay in ns), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def machine_cpu_s():
     """(busy, total) CPU seconds of the machine over all cores, from /proc/stat."""
     with open("/proc/stat") as f:
@@ -63,6 +73,7 @@ class CpuSampler(threading.Thread):
         self.interval_s = interval_s
         self.clock = clock
         self.samples = {name: [] for name in self.pids}
+        self.waits = {name: [] for name in self.pids}     # [(wall_s, seconds waited for a core)]
         self.machine = []            # [(wall_s, busy_s / cores)]
         self.cores = os.cpu_count() or 1
         self._stop_event = threading.Event()
@@ -71,6 +82,7 @@ class CpuSampler(threading.Thread):
         now = self.clock()
         for name, pid in self.pids.items():
             self.samples[name].append((now, process_cpu_s(pid)))
+            self.waits[name].append((now, process_wait_s(pid)))
         busy_s, _ = machine_cpu_s()
         self.machine.append((now, busy_s / self.cores))
 
@@ -87,5 +99,9 @@ class CpuSampler(threading.Thread):
     def shares(self) -> dict:
         """``{"processes": {name: {"mean", "peak"}}, "machine": {"mean", "peak"}, "cores": n}``."""
         processes = {name: cpu_share(s) for name, s in self.samples.items()}
+        for name, share in processes.items():
+            waited = cpu_share(self.waits[name])
+            if share is not None and waited is not None:
+                share.update(waited_mean=waited["mean"], waited_peak=waited["peak"])
         return {"processes": {n: v for n, v in processes.items() if v is not None},
                 "machine": cpu_share(self.machine), "cores": self.cores, "interval_s": self.interval_s}

@@ -35,8 +35,9 @@ def plot_iterations(path, scenario, records):
 
 
 def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = None):
-    """``ifaces``: label -> (interface, counter field); ``events``: event-log records to mark;
-    time zero is ``t0`` (epoch s; the run's start signal), default the first sample."""
+    """``ifaces``: label -> (interface, counter field); ``events``: event-log records to mark (at their
+    ``t_s``, seconds since the start signal); time zero is ``t0`` (epoch s; the run's start signal),
+    default the first sample."""
     fig, ax = plt.subplots(figsize=(7, 4))
     if t0 is None:
         t0 = samples[0]["t"] if samples else 0.0
@@ -47,11 +48,11 @@ def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = N
     starts = {}
     for event in events:
         if event.get("phase") == "start" and event["kind"] != "start":
-            starts[(event["kind"], tuple(event["target"]))] = event["wall"] - t0
+            starts[(event["kind"], tuple(event["target"]))] = event["t_s"]
         elif event.get("phase") == "end":
             begin = starts.pop((event["kind"], tuple(event["target"])), None)
             if begin is not None:
-                ax.axvspan(begin, event["wall"] - t0, alpha=0.15, color="tab:red")
+                ax.axvspan(begin, event["t_s"], alpha=0.15, color="tab:red")
                 ax.text(begin, ax.get_ylim()[1] * 0.95, f"{event['kind']} {'-'.join(event['target'])}",
                         fontsize=7, va="top")
     finish_figure(fig, ax, path, "time since the start signal (s)", "rate (Mb/s)", title, legend=bool(ifaces))
@@ -77,7 +78,7 @@ def finish_figure(fig, ax, path, xlabel: str, ylabel: str, title: str, legend: b
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    if legend:
+    if legend and ax.get_legend_handles_labels()[0]:     # a run too short for two samples draws no line
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)

@@ -14,7 +14,9 @@ def format_summary(s: dict) -> str:
 
     def num(v, fmt):
         return "n/a" if v is None else format(v, fmt)
-    lines = [f"scenario {s['scenario']} on {s['target']}: {s['status']}, wall {s['wall_s']:.1f}s, "
+    dilation = s.get("time_dilation") or 1
+    slowed = f" at time dilation {dilation:g} (times and rates below are virtual)" if dilation != 1 else ""
+    lines = [f"scenario {s['scenario']} on {s['target']}: {s['status']}, wall {s['wall_s']:.1f}s{slowed}, "
              f"aggregation {'exact' if s['aggregation_exact'] else 'NOT exact'}"]
     for j in s["jobs"]:
         transport = j.get("transport")
@@ -29,6 +31,8 @@ def format_summary(s: dict) -> str:
                      f"({num(j.get('retransmission_ratio') and 100 * j['retransmission_ratio'], '.1f')}%)")
     if s.get("distorted"):
         lines.append("  DISTORTED (an emulator artifact, not a result): " + "; ".join(s["distortion_reasons"]))
+    for warning in (s.get("packet_budget") or {}).get("warnings", []):
+        lines.append(f"  predicted CPU-bound (packet budget): {warning}")
     for b in s.get("background") or []:
         if "received_datagrams" in b:      # a constant-rate UDP entry
             lines.append(f"  background {b['distribution']} (UDP): requested load {b['requested_load']:g} "

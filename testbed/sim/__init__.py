@@ -50,6 +50,7 @@ The result is a JSON-able dict whose keys end in their unit:
 import time
 
 from testbed.agents.transport import TRANSPORTS
+from testbed.dataplane import program
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.models import fragments_per_submodel
 from testbed.sim.bom import bom_rate_bps
@@ -57,7 +58,36 @@ from testbed.sim.fluid import RINA_PHASES, FluidModel, ring_phases
 from testbed.sim.fragments import FragmentModel
 from testbed.sim.routes import Routes, link_name
 
-__all__ = ["evaluate", "format_simulation"]
+__all__ = ["evaluate", "format_simulation", "node_packet_rates"]
+
+
+def node_packet_rates(scenario, policy) -> dict:
+    """Packets per second each node handles while its jobs communicate, by the fluid model (the packet
+    budget planner's input, testbed.budget.plan_dilation): a switch the packets arriving on all its links,
+    a host those it sends plus those it receives. Every worker runs at its job's slowest worker's rate: the
+    job's RESULTs (or a ring's steps) clock them all, so a worker with a faster path waits rather than
+    sending faster. Frames count as full INA frames (a ring's ACKs as their share of a data frame's bits); a
+    worker whose transport reads GACKs (PA-ATP's) also takes one per fragment it sends."""
+    routes = Routes(scenario.topology, policy)
+    fluid = FluidModel(scenario, policy, routes)
+    rates, _ = fluid.max_min_rates()
+    synchronous = {}
+    for job in scenario.jobs:
+        slowest = min(rates[w] for w in job.workers)
+        synchronous.update({w: slowest for w in job.workers})
+    loads = fluid.evaluate(synchronous)[0]
+    frame_bits = 8 * ina_frame_bytes(scenario.switch.lanes)
+    packets = {name: 0.0 for name in scenario.topology.nodes}
+    for link, load_bps in loads.items():
+        src, dst = link[0], link[1]
+        packets[dst] += load_bps / frame_bits
+        if scenario.topology.nodes[src].kind == "host":
+            packets[src] += load_bps / frame_bits
+    for job in scenario.jobs:
+        if job.transport in program.PA_ATP_TRANSPORTS:
+            for w in job.workers:
+                packets[w] += synchronous[w] / frame_bits
+    return packets
 
 
 def _fragment_counts(scenario, policy, routes):
