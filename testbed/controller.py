@@ -40,6 +40,9 @@ Choices:
   get their fixed timeout scaled to the run (:func:`transport_options_of`).
 - Aggregation capacity (GRID's switch processing capacity) becomes the
   ``agg_capacity`` meter in fragments/s: capacity_bps / (lanes x 32 bits).
+- Time dilation N (testbed/dilation.py): the switches shape their ports and
+  meter aggregation at the rates divided by N; the agents get N and the
+  scenario's virtual times and rates (their clock runs N times slower).
 - PA-ATP's switch side (:func:`_pa_atp`), for jobs whose transport reads
   GACKs (``program.PA_ATP_TRANSPORTS``: ``pa-atp``, ``strawasyn``): at each
   switch aggregating such a job, a ``pa_job`` entry giving it a row of the

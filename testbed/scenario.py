@@ -10,7 +10,9 @@ path and what was expected; nothing here touches the network.
 ``scale`` multiplies the papers' link rates, switch aggregation capacity and
 gradient sizes (DESIGN.md "Scale and the packet budget"); durations such as
 compute time are not scaled, so communication and computation keep the
-papers' proportions.
+papers' proportions. ``time_dilation`` (N >= 1, or ``auto``) is how much
+slower the emulation runs; every value here stays virtual
+(testbed/dilation.py derives the network's slowed world).
 
 Later features extend the schema here, in ``SCHEMA`` and the ``_resolve_*``
 functions, so there is one home for every field.

@@ -11,6 +11,7 @@ from testbed import controller, dilation
 from testbed.agents import common
 from testbed.agents.common import AgentClock
 from testbed.emulation.events import EventLog
+from testbed.emulation.network import rto_min_route_argv
 from testbed.emulation.progress import Progress
 from testbed.errors import ScenarioError
 from testbed.policy import compute_policy
@@ -135,3 +136,9 @@ def test_the_progress_line_shows_wall_and_virtual_time_and_the_virtual_rate(tmp_
     progress.update(1e6)
     line = stream.getvalue()
     assert "s wall = " in line and "s virtual]" in line and "PS ingress 4.0 Mb/s" in line
+
+
+def test_the_background_hosts_connected_route_gets_the_dilated_minimum_rto():
+    assert rto_min_route_argv("hl3-eth0", "10.0.0.3", dilation.tcp_rto_min_ms(4)) == [
+        "ip", "route", "replace", "10.0.0.0/8", "dev", "hl3-eth0", "proto", "kernel", "scope", "link",
+        "src", "10.0.0.3", "rto_min", "800ms"]
