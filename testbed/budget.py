@@ -93,7 +93,7 @@ class PacketBudget:
 
     def warnings(self, factor: float) -> list:
         """One line per budget that time dilation ``factor`` leaves exceeded."""
-        return [f"{what} needs time dilation {need:.1f}, the run uses {factor:g}: its figures would be CPU-bound; "
+        return [f"{what} needs time dilation {need:.2f}, the run uses {factor:g}: its figures would be CPU-bound; "
                 f"set time_dilation (auto picks the smallest that fits) or lower scale"
                 for what, need in self.needs().items() if need > factor * (1 + 1e-9)]
 

@@ -135,9 +135,10 @@ def _default_routes(topo, routes, result):
             next_node = routes.next_hop(sw.name, dst.name)
             if next_node is None:
                 continue
-            result.switches[sw.name].entries.append(_forward_entry(
-                "ipv4_lpm", "ipv4_forward", (f"{dst.ip}/32",), dst.mac,
-                _port_toward(topo, sw.name, next_node, dst.node_id)))
+            for address in topo.addresses(dst.name):
+                result.switches[sw.name].entries.append(_forward_entry(
+                    "ipv4_lpm", "ipv4_forward", (f"{address}/32",), dst.mac,
+                    _port_toward(topo, sw.name, next_node, dst.node_id)))
 
 
 def _policy_routes(topo, policy, result):
@@ -150,9 +151,15 @@ def _policy_routes(topo, policy, result):
                     continue
                 if nxt not in [topo.neighbor(here, l) for l in topo.links_of(here)]:
                     raise PolicyError(f"{job.scheme}: path {key} uses {here}-{nxt}, which is not a link")
-                result.switches[here].entries.append(_forward_entry(
-                    "route", "route_forward", (src.ip, dst.ip), dst.mac,
-                    _port_toward(topo, here, nxt, topo.flow_key(src.name, dst.name))))
+                port = _port_toward(topo, here, nxt, topo.flow_key(src.name, dst.name))
+                for pair in _address_pairs(topo, src.name, dst.name):
+                    result.switches[here].entries.append(_forward_entry("route", "route_forward", pair, dst.mac,
+                                                                        port))
+
+
+def _address_pairs(topo, src: str, dst: str) -> list:
+    """Every (source, destination) address pair of two nodes (a co-located PS answers at two)."""
+    return [(a, b) for a in topo.addresses(src) for b in topo.addresses(dst)]
 
 
 def _parallel_link_routes(topo, routes, result):
@@ -179,11 +186,12 @@ def _parallel_link_routes(topo, routes, result):
             if counts.get(next_node, 0) < 2:
                 continue
             for src in endpoints:
-                if src.name in (dst.name, sw.name) or (src.ip, dst.ip) in taken:
+                if src.name in (dst.name, sw.name):
                     continue
-                config.entries.append(_forward_entry("route", "route_forward", (src.ip, dst.ip), dst.mac,
-                                                     _port_toward(topo, sw.name, next_node,
-                                                                  topo.flow_key(src.name, dst.name))))
+                port = _port_toward(topo, sw.name, next_node, topo.flow_key(src.name, dst.name))
+                for pair in _address_pairs(topo, src.name, dst.name):
+                    if pair not in taken:
+                        config.entries.append(_forward_entry("route", "route_forward", pair, dst.mac, port))
 
 
 def _allocate_slots(scenario, policy, result):
@@ -214,9 +222,10 @@ def _ina_filters(scenario, policy, result):
                 result.switches[sw].entries.append(TableEntry("ina_filter", "ina_aggregate", match, (
                     ("switch_addr", node.ip), ("slot_base", base), ("slot_count", count),
                     ("release_mode", jp.release_mode), ("next_agg_node", nxt_node.node_id),
-                    ("next_fanin", jp.fanin(g, nxt)), ("next_dst", nxt_node.ip),
+                    ("next_fanin", jp.fanin(g, nxt)),
+                    ("next_dst", topo.ps_ip(nxt) if nxt_node.kind == "host" else nxt_node.ip),
                     ("next_slot_base", next_base), ("next_slot_count", next_count),
-                    ("bypass_dst", topo.node(jp.ps_of_submodel[g]).ip))))
+                    ("bypass_dst", topo.ps_ip(jp.ps_of_submodel[g])))))
 
 
 def fragment_slots(jp, count: int) -> int:
@@ -254,9 +263,12 @@ def _result_releases(scenario, policy, result):
 
 
 def multicast_tree(topo, routes, ps: str, workers) -> dict:
-    """The default-route tree from ``ps`` to ``workers``: ``{switch: sorted children}`` (switches or hosts)."""
+    """The default-route tree from ``ps`` to ``workers``: ``{switch: sorted children}`` (switches or hosts). A
+    worker on the PS's own host (a co-located PS) is not in it: its RESULTs are there already."""
     children = {}
     for w in workers:
+        if w == ps:
+            continue
         node = topo.neighbor(ps, topo.host_link(ps))
         while node != w:
             nxt = routes.next_hop(node, w)
@@ -510,13 +522,14 @@ def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
 
         def plan_of(g, worker=None):
             ps = jp.ps_of_submodel[g]
-            sp = SubmodelPlan(g, job.submodel_elements[g], fragments[g], ps, topo.node(ps).ip,
+            sp = SubmodelPlan(g, job.submodel_elements[g], fragments[g], ps, topo.ps_ip(ps),
                               ps_node=topo.node(ps).node_id)
             if worker is not None:
                 # A worker left out of a K-of-N iteration sends straight to its PS, which discards
                 # its gradient: it must not take part in any switch's fan-in.
                 agg = topo.node(jp.first_hop[worker][g] if worker in counted else ps)
-                sp.agg_node, sp.agg_ip, sp.fanin = agg.node_id, agg.ip, jp.fanin(g, agg.name)
+                sp.agg_node, sp.agg_ip, sp.fanin = (agg.node_id, topo.ps_ip(agg.name) if agg.kind == "host" else agg.ip,
+                                                    jp.fanin(g, agg.name))
                 sp.slot_base, sp.slot_count = result.slot_ranges.get((job.name, agg.name), (0, 0))
                 if jp.release_mode == program.RELEASE_SHADOW:
                     sp.shadow_pool = fragment_slots(jp, sp.slot_count)
@@ -540,9 +553,15 @@ def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
         workers = [(i, topo.node(w).ip) for i, w in enumerate(job.workers)]
         for ps in job.ps:
             owned = [plan_of(g) for g in range(len(fragments)) if jp.ps_of_submodel[g] == ps]
-            result.agents.append(AgentConfig(role="ps", name=ps, ip=topo.node(ps).ip, submodels=owned,
+            group_ip = result.result_groups.get((job.name, ps), "")
+            result.agents.append(AgentConfig(role="ps", name=job.ps_agent(ps), host=ps, ip=topo.ps_ip(ps),
+                                             submodels=owned,
+                                             bind_ip=topo.ps_ip(ps) if ps in topo.colocated_ps else "",
+                                             # the switches never send a copy back out of the PS's port
+                                             local_worker_ip=topo.node(ps).ip if group_ip and ps in job.workers
+                                             else "",
                                              start_s=job.start_s,
-                                             result_group_ip=result.result_groups.get((job.name, ps), ""),
+                                             result_group_ip=group_ip,
                                              workers=workers, ps_id=topo.node(ps).node_id, transport=job.transport,
                                              participants=[i for i, w in enumerate(job.workers) if w in counted],
                                              **common))

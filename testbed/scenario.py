@@ -179,11 +179,20 @@ class JobSpec:
         """A ring all-reduce of its workers (``RING_POLICIES``): no PS, no aggregation in the network."""
         return self.policy in RING_POLICIES
 
+    def ps_agent(self, ps: str) -> str:
+        """The agent name of the job's PS on host ``ps``: the host's, or ``<host>-ps`` beside the job's worker
+        on the same host (a co-located PS: two agents, two record files)."""
+        return f"{ps}-ps" if ps in self.workers else ps
+
+    @property
+    def ps_agents(self) -> list:
+        return [self.ps_agent(ps) for ps in self.ps]
+
     @property
     def completion_agents(self) -> list:
         """The agents whose records say an iteration of the job is complete (and exact): its PSs, or every
         worker of a ring."""
-        return list(self.workers) if self.is_ring else list(self.ps)
+        return list(self.workers) if self.is_ring else self.ps_agents
 
 
 @dataclass
@@ -750,6 +759,7 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
     stragglers = _resolve_stragglers(c, _section(c, doc, "stragglers"), topo, jobs, scale)
     if stragglers.heterogeneous_range_bps:
         topo = topology.with_host_link_rates(topo, stragglers.heterogeneous_range_bps, seed)
+    topo.colocated_ps = {ps for job in jobs for ps in job.ps if ps in job.workers}
     simulation = _resolve_simulation(c, _section(c, doc, "simulation"), jobs)
     return Scenario(name, source, seed, scale, target, run_timeout_s, topo, switch, jobs, impairments, metrics,
                     doc, description, background, stragglers, simulation, lines=lines, time_dilation=dilation)
@@ -1362,11 +1372,6 @@ def _emulation_limit_fields(scenario) -> list:
     for i, job in enumerate(scenario.jobs):
         if job.policy in SIMULATED_POLICIES:
             found.append((f"jobs.{i}.policy", f"policy {job.policy}: {SIMULATED_POLICIES[job.policy]}"))
-        for k, ps in enumerate(job.ps):
-            if ps in job.workers:
-                found.append((f"jobs.{i}.ps.{k}", f"PS {ps} is also a worker of the job (a co-located PS, Rina "
-                                                  f"§VI-A4); the emulation gives each host one role, so its PS and "
-                                                  f"worker agents would share one address and port"))
     return _transport_gaps(scenario) + found
 
 

@@ -15,8 +15,11 @@ ids 1..N (the INA ``agg_node`` of a switch) and an INA address 10.255.x.y;
 hosts get ids 0x8000 + i (the ``agg_node`` of a PS), the address 10.0.x.y
 and a locally administered MAC; the RESULTs of a job's PS multicast by the
 switches are addressed to 10.254.<job id>.<PS index + 1>
-(:func:`result_group_ip`). Switch ports are numbered from 1 in link
-order; parallel links (PA-ATP's four paths) are distinct ports.
+(:func:`result_group_ip`). A host that runs a job's PS beside one of its
+workers (a co-located PS, Rina §VI-A4; ``Topology.colocated_ps``) serves the
+PS at a second address, 10.253.x.y beside its 10.0.x.y (:meth:`Topology.ps_ip`),
+so the two agents each bind the INA port. Switch ports are numbered from 1 in
+link order; parallel links (PA-ATP's four paths) are distinct ports.
 """
 
 import random
@@ -70,6 +73,8 @@ class Topology:
     #: switches multicasts; elsewhere the PS sends one copy per worker) or "all" (every switch replicates,
     #: as IP multicast; PA-ATP's S1 is a Tofino without INA functions).
     result_multicast: str = "programmable"
+    #: Hosts that run a job's PS beside one of that job's workers: the PS answers at ``ps_ip``.
+    colocated_ps: set = field(default_factory=set)
 
     # -- queries -----------------------------------------------------------------
     def hosts(self):
@@ -86,6 +91,19 @@ class Topology:
             return self.nodes[name]
         except KeyError:
             raise TopologyError(f"no node named {name!r} in topology {self.name}")
+
+    def ps_ip(self, name: str) -> str:
+        """The address a PS on host ``name`` answers at: its own, or for a co-located PS its second address
+        10.253.x.y (the same host index as its 10.0.x.y)."""
+        node = self.node(name)
+        if name not in self.colocated_ps:
+            return node.ip
+        index = node.node_id - HOST_ID_BASE
+        return f"10.253.{index >> 8}.{index & 0xFF}"
+
+    def addresses(self, name: str) -> list:
+        """Every address node ``name`` answers at: its own, and a co-located PS's second one."""
+        return [self.node(name).ip] + ([self.ps_ip(name)] if name in self.colocated_ps else [])
 
     def graph(self) -> nx.MultiGraph:
         g = nx.MultiGraph()

@@ -19,9 +19,10 @@ ECN_CE = 0x03
 TOS_CMSG_BYTES = socket.CMSG_SPACE(1)    # IP_TOS ancillary data: one byte
 
 
-def open_endpoint(ip: str, port: int = INA_UDP_PORT) -> socket.socket:
-    """UDP socket on ``port`` (the INA port unless a ring agent's), bound to any address so broadcast
-    results arrive too.
+def open_endpoint(ip: str, port: int = INA_UDP_PORT, bind_ip: str = "") -> socket.socket:
+    """UDP socket on ``port`` (the INA port unless a ring agent's), bound to ``bind_ip``, by default any
+    address so broadcast results arrive too (a co-located PS binds its own address: the worker beside it
+    holds the port on any other, and the kernel gives a datagram to the socket bound to its exact address).
 
     Every datagram leaves ECN-capable (ECT(0)); the socket reports each arriving
     datagram's TOS byte (IP_RECVTOS) so the PS can echo the CE marks of the switch queues.
@@ -36,7 +37,7 @@ def open_endpoint(ip: str, port: int = INA_UDP_PORT) -> socket.socket:
         except OSError:
             sock.setsockopt(socket.SOL_SOCKET, fallback, 8 << 20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-    sock.bind(("0.0.0.0", port))
+    sock.bind((bind_ip or "0.0.0.0", port))
     sock.setblocking(False)
     return sock
 
@@ -116,7 +117,7 @@ class AgentClock:
 def agent_session(config, port: int = INA_UDP_PORT):
     """The endpoint (on ``port``), record file and clock (:class:`AgentClock`, started at the run's common
     start) of an agent, after the common start signal; closed on exit."""
-    sock = open_endpoint(config.ip, port)
+    sock = open_endpoint(config.ip, port, config.bind_ip)
     records = RecordWriter(config.run_dir, config.name)
     try:
         start_epoch_s = announce_ready_and_wait(config.run_dir, config.name, config.ready_timeout_s)

@@ -27,7 +27,7 @@ class SubmodelPlan:
 @dataclass
 class AgentConfig:
     role: str                # "worker" | "ps" | "ring" (a ring all-reduce worker: testbed/agents/ring.py)
-    name: str
+    name: str                # its records, ready and status files are named after it
     ip: str
     job: str
     job_id: int
@@ -50,6 +50,10 @@ class AgentConfig:
     step_jitter_s: float = 0.0     # ring: that delay's std (Eq. 1's sigma; normal, clipped at 0)
     ps_id: int = 0           # ps: its agg_node id
     result_group_ip: str = ""  # ps: RESULTs go once to this address, the switches multicast them; "" = unicast
+    local_worker_ip: str = ""  # ps: a worker on its own host (a co-located PS): it gets each RESULT sent to the
+                               # group by unicast too, since no switch sends a copy back out of the PS's port
+    bind_ip: str = ""          # the address its socket binds ("" = any: broadcast RESULTs arrive too); a
+                               # co-located PS binds its own, so the worker beside it can bind the same port
     compute_time_s: float = 0.0
     start_s: float = 0.0     # its job's first iteration starts this long after the run's start
     compute_delay: dict = field(default_factory=dict)  # worker: straggler delay distribution (see worker.py)
@@ -64,6 +68,7 @@ class AgentConfig:
     deadline_s: float = 600.0      # the longest an iteration may take (virtual seconds: the run's run_timeout)
     ready_timeout_s: float = 600.0  # the longest it waits for the start signal once ready (wall seconds)
     time_dilation: float = 1.0     # the scenario's N: every duration here is virtual (agents.common.AgentClock)
+    host: str = ""                 # the host it runs on ("" = its name; a co-located PS's name is <host>-ps)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)

@@ -70,6 +70,8 @@ class ParameterServer:
         # Where a complete aggregate's RESULT goes: once to the job's group (the switches replicate it
         # to every worker), or to every worker in turn (BytePS's pull).
         self.result_addrs = [(config.result_group_ip, INA_UDP_PORT)] if config.result_group_ip else self.worker_addrs
+        if config.result_group_ip and config.local_worker_ip:
+            self.result_addrs.append((config.local_worker_ip, INA_UDP_PORT))    # a worker on this host
         self.echo_congestion = False
         self.gacks = config.transport in PA_ATP_TRANSPORTS     # answer raw gradients with GACKs (PA-ATP)
         self.iteration = 0

@@ -1,7 +1,8 @@
 """Build a Mininet network from a Topology, and take it down again.
 
-- Hosts get the Topology's IPv4 address (/8) and MAC, static ARP entries for
-  every other host and every switch INA address (one ``ip -batch`` per host),
+- Hosts get the Topology's IPv4 address (/8) and MAC (a co-located PS its
+  second address too), static ARP entries for every other host's addresses
+  and every switch INA address (one ``ip -batch`` per host),
   IPv6 off, and checksum / segmentation offloads off (a user-space switch
   relays the frames, so the kernel must put real checksums on them and never
   hand it a 64 kB super-frame).
@@ -88,11 +89,14 @@ def rto_min_route_argv(ifname: str, address: str, rto_min_ms: int):
 
 
 def neighbor_batch(topology, host_name: str) -> str:
-    lines = []
+    """``ip -batch`` lines for ``host_name``: a co-located PS's second address on its interface, and a
+    permanent neighbour entry for every address of every other node."""
     intf = f"{host_name}-eth0"
+    lines = [f"addr add {address}/{HOST_PREFIX_BITS} dev {intf}" for address in topology.addresses(host_name)[1:]]
     for node in topology.nodes.values():
         if node.name != host_name:
-            lines.append(f"neigh replace {node.ip} lladdr {node.mac} dev {intf} nud permanent")
+            lines += [f"neigh replace {address} lladdr {node.mac} dev {intf} nud permanent"
+                      for address in topology.addresses(node.name)]
     return "\n".join(lines) + "\n"
 
 

@@ -370,7 +370,7 @@ class Run:
         self._start_meters()
         self.left_out = {a.name for a in plan.agents if a.role == "worker" and not a.participant}
         for agent in sorted(plan.agents, key=lambda a: a.role != "ps"):
-            self._start_agent(agent.name, agent.role)
+            self._start_agent(agent.name, agent.role, agent.host or agent.name)
         self._wait_ready()
         self.start_epoch = time.time() + START_LEAD_S
         self.events = EventLog(self.run_dir / "events.jsonl", self.start_epoch, self.time_dilation)
@@ -400,10 +400,10 @@ class Run:
         self.state.add_process(proc.pid, marker)
         return proc
 
-    def _start_agent(self, name, role):
+    def _start_agent(self, name, role, host):
         log = self.run_dir / "logs" / f"{name}.log"
         argv = [sys.executable, "-I", "-m", AGENT_MARKER, str(self.run_dir / "agents" / f"{name}.json")]
-        self.agents[name] = (self._popen(name, argv, log, AGENT_MARKER), log, role)
+        self.agents[name] = (self._popen(host, argv, log, AGENT_MARKER), log, role)
 
     def _start_meters(self):
         hosts = self.scenario.metrics.iftop_interfaces or [ps for job in self.scenario.jobs for ps in job.ps]
@@ -788,7 +788,7 @@ class Run:
                     samples = [(dilation.virtual_epoch_s(t, self.start_epoch or samples[0][0], self.time_dilation),
                                 *rest) for t, *rest in samples]
                 if samples:
-                    table = format_iftop_table(samples, f"{host}-eth0", local_ip=topo.node(host).ip)
+                    table = format_iftop_table(samples, f"{host}-eth0", local_ip=topo.addresses(host))
                     write_text_atomic(self.run_dir / "iftop" / f"{host}.txt", table + "\n")
 
 

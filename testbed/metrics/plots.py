@@ -14,7 +14,7 @@ from testbed.metrics.counters import rate_series, stat_rate_series  # noqa: E402
 def plot_iterations(path, scenario, records):
     fig, ax = plt.subplots(figsize=(7, 4))
     for job in scenario.jobs:
-        for ps in job.ps:
+        for ps in job.ps_agents:
             rows = records.get(ps, [])
             ax.plot([r["iteration"] for r in rows], [r["iteration_s"] * 1e3 for r in rows], marker="o",
                     label=f"{job.name} ({job.policy}) at {ps}")

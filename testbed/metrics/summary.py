@@ -60,7 +60,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
     Times and rates leave out the first ``warmup_iterations`` iterations (``metrics.warmup_iterations``);
     counts of packets and bytes cover every iteration.
     """
-    ps_rows = [r for ps in job.ps for r in records.get(ps, [])]
+    ps_rows = [r for ps in job.ps_agents for r in records.get(ps, [])]
     # Completion, iteration time and exactness: the PSs' records, or a ring's workers' (JobSpec.completion_agents).
     done_by = job.completion_agents
     done_rows = [r for agent in done_by for r in records.get(agent, [])]
@@ -214,7 +214,7 @@ def write_iterations_csv(path: Path, scenario, records: dict):
     out = csv.DictWriter(text, fieldnames=fields, extrasaction="ignore")
     out.writeheader()
     for job in scenario.jobs:
-        for node, role in [(w, "worker") for w in job.workers] + [(p, "ps") for p in job.ps]:
+        for node, role in [(w, "worker") for w in job.workers] + [(p, "ps") for p in job.ps_agents]:
             for r in records.get(node, []):
                 out.writerow({"job": job.name, "node": node, "role": role, **r})
     write_text_atomic(path, text.getvalue())

@@ -254,9 +254,8 @@ class FluidModel:
                 edges = [link for w in job.workers for link in self.routes.links(ps, w)]
             else:
                 first = self.scenario.topology.neighbor(ps, self.scenario.topology.host_link(ps))
-                # A worker on the PS's own host (a co-located PS) has its RESULTs there: no copy comes back.
                 edges = [(ps, first)] + [self.routes.multicast_link(sw, c, ps)
-                                         for sw, children in tree.items() for c in children if c != ps]
+                                         for sw, children in tree.items() for c in children]
             for edge in edges:
                 loads[edge] += rate
                 touch[RESULTS, edge].update(who)

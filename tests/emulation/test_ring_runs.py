@@ -59,3 +59,25 @@ def test_a_ring_stays_exact_at_one_percent_loss(emulation, tmp_path, quiet):
     assert summary["jobs"][0]["retransmitted_packets"] > 0
     assert summary["aggregation_exact"] is True
     assert_clean()
+
+
+@pytest.mark.parametrize("policy", ("ps", "atp"))
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+def test_a_ps_co_located_with_a_worker_runs_exactly(target, policy, emulation, tmp_path, quiet):
+    """Rina §VI-A4's PS baselines: the PS on w1 beside w1's worker. Its agent (``w1-ps``) answers at the host's
+    second address; w1's gradient reaches it without crossing a link, and it gets each RESULT multicast to the
+    others (atp) by unicast on its host, since no switch sends a copy back out of the PS's port."""
+    if target == "bmv2":
+        require_bmv2()
+    scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=3", f"policy={policy}", "jobs.0.ps=[w1]",
+                                            "scale=0.00002"])
+    result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
+    summary, job = result.summary, result.summary["jobs"][0]
+    assert summary["status"] == "ok" and summary["aggregation_exact"] is True, summary["error"]
+    assert job["iterations_completed"] == 3 and job["ps"] == ["w1"]
+    assert {p.name for p in (result.run_dir / "records").iterdir()} == {f"w{i}.jsonl" for i in range(1, 9)} | {
+        "w1-ps.jsonl"}
+    agents = json.loads((result.run_dir / "agents" / "w1-ps.json").read_text())
+    assert (agents["host"], agents["ip"], agents["bind_ip"]) == ("w1", "10.253.0.1", "10.253.0.1")
+    assert agents["local_worker_ip"] == ("10.0.0.1" if policy == "atp" else "")
+    assert_clean()

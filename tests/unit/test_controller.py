@@ -145,3 +145,30 @@ def test_emulation_refuses_esa_preemption_between_jobs():
         check_emulable(scenario, policy)
     one_job = plan_for(RACK, "policy=esa")
     check_emulable(one_job[0], one_job[1])
+
+
+def test_a_colocated_ps_answers_at_its_hosts_second_address():
+    """A PS beside one of its job's workers (Rina §VI-A4): its agent ``w1-ps`` runs on w1 at 10.253.0.1, which
+    every switch routes and every aggregation entry names; the multicast tree leaves w1 out, and the PS
+    unicasts each RESULT to the worker on its own host."""
+    scenario = parse_scenario(textwrap.dedent("""\
+        version: 1
+        topology: {kind: explicit, switches: [t1, t2], hosts: [w1, w2, w3, w4],
+                   links: [[w1, t1], [w2, t1], [w3, t2], [w4, t2], [t1, t2]]}
+        jobs: [{gradient_size: 1MB, workers: [w1, w2, w3, w4], ps: [w1], policy: atp}]
+        """))
+    plan = controller.plan(scenario, compute_policy(scenario))
+    ps = next(a for a in plan.agents if a.role == "ps")
+    assert (ps.name, ps.host, ps.ip, ps.bind_ip, ps.local_worker_ip) == ("w1-ps", "w1", "10.253.0.1", "10.253.0.1",
+                                                                         "10.0.0.1")
+    worker = next(a for a in plan.agents if a.name == "w1")
+    assert worker.ip == "10.0.0.1" and {p.ps_ip for p in worker.submodels} == {"10.253.0.1"}
+    for sw in ("t1", "t2"):
+        lpm = {e.match[0] for e in plan.switches[sw].entries if e.table == "ipv4_lpm"}
+        assert {"10.0.0.1/32", "10.253.0.1/32"} <= lpm
+    filters = [dict(e.params) for config in plan.switches.values() for e in config.entries if e.table == "ina_filter"]
+    assert filters and all(f["bypass_dst"] == "10.253.0.1" for f in filters)
+    assert {f["next_dst"] for f in filters} <= {"10.253.0.1", scenario.topology.node("t1").ip}
+    ports = {g.ports for g in plan.switches["t1"].multicast_groups}
+    w1_port = scenario.topology.port("t1", scenario.topology.host_link("w1"))
+    assert ports and all(w1_port not in p for p in ports)

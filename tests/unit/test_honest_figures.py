@@ -105,7 +105,7 @@ def hand_run():
         for iteration, row in enumerate(rows):
             row["iteration"] = iteration
     job = SimpleNamespace(name="j", policy="atp", transport="atp", workers=["w1", "w2"], ps=["ps"], iterations=2,
-                          is_ring=False, completion_agents=["ps"])
+                          is_ring=False, completion_agents=["ps"], ps_agents=["ps"])
     return job, records
 
 

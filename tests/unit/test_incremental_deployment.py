@@ -145,7 +145,8 @@ def test_the_emulation_refuses_rina_until_its_data_plane_runs_it():
 
 def test_a_ps_may_share_a_host_with_one_of_its_jobs_workers_in_the_simulator():
     """Rina §VI-A4: the PS baselines co-locate the PS on a worker host. The scenario takes it, the simulator
-    models it (the co-located worker's gradient crosses no link), the emulation refuses it by field."""
+    models it (the co-located worker's gradient crosses no link), and the emulation runs it (its PS agent is
+    ``h16-ps``, answering at the host's second address)."""
     text = FAT_TREE % ("all", ALL_HOSTS)
     scenario = parse_scenario(text.replace("policy: rar", "ps: [h16], policy: atp"))
     assert scenario.jobs[0].ps == ["h16"] and "h16" in scenario.jobs[0].workers
@@ -157,8 +158,10 @@ def test_a_ps_may_share_a_host_with_one_of_its_jobs_workers_in_the_simulator():
         result = evaluate(small, compute_policy(small))
         counts[result["fragment_model"].split()[0]] = result["ps_ingress_fragments"]
     assert len(set(counts.values())) == 1 and set(counts) == {"event", "analytic"}
-    limits = emulation_limits(scenario)
-    assert len(limits) > 0 and any("jobs.0.ps.0: PS h16 is also a worker of the job" in line for line in limits)
+    assert not any("jobs.0.ps" in line for line in emulation_limits(scenario))
+    assert scenario.jobs[0].ps_agents == ["h16-ps"] and scenario.topology.colocated_ps == {"h16"}
+    assert scenario.topology.ps_ip("h16") == "10.253.0.16" and scenario.topology.addresses("h16") == [
+        "10.0.0.16", "10.253.0.16"]
     other = text.replace("policy: rar", "ps: [h16], policy: atp").replace(
         "iterations: 2}", "iterations: 2}\n  - {name: k, gradient_size: 1MB, workers: [h15, h16], ps: [h1], "
                           "iterations: 1}").replace(f"workers: [{ALL_HOSTS}]", "workers: [h1, h2, h3]")
