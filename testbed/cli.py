@@ -113,6 +113,10 @@ def cmd_sweep(args) -> int:
     for metric in result.unplotted:
         print(f"metric {metric}: no finished run has it as a number, so no plot (the table's columns are the "
               f"summary's metrics)", file=sys.stderr)
+    if result.paper is not None:
+        from testbed.sweep.table import format_paper_comparison
+        print(f"against the paper ({result.sweep_dir / 'paper.csv'}):\n" + format_paper_comparison(result.paper),
+              file=sys.stderr)
     print(result.table_path)
     return 0 if statuses.get("ok", 0) + statuses.get("refused", 0) == len(result.rows) else 8
 

@@ -8,6 +8,7 @@ Layout under ``OUT/<sweep name>/``::
     points/<point id>/refused.json        a point refused at plan time, with the reason
     table.csv                             one row per point (testbed/sweep/table.py)
     plots/<metric>.png                    each listed metric against the first axis
+    paper.csv                             the paper's ratios between schemes against ours (its ``paper``)
 
 A point is done when its newest run ended ``ok`` or ``stalled`` (a result:
 the stall is the finding), or when it was refused at plan time (the same
@@ -28,7 +29,7 @@ from tqdm import tqdm
 
 from testbed.atomic_io import write_text_atomic
 from testbed.sweep.executors import LocalExecutor, run_summaries
-from testbed.sweep.table import compose_run_plots, plot_metric, row, write_table
+from testbed.sweep.table import compose_run_plots, paper_comparison, plot_metric, row, write_table
 
 DONE_STATUSES = ("ok", "stalled")
 
@@ -42,6 +43,7 @@ class SweepResult:
     skipped: int
     rows: list
     unplotted: list = field(default_factory=list)   # the sweep's metrics no finished run has as a number
+    paper: object = None     # the paper comparison (DataFrame, table.paper_comparison) when the sweep has one
 
 
 def newest_summary(point_dir: Path):
@@ -130,8 +132,12 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -
             path = sweep_dir / "plots" / "run_plots.png"
             if compose_run_plots(frame, [a for a, _ in spec.axes], spec.run_plots, path, spec.name):
                 plots.append(path)
+    paper = None
+    if spec.paper:
+        paper = paper_comparison(frame, spec.paper)
+        write_text_atomic(sweep_dir / "paper.csv", paper.to_csv(index=False))
     return SweepResult(sweep_dir, table_path, plots, len(finished), skipped,
-                       [rows[p.point_id] for p in spec.points if p.point_id in rows], unplotted)
+                       [rows[p.point_id] for p in spec.points if p.point_id in rows], unplotted, paper)
 
 
 def _write(spec, rows, table_path):

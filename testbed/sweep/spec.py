@@ -14,6 +14,12 @@ repetitions: 3                  # runs per point, each with its own derived seed
 metrics: [iteration_time_s, ps_ingress_bytes]   # summary metrics plotted (the table keeps every one)
 run_plots: [worker_send_rate]   # optional: plots of each run (its plots/<name>.png) side by side
 simulate: false                 # optional: true runs every point in the flow-level simulator instead
+paper:                          # optional: what the paper reports, compared as ratios between schemes
+  - metric: ps_ingress_bytes
+    by: scheme                  # the axis whose values the paper compares
+    at: {jobs.0.iterations: 5}  # the other axes' values its figures are for
+    values: {ATP: 198, PA-ATP: 44}   # the paper's figures, in its own unit
+    source: "GOAT §VII-C Exp#3: the text's figures for 16 workers"
 ```
 
 A point is one combination of axis values and one repetition. Its seed is
@@ -31,6 +37,12 @@ at any scale, without root: the papers' full-scale curves.
 Every point's scenario is parsed and validated before anything runs: a typo
 in an axis value is one line naming the sweep file and the point, not a
 failure an hour into the sweep.
+
+``paper`` lists what the paper reports (:class:`PaperClaim`): for one metric,
+its figures for several values of one axis at fixed values of the others.
+Our runs are at reduced scale, so only ratios are compared: every pair of
+those values, the paper's ratio against the ratio of our means
+(``paper.csv``, :func:`testbed.sweep.table.paper_comparison`).
 """
 
 import hashlib
@@ -45,7 +57,9 @@ from testbed.errors import ScenarioError
 from testbed.scenario import load_scenario, read_yaml_document, read_yaml_text
 
 SWEEP_VERSION = 1
-SWEEP_KEYS = {"version", "name", "scenario", "set", "axes", "repetitions", "metrics", "run_plots", "simulate"}
+SWEEP_KEYS = {"version", "name", "scenario", "set", "axes", "repetitions", "metrics", "run_plots", "simulate",
+              "paper"}
+PAPER_KEYS = {"metric", "by", "at", "values", "source"}
 #: What a sweep's ``run_plots`` may name: the plots every run writes (testbed/metrics/plots.py).
 RUN_PLOTS = ("iteration_time", "ps_ingress_rate", "worker_send_rate", "aggregation_rate")
 MAX_POINTS = 10_000
@@ -69,6 +83,18 @@ class Point:
         return ", ".join(f"{path}={value}" for path, value in self.values) + f", repetition {self.repetition}"
 
 
+@dataclass(frozen=True)
+class PaperClaim:
+    """A paper's figures for ``metric`` at several values of the axis ``by`` (``values``: ((axis value,
+    figure), ...), in the paper's unit), the other axes at ``at`` (((axis, value), ...)), with where they
+    come from (``source``)."""
+    metric: str
+    by: str
+    values: tuple
+    at: tuple = ()
+    source: str = ""
+
+
 @dataclass
 class SweepSpec:
     name: str
@@ -80,6 +106,7 @@ class SweepSpec:
     metrics: list
     run_plots: list = field(default_factory=list)
     simulate: bool = False   # points run in the flow-level simulator, not emulated
+    paper: list = field(default_factory=list)   # PaperClaim
     base_seed: int = 0
     points: list = field(default_factory=list)
 
@@ -167,7 +194,7 @@ def load_sweep(path) -> SweepSpec:
     if simulate and run_plots:
         c.fail("run_plots", "a simulated run has no plots of its own; remove run_plots or simulate")
     spec = SweepSpec(name, str(path), scenario_path, list(fixed), axes, repetitions, list(metrics), list(run_plots),
-                     simulate)
+                     simulate, _paper_claims(c, doc.get("paper", []), dict(axes)))
     base = load_scenario(scenario_path, spec.fixed)
     spec.base_seed = base.seed
     spec.points = list(_points(spec))
@@ -177,6 +204,53 @@ def load_sweep(path) -> SweepSpec:
         except ScenarioError as exc:
             raise ScenarioError("axes", f"point {point.label()}: {exc}", spec.source) from None
     return spec
+
+
+def _paper_claims(c, items, axes: dict) -> list:
+    """The ``paper`` entries, each checked against the sweep's axes (``axes``: axis -> its values)."""
+    if not isinstance(items, list):
+        c.fail("paper", "expected a list of {metric, by, at, values, source} entries")
+    claims = []
+    for i, item in enumerate(items):
+        p = f"paper.{i}"
+        if not isinstance(item, dict):
+            c.fail(p, "expected a mapping with metric, by, values (and at, source)")
+        c.keys(item, p, PAPER_KEYS)
+        for key in ("metric", "by", "values"):
+            if key not in item:
+                c.fail(f"{p}.{key}", "missing")
+        metric, by = item["metric"], item["by"]
+        if not isinstance(metric, str) or not metric:
+            c.fail(f"{p}.metric", "expected a summary metric name, e.g. ps_ingress_bytes")
+        if by not in axes:
+            c.fail(f"{p}.by", f"expected one of the sweep's axes ({', '.join(axes)}), got {by!r}")
+        values = item["values"]
+        if not isinstance(values, dict) or len(values) < 2:
+            c.fail(f"{p}.values", "expected a mapping of at least two of the axis's values to the paper's figures")
+        for value, figure in values.items():
+            _axis_value(c, axes, by, value, f"{p}.values.{value}")
+            c.number(figure, f"{p}.values.{value}", 0, None, low_open=True)
+        at = item.get("at", {})
+        if not isinstance(at, dict):
+            c.fail(f"{p}.at", "expected a mapping of the other axes to one value each")
+        for axis in at:
+            if axis not in axes or axis == by:
+                c.fail(f"{p}.at.{axis}", f"expected one of the other axes ({', '.join(a for a in axes if a != by)})")
+        at = {axis: _axis_value(c, axes, axis, value, f"{p}.at.{axis}") for axis, value in at.items()}
+        source = item.get("source", "")
+        if not isinstance(source, str):
+            c.fail(f"{p}.source", "expected text: where the paper states these figures")
+        figures = tuple((_axis_value(c, axes, by, k, p), float(v)) for k, v in values.items())
+        claims.append(PaperClaim(metric, by, figures, tuple(at.items()), source))
+    return claims
+
+
+def _axis_value(c, axes: dict, axis: str, value, path: str):
+    """``value`` as axis ``axis`` holds it (a named axis's labels are text: ``16`` names its label ``"16"``)."""
+    for held in axes[axis]:
+        if held == value or (isinstance(axes[axis], dict) and str(held) == str(value)):
+            return held
+    c.fail(path, f"not a value of axis {axis} ({', '.join(map(str, axes[axis]))})")
 
 
 def _axis_sets(axis: str, values, value) -> tuple:

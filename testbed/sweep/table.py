@@ -1,6 +1,7 @@
 """The sweep's tidy table (one row per point: axes, repetition, seed, status, every scalar summary
-metric) and its plots (each metric against the first axis, mean and 95% confidence interval over the
-repetitions, one line per combination of the other axes)."""
+metric), its plots (each metric against the first axis, mean and 95% confidence interval over the
+repetitions, one line per combination of the other axes), and its comparison with the paper's figures
+(:func:`paper_comparison`)."""
 
 import math
 from pathlib import Path
@@ -112,6 +113,51 @@ def plot_metric(frame: pd.DataFrame, axes: list, metric: str, path: Path, title:
             title = title if title.endswith(DISTORTED_NOTE) else title + DISTORTED_NOTE
     finish_figure(fig, ax, path, x_axis, metric, title, legend=bool(others))
     return True
+
+
+def paper_comparison(frame: pd.DataFrame, claims: list) -> pd.DataFrame:
+    """Per claim (``spec.PaperClaim``) and pair (a, b) of its ``by`` values: the paper's figures and their
+    ratio a / b, our means (finished, undistorted runs at the claim's ``at``) and their ratio, ``ours_vs_paper``
+    (our ratio / the paper's) and ``same_order`` (both ratios on the same side of 1, neither of them 1).
+    Ratios, since our runs are at reduced scale; a value without such a run gives empty cells."""
+    rows = []
+    done = frame[(frame["status"] == "ok") & (frame["distorted"] != True)] if len(frame) else frame  # noqa: E712
+    for claim in claims:
+        selected = done
+        for axis, value in claim.at:
+            selected = selected[selected[axis] == value]
+        ours = {}
+        for value, _ in claim.values:
+            runs = selected[selected[claim.by] == value] if claim.metric in selected else selected.iloc[0:0]
+            ours[value] = mean_ci(runs[claim.metric])[0] if len(runs) else math.nan
+        figures = dict(claim.values)
+        for i, (a, _) in enumerate(claim.values):
+            for b, _ in claim.values[i + 1:]:
+                paper_ratio = figures[a] / figures[b]
+                our_ratio = ours[a] / ours[b] if ours[b] and not math.isnan(ours[b]) else math.nan
+                rows.append({
+                    "metric": claim.metric, "at": ", ".join(f"{k}={v}" for k, v in claim.at), "by": claim.by,
+                    "a": a, "b": b, "paper_a": figures[a], "paper_b": figures[b], "paper_ratio": paper_ratio,
+                    "ours_a": ours[a], "ours_b": ours[b], "our_ratio": our_ratio,
+                    "ours_vs_paper": our_ratio / paper_ratio if not math.isnan(our_ratio) else math.nan,
+                    # level (a ratio of 1) is on neither side
+                    "same_order": None if math.isnan(our_ratio) else (our_ratio - 1) * (paper_ratio - 1) > 0,
+                    "source": claim.source})
+    return pd.DataFrame(rows)
+
+
+def format_paper_comparison(comparison: pd.DataFrame) -> str:
+    """The comparison as the CLI prints it: one line per pair."""
+    lines = []
+    for _, r in comparison.iterrows():
+        if math.isnan(r["our_ratio"]):
+            ours = "ours: none (no finished, undistorted run has it)"
+        else:
+            side = "same side of 1" if r["same_order"] else "level" if r["our_ratio"] == 1 else "other side of 1"
+            ours = f"ours {r['our_ratio']:.3g} ({r['ours_vs_paper']:.2f}x the paper's, {side})"
+        where = f" at {r['at']}" if r["at"] else ""
+        lines.append(f"{r['metric']}{where}: {r['a']} / {r['b']}: paper {r['paper_ratio']:.3g}, {ours}")
+    return "\n".join(lines)
 
 
 #: Appended to a plot's title when a point on it includes a distorted run.

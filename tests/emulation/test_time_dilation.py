@@ -116,6 +116,7 @@ def test_background_flows_and_injections_run_in_virtual_time(emulation, tmp_path
     assert bg["completed_count"] >= 1 and 0 < bg["fct_p50_s"] < 1.0
     run_dir = next((tmp_path / "dilated-background").iterdir())
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    start, end = ([e for e in events if e["kind"] == "rate_change" and e["phase"] == phase] for phase in ("start", "end"))
+    start, end = ([e for e in events if e["kind"] == "rate_change" and e["phase"] == phase]
+                  for phase in ("start", "end"))
     assert start[0]["t_s"] == pytest.approx(0.2, abs=0.05) and end[0]["t_s"] == pytest.approx(0.5, abs=0.05)
     assert end[0]["wall"] - start[0]["wall"] == pytest.approx(0.9, abs=0.15)

@@ -40,7 +40,8 @@ def test_time_dilation_is_a_number_of_at_least_one_or_auto():
     assert scenario().time_dilation == 1.0
     assert scenario(["time_dilation=4"]).time_dilation == 4.0
     assert scenario(["time_dilation=auto"]).time_dilation == AUTO_DILATION
-    for bad, expected in (("0.5", "a number >= 1"), ("2000", "<= 1000"), ("fast", "a number in [1, 1000] or auto"), ("true", "a number")):
+    for bad, expected in (("0.5", "a number >= 1"), ("2000", "<= 1000"), ("fast", "a number in [1, 1000] or auto"),
+                          ("true", "a number")):
         with pytest.raises(ScenarioError) as info:
             scenario([f"time_dilation={bad}"])
         assert info.value.field == "time_dilation" and expected in info.value.message

@@ -7,12 +7,14 @@ import math
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from testbed.errors import PolicyError, ScenarioError
 from testbed.sweep import derive_seed, load_sweep, run_sweep
 from testbed.sweep.executors import LocalExecutor
-from testbed.sweep.table import mean_ci, run_label
+from testbed.sweep.spec import PaperClaim
+from testbed.sweep.table import format_paper_comparison, mean_ci, paper_comparison, run_label
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
@@ -56,6 +58,16 @@ def test_seeds_differ_by_repetition_and_are_shared_across_axis_values(tmp_path):
     ("axes: {policy: [ps]}\ncolour: red\n", "colour"),
     ("axes: {policy: [ps]}\nsimulate: sometimes\n", "simulate"),
     ("axes: {policy: [ps]}\nsimulate: true\nrun_plots: [worker_send_rate]\n", "run_plots"),
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: scheme, values: {ps: 1, atp: 2}}]\n", "paper.0.by"),
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: policy, values: {ps: 1}}]\n", "paper.0.values"),
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: policy, values: {ps: 1, goat: 2}}]\n",
+     "paper.0.values.goat"),
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: policy, values: {ps: 1, atp: -2}}]\n",
+     "paper.0.values.atp"),
+    ("axes: {policy: [ps, atp], seed: [1]}\npaper: [{metric: m, by: policy, values: {ps: 1, atp: 2}, "
+     "at: {seed: 2}}]\n", "paper.0.at.seed"),
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: policy, values: {ps: 1, atp: 2}, year: 2024}]\n",
+     "paper.0.year"),
 ])
 def test_a_bad_sweep_file_is_one_line_naming_the_field(tmp_path, body, field):
     with pytest.raises(ScenarioError) as err:
@@ -212,3 +224,39 @@ def test_a_simulated_sweep_puts_the_simulators_figures_in_the_table_under_the_ru
             1 / (scenario.jobs[0].compute_time_s + simulated))
     assert (tmp_path / "out" / "s" / "plots" / "training_throughput_iter_per_s.png").is_file()
     assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--executor", "ray"]) == 2   # runs here
+
+
+def test_the_papers_figures_are_compared_with_ours_as_ratios_between_schemes(tmp_path):
+    """Each pair of the claim's values: the paper's ratio, ours (means of finished, undistorted runs at the
+    claim's ``at``), ours over the paper's, and whether both fall on the same side of 1."""
+    frame = pd.DataFrame([
+        {"scheme": "GOAT", "workers": 16, "status": "ok", "distorted": False, "ps_ingress_bytes": 40.0},
+        {"scheme": "GOAT", "workers": 16, "status": "ok", "distorted": False, "ps_ingress_bytes": 60.0},
+        {"scheme": "ATP", "workers": 16, "status": "ok", "distorted": False, "ps_ingress_bytes": 200.0},
+        {"scheme": "ATP", "workers": 16, "status": "ok", "distorted": True, "ps_ingress_bytes": 1.0},
+        {"scheme": "ATP", "workers": 4, "status": "ok", "distorted": False, "ps_ingress_bytes": 7.0},
+        {"scheme": "Geryon", "workers": 16, "status": "failed", "distorted": None, "ps_ingress_bytes": None},
+    ])
+    claim = PaperClaim("ps_ingress_bytes", "scheme", (("GOAT", 44.0), ("ATP", 198.0), ("Geryon", 704.0)),
+                       (("workers", 16),), "GOAT Exp#3")
+    table = paper_comparison(frame, [claim])
+    assert list(zip(table["a"], table["b"])) == [("GOAT", "ATP"), ("GOAT", "Geryon"), ("ATP", "Geryon")]
+    first = table.iloc[0]
+    assert first["paper_ratio"] == pytest.approx(44 / 198) and first["our_ratio"] == pytest.approx(50 / 200)
+    assert first["ours_vs_paper"] == pytest.approx((50 / 200) / (44 / 198)) and first["same_order"] is True
+    assert math.isnan(table.iloc[1]["our_ratio"]) and table.iloc[1]["same_order"] is None   # no Geryon run
+    assert "ps_ingress_bytes at workers=16: GOAT / ATP: paper 0.222, ours 0.25 (1.12x the paper's, same side" \
+        in format_paper_comparison(table)
+
+
+def test_a_sweep_with_paper_figures_writes_paper_csv(tmp_path):
+    from testbed.cli import main
+    path = sweep_file(tmp_path, "simulate: true\naxes: {policy: [ps, atp]}\n"
+                                "paper: [{metric: ps_ingress_fragments_per_iteration, by: policy, "
+                                "values: {ps: 4, atp: 1}, source: a test}]\n")
+    assert load_sweep(path).paper == [PaperClaim("ps_ingress_fragments_per_iteration", "policy",
+                                                 (("ps", 4.0), ("atp", 1.0)), (), "a test")]
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 0
+    paper = pd.read_csv(tmp_path / "out" / "s" / "paper.csv")
+    assert list(paper["a"]) == ["ps"] and paper["paper_ratio"][0] == 4.0 and paper["our_ratio"][0] > 1
+    assert bool(paper["same_order"][0]) and paper["source"][0] == "a test"
