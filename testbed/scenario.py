@@ -114,7 +114,7 @@ RESULT_MULTICAST = ("programmable", "all")
 #: ``topology.programmable: {count: k, order: ...}``: which k switches are programmable
 #: (``topology.incremental_order``: Rina §IV-D's replacement order).
 INCREMENTAL_ORDERS = ("rina",)
-SWITCH_KEYS = {"slots", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold"}
+SWITCH_KEYS = {"slots", "memory", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold"}
 #: A job's ``retransmit_timeout``: the workers' minimum RTO (Linux's TCP_RTO_MIN). Their RTO follows the
 #: measured RTT above it; a smaller floor fires while fragments still wait in a growing window's queue.
 DEFAULT_MIN_RTO = "200ms"
@@ -915,6 +915,16 @@ def _resolve_switch(c, spec, scale):
     s = SwitchSettings()
     s.slots = c.integer(spec.get("slots", s.slots), "switch.slots", 1, 1 << 20)
     s.lanes = c.integer(spec.get("lanes", s.lanes), "switch.lanes", 1, 255)
+    if "memory" in spec:
+        # A switch's aggregation memory as a paper states it (GOAT §VII-B: ~20 MB of a Tofino), scaled like
+        # the gradients, in slots of one fragment (lanes x 4 bytes) each.
+        if "slots" in spec:
+            c.fail("switch.memory", "give either memory (scaled, in slots of lanes x 4 bytes) or slots, not both")
+        memory_bytes = c.size_bytes(spec["memory"], "switch.memory") * scale
+        s.slots = int(memory_bytes // (4 * s.lanes))
+        if not 1 <= s.slots <= 1 << 20:
+            c.fail("switch.memory", f"{memory_bytes:,.0f} B after scale is {s.slots} slots of {4 * s.lanes} B; "
+                                    f"expected 1 to {1 << 20} (raise or lower the memory, or scale)")
     if "aggregation_capacity" in spec:
         s.aggregation_capacity_bps = c.rate_bps(spec["aggregation_capacity"], "switch.aggregation_capacity") * scale
     s.queue_depth_pkts = c.integer(spec.get("queue_depth", s.queue_depth_pkts), "switch.queue_depth", 1, 100000)
@@ -1000,8 +1010,10 @@ def _resolve_jobs(c, spec, topo, scale, switch):
                        f"switch {sw!r} is not programmable; aggregation needs a programmable switch "
                        f"(see topology.programmable)")
         # Default: ATP's largest window (100 fragments), so a worker's window can cover the round trip of
-        # a 5 Mb/s link with the switches' processing in it (RTTs of 30-50 ms measured on 2 cores).
-        window = c.integer(job.get("window", DEFAULT_WINDOW), f"{p}.window", 1, 65535)
+        # a 5 Mb/s link with the switches' processing in it (RTTs of 30-50 ms measured on 2 cores); at most
+        # the switches' slots (a switch of a paper's small memory at reduced scale holds fewer).
+        window = c.integer(job.get("window", DEFAULT_WINDOW if ring else min(DEFAULT_WINDOW, switch.slots)),
+                           f"{p}.window", 1, 65535)
         if not ring and window > switch.slots:
             c.fail(f"{p}.window", f"window {window} exceeds switch.slots {switch.slots}")
         transport = c.choice(job.get("transport", default_transport(policy)), f"{p}.transport",

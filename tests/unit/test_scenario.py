@@ -168,3 +168,14 @@ def test_goat_testbed_workers_per_rack_is_checked():
     message = str(error_of(text.replace("workers_per_rack: 2", "workers_per_rack: 0")))
     assert "topology.workers_per_rack" in message
     assert "w5" in str(error_of(text.replace("w4]", "w4, w5]")))
+
+
+def test_a_papers_switch_memory_is_scaled_into_slots_and_caps_the_default_window():
+    # GOAT §VII-B's ~20 MB of a Tofino at 1/1000: 20,000 B in slots of 64 lanes x 4 B = 78 slots.
+    s = parse(BASE, ["switch.memory=20MB"])
+    assert s.switch.slots == 78 and s.jobs[0].window == 78
+    assert parse(BASE).switch.slots == 1024 and parse(BASE).jobs[0].window == 100
+    assert error_of(BASE, ["switch.memory=20MB", "switch.slots=64"]).field == "switch.memory"
+    err = error_of(BASE, ["switch.memory=100kB"])
+    assert err.field == "switch.memory" and "100 B after scale is 0 slots of 256 B" in err.message
+    assert error_of(BASE, ["switch.memory=20MB", "jobs.0.window=100"]).field == "jobs.0.window"
