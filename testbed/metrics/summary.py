@@ -28,7 +28,11 @@ Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
 - ``switch_egress_fragments`` / ``communication_overhead_bytes``: gradient
   packets (not RESULTs) leaving switch ports, in packets / frame bytes
   (GOAT's communication overhead over all links, as the simulator counts it);
-- ``training_throughput_iter_per_s``; ``aggregation_exact``.
+- ``training_throughput_iter_per_s``; ``aggregation_exact``;
+- ``counted_gradients_per_s``: the workers' gradients that count (a K-of-N
+  scheme's participants) per second of training: participants / iteration
+  time; times the batch size it is GOAT §VII-C's training throughput in
+  images/s "counting only participants' samples" (Exp#4).
 """
 
 import csv
@@ -91,6 +95,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
         "iteration_time_s": iteration_s,
         "comm_time_s": mean(comm) if comm else None,
         "training_throughput_iter_per_s": (1 / iteration_s) if iteration_s else None,
+        "counted_gradients_per_s": (len(counted) / iteration_s) if iteration_s else None,
         "gradient_sending_rate_bps": mean(worker_rates.values()) if worker_rates else None,
         "min_gradient_sending_rate_bps": min(worker_rates.values()) if worker_rates else None,
         "ps_ingress_bytes": ps_ingress_bytes,
@@ -126,7 +131,7 @@ def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, fr
     - ``aggregation_exact``: every job exact; ``ps_ingress_bytes``, ``ina_amount_bytes``: summed over jobs;
     - ``ps_ingress_link_bytes``: kernel bytes into the PSs' links (everything, not only INA frames);
     - ``iteration_time_s``, ``comm_time_s``, ``gradient_sending_rate_bps``,
-      ``training_throughput_iter_per_s``: means over jobs;
+      ``training_throughput_iter_per_s``: means over jobs; ``counted_gradients_per_s``: their sum;
     - ``switch_egress_fragments``: gradient packets (not RESULTs) leaving switch ports (GOAT Fig. 2);
     - ``communication_overhead_bytes``: those packets in frame bytes (``frame_bytes`` each: every INA
       frame of a run is full-size), GOAT §IV's objective: gradients sent over the links, RESULTs not;
@@ -142,6 +147,7 @@ def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, fr
         "comm_time_s": mean_of_known([j["comm_time_s"] for j in jobs]),
         "gradient_sending_rate_bps": mean_of_known([j["gradient_sending_rate_bps"] for j in jobs]),
         "training_throughput_iter_per_s": mean_of_known([j["training_throughput_iter_per_s"] for j in jobs]),
+        "counted_gradients_per_s": sum(j["counted_gradients_per_s"] or 0.0 for j in jobs) or None,
         "switch_egress_fragments": egress_fragments,
         "communication_overhead_bytes": egress_fragments * frame_bytes,
         "switch_tx_link_bytes": sum(d["tx_bytes"] for d in deltas.values()),

@@ -8,7 +8,8 @@ keeps the run's vocabulary, per job and for the run (the mean over jobs, as ``in
 - ``comm_time_s``: the simulator's communication time per iteration;
 - ``iteration_time_s``: the job's ``compute_time`` plus that (the simulator has no compute-delay
   stragglers and no queueing between iterations);
-- ``training_throughput_iter_per_s``: its inverse;
+- ``training_throughput_iter_per_s``: its inverse; ``counted_gradients_per_s``: the workers whose
+  gradients count (a K-of-N scheme's participants) over the iteration time (the run's: their sum);
 - ``min_gradient_sending_rate_bps``: the slowest worker's modelled rate;
 - ``ps_ingress_fragments_per_iteration`` and ``fragments_sent`` per iteration;
 - ``bom_rate_bps``: Rina §III-B's Bandwidth-Occupation Model's rate for a job with one PS (the run's: the
@@ -40,6 +41,8 @@ def simulated_summary(scenario, simulation: dict) -> dict:
                      "workers": list(job.workers), "ps": list(job.ps), "iterations": job.iterations,
                      "comm_time_s": comm_s, "iteration_time_s": iteration_s,
                      "training_throughput_iter_per_s": 1.0 / iteration_s if 0 < iteration_s < float("inf") else 0.0,
+                     "counted_gradients_per_s": len(sim["participants"] or job.workers) / iteration_s
+                     if 0 < iteration_s < float("inf") else 0.0,
                      "min_gradient_sending_rate_bps": sim["min_sending_rate_bps"],
                      "ps_ingress_fragments_per_iteration": sim["ps_ingress_fragments"],
                      "fragments_sent": sim["sent_fragments"], "bom_rate_bps": sim["bom_rate_bps"]})
@@ -50,6 +53,7 @@ def simulated_summary(scenario, simulation: dict) -> dict:
             "iteration_time_s": mean_of_known(j["iteration_time_s"] for j in jobs),
             "comm_time_s": mean_of_known(j["comm_time_s"] for j in jobs),
             "training_throughput_iter_per_s": mean_of_known(j["training_throughput_iter_per_s"] for j in jobs),
+            "counted_gradients_per_s": sum(j["counted_gradients_per_s"] for j in jobs),
             "min_gradient_sending_rate_bps": simulation["min_sending_rate_bps"],
             "ps_ingress_fragments_per_iteration": simulation["ps_ingress_fragments"],
             "fragments_sent": simulation["sent_fragments"],
