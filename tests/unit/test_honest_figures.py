@@ -119,6 +119,8 @@ def test_paper_metrics_on_a_hand_computable_run():
     assert m["ina_amount_bytes"] == 2 * FRAME                    # total size of models - PS overhead (GOAT)
     assert m["retransmitted_packets"] == 1 and m["retransmission_ratio"] == pytest.approx(1 / 12)
     assert m["iteration_time_s"] == 0.5 and m["training_throughput_iter_per_s"] == 2.0
+    assert m["counted_gradients_per_s"] == 4.0                   # both workers' gradients, twice a second
+    assert job_metrics(job, records, participants=["w1"])["counted_gradients_per_s"] == 2.0   # K-of-N: one
     assert m["comm_time_s"] == pytest.approx(0.1)
     assert m["min_gradient_sending_rate_bps"] == pytest.approx(8 * FRAME * 3 / 0.1)
     assert m["gradient_sending_rate_bps"] == pytest.approx(8 * FRAME * 3.25 / 0.1)
