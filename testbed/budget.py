@@ -128,11 +128,13 @@ def dilation_factor(scenario, budget: PacketBudget) -> float:
 def expected_wall_s(scenario, simulation: dict, factor: float) -> float:
     """The wall time a run's iterations take at dilation ``factor``, from the simulator's communication times
     (``sim.evaluate``): per job its start plus, per iteration, compute time, mean straggler delay and
-    communication; the slowest job, times ``factor``. Set-up and teardown come on top."""
+    communication (a persistent delay: the job's slowest worker's); the slowest job, times ``factor``. Set-up
+    and teardown come on top."""
     longest = 0.0
     for job in scenario.jobs:
         delays = [d for d in scenario.stragglers.compute_delays if set(d.workers) & set(job.workers)]
-        delay_s = max((d.value_s if d.distribution == "fixed" else d.mean_s if d.distribution == "normal"
+        delay_s = max((max(d.persistent_s[w] for w in job.workers if w in d.persistent_s) if d.persistent_s
+                       else d.value_s if d.distribution == "fixed" else d.mean_s if d.distribution == "normal"
                        else (d.low_s + d.high_s) / 2 for d in delays), default=0.0)
         comm_s = simulation["jobs"][job.name].get("comm_time_s") or 0.0
         longest = max(longest, job.start_s + job.iterations * (job.compute_time_s + delay_s + comm_s))

@@ -471,9 +471,16 @@ def window_rate_cap_bps(scenario, routes, job, worker):
 
 
 def _compute_delay_of(scenario, worker) -> dict:
-    """``worker``'s straggler delay distribution for its agent config (empty: none)."""
-    delay = next((asdict(d) for d in scenario.stragglers.compute_delays if worker in d.workers), {})
-    delay.pop("workers", None)
+    """``worker``'s straggler delay distribution for its agent config (empty: none); a persistent one is the
+    worker's own delay, fixed."""
+    spec = next((d for d in scenario.stragglers.compute_delays if worker in d.workers), None)
+    if spec is None:
+        return {}
+    if spec.persistent_s:
+        return {"distribution": "fixed", "value_s": spec.persistent_s[worker]}
+    delay = asdict(spec)
+    for key in ("workers", "persistent_s"):
+        delay.pop(key)
     return delay
 
 

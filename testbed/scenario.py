@@ -20,13 +20,15 @@ functions, so there is one home for every field.
 
 import copy
 import math
+import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
 
 from testbed import models, topology
+from testbed.agents.common import straggler_delay_s
 from testbed.agents.transport import AWAITING_DATA_PLANE, TRANSPORTS, default_transport
 from testbed.dataplane.wire import DEFAULT_LANES, MAX_WORKERS_PER_JOB, choose_scale_bits, fragments_of
 from testbed.errors import ScenarioError, TopologyError, UnitError, brief_repr as _brief
@@ -236,7 +238,9 @@ class BackgroundSpec:
 
 @dataclass
 class ComputeDelaySpec:
-    """Extra compute time per worker per iteration drawn from a distribution (seconds)."""
+    """Extra compute time per worker per iteration drawn from a distribution (seconds): every iteration
+    afresh, or with ``persistent: true`` once per worker for the whole run (a persistently slow worker, the
+    straggler a K-of-N scheme leaves out), drawn here from the scenario's seed: ``persistent_s``."""
     workers: list
     distribution: str                # normal | uniform | fixed
     mean_s: float = 0.0
@@ -244,6 +248,7 @@ class ComputeDelaySpec:
     low_s: float = 0.0               # uniform bounds, or the normal's clip range
     high_s: float = 0.0
     value_s: float = 0.0
+    persistent_s: dict = field(default_factory=dict)   # worker -> its delay every iteration; empty: redrawn
 
 
 @dataclass
@@ -756,7 +761,7 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
                                             f"got {metrics.warmup_iterations}")
     background = _resolve_background(c, c.items(doc.get("background"), "background", "background entries"),
                                      topo, jobs)
-    stragglers = _resolve_stragglers(c, _section(c, doc, "stragglers"), topo, jobs, scale)
+    stragglers = _resolve_stragglers(c, _section(c, doc, "stragglers"), topo, jobs, scale, seed)
     if stragglers.heterogeneous_range_bps:
         topo = topology.with_host_link_rates(topo, stragglers.heterogeneous_range_bps, seed)
     topo.colocated_ps = {ps for job in jobs for ps in job.ps if ps in job.workers}
@@ -1247,13 +1252,13 @@ def _resolve_background(c, spec, topo, jobs):
     return out
 
 
-def _resolve_stragglers(c, spec, topo, jobs, scale):
+def _resolve_stragglers(c, spec, topo, jobs, scale, seed=1):
     c.keys(spec, "stragglers", STRAGGLER_KEYS)
     workers = {w for j in jobs for w in j.workers}
     out = StragglerSpec()
     for i, item in enumerate(c.items(spec.get("compute_delay"), "stragglers.compute_delay", "compute delays")):
         p = f"stragglers.compute_delay.{i}"
-        c.keys(item, p, {"workers", "distribution", "mean", "std", "clip", "low", "high", "value"})
+        c.keys(item, p, {"workers", "distribution", "mean", "std", "clip", "low", "high", "value", "persistent"})
         names = sorted(workers) if item.get("workers", "all") == "all" else c.names(item["workers"], f"{p}.workers")
         for k, w in enumerate(names):
             if w not in workers:
@@ -1274,6 +1279,9 @@ def _resolve_stragglers(c, spec, topo, jobs, scale):
             d.value_s = dur("value", "0s")
         if d.low_s > d.high_s:
             c.fail(p, f"low/clip bound {d.low_s}s exceeds the high bound {d.high_s}s")
+        if c.boolean(item.get("persistent", False), f"{p}.persistent"):
+            rng = random.Random(seed * 1_000_003 + 7919 * (i + 1))
+            d.persistent_s = {w: straggler_delay_s(asdict(d), rng) for w in names}
         out.compute_delays.append(d)
     windows = {}
     for section, kind in (("rate_changes", "rate_change"), ("pauses", "pause"),

@@ -416,14 +416,17 @@ def estimated_intervals_s(job, scenario, rng) -> dict:
     """Per worker, one iteration's interval from parameters out to its gradient in (an arrival history of one).
 
     compute time + one draw of the worker's straggler delay (``stragglers.compute_delay``,
-    drawn with the scheme's seeded stream) + its gradient at its access link's rate.
+    drawn with the scheme's seeded stream; a persistent delay is the worker's own, as its history would
+    show it) + its gradient at its access link's rate.
     """
     delays = {w: 0.0 for w in job.workers}
     for spec in getattr(scenario.stragglers, "compute_delays", []):
         for w in spec.workers:
             if w not in delays:
                 continue
-            if spec.distribution == "normal":
+            if spec.persistent_s:
+                delays[w] += spec.persistent_s[w]
+            elif spec.distribution == "normal":
                 delays[w] += float(np.clip(rng.normal(spec.mean_s, spec.std_s), spec.low_s, spec.high_s))
             elif spec.distribution == "uniform":
                 delays[w] += float(rng.uniform(spec.low_s, spec.high_s))

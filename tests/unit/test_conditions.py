@@ -182,3 +182,22 @@ def test_an_interrupt_swallowed_where_it_was_raised_is_raised_again_at_the_next_
         with pytest.raises(KeyboardInterrupt):
             latch.check()
     assert signals.getsignal(signals.SIGINT) == before                 # put back as it was
+
+
+def test_a_persistent_delay_is_drawn_once_per_worker_from_the_seed_and_k_of_n_leaves_the_slow_out():
+    s = parse("stragglers: {compute_delay: [{workers: all, persistent: true}]}")
+    (d,) = s.stragglers.compute_delays
+    assert set(d.persistent_s) == {"hl1", "hl2"} and all(0 <= v <= 1 for v in d.persistent_s.values())
+    assert parse("stragglers: {compute_delay: [{workers: all, persistent: true}]}").stragglers.compute_delays[0] \
+        .persistent_s == d.persistent_s                                    # seeded: the same every time
+    assert parse("seed: 9\nstragglers: {compute_delay: [{workers: all, persistent: true}]}") \
+        .stragglers.compute_delays[0].persistent_s != d.persistent_s
+    assert parse("stragglers: {compute_delay: [{workers: all}]}").stragglers.compute_delays[0].persistent_s == {}
+    from testbed import controller
+    slow = max(d.persistent_s, key=d.persistent_s.get)
+    assert controller._compute_delay_of(s, slow) == {"distribution": "fixed", "value_s": d.persistent_s[slow]}
+    from testbed.policy.baselines import estimated_intervals_s
+    intervals = estimated_intervals_s(s.jobs[0], s, None)            # no draw: the workers' own delays
+    assert max(intervals, key=intervals.get) == slow
+    assert error_of("stragglers: {compute_delay: [{workers: all, persistent: yes please}]}").field == \
+        "stragglers.compute_delay.0.persistent"
