@@ -28,10 +28,10 @@ TARGET_BUDGET_PPS = {"pyswitch": 20000.0, "bmv2": 2500.0}
 #: Packets/s (sent plus received) one worker or PS agent keeps up with in a run.
 AGENT_BUDGET_PPS = 20000.0
 #: What a packet costs, as packets per CPU-second, when the planner adds up the machine: the marginal cost
-#: measured in runs (README "Time dilation": CPU seconds of a 25-iteration run less a 5-iteration one, per
-#: packet handled): pyswitch 45k ingress packets, a worker 47k and a PS 40k packets sent plus received;
-#: bmv2 its benchmark's lossless aggregation rate.
-SWITCH_CORE_PPS = {"pyswitch": 45000.0, "bmv2": 2509.0}
+#: measured in runs (benchmarks/bench_packet_costs.py: CPU seconds of a 25-iteration run less a 5-iteration
+#: one, per packet handled): pyswitch 44-46k ingress packets, bmv2 6.9k (at time dilation 75), a worker
+#: 45-50k and a PS 39-41k packets sent plus received.
+SWITCH_CORE_PPS = {"pyswitch": 45000.0, "bmv2": 6900.0}
 AGENT_CORE_PPS = 40000.0
 #: The share of the machine's cores the switches and agents may keep busy together; the rest is the
 #: kernel's (veths, htb, UDP sockets) and the run's own monitors.

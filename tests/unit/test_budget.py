@@ -40,8 +40,8 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
     switch, machine = packet_budget(scenario, "bmv2", cores=2).warnings(1)
     assert switch.startswith("switch s1 (9,301 packets/s at time dilation 1, bmv2 budget 2,500/s) needs time "
                              "dilation 3.72, the run uses 1")
-    assert machine.startswith("the machine (4.2 cores' work at time dilation 1, 80% of 2 cores usable) needs time "
-                              "dilation 2.61")
+    assert machine.startswith("the machine (1.8 cores' work at time dilation 1, 80% of 2 cores usable) needs time "
+                              "dilation 1.13")
     monkeypatch.setattr(budget.shutil, "which", lambda name: f"/x/{name}")
     assert packet_budget(scenario, "auto", cores=2).target == "bmv2"      # auto resolves to bmv2 here
     monkeypatch.setattr(budget.shutil, "which", lambda name: None)
