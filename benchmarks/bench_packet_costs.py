@@ -19,11 +19,8 @@ Root (it builds the network).
 """
 
 import argparse
-import datetime
 import io
-import json
 import os
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.report import write_report  # noqa: E402
 from testbed.emulation.orchestrator import run_scenario  # noqa: E402
 from testbed.scenario import load_scenario  # noqa: E402
 
@@ -86,13 +84,8 @@ def main(argv=None):
         rate = cost["packets_per_cpu_s"]
         print(f"{name:12s} {cost['packets']:>9,.0f} packets in {cost['cpu_s']:6.3f} CPU-s: "
               + (f"{rate:>9,.0f} packets per CPU-second" if rate else "no CPU time measured"))
-    report = {"target": args.target, "time_dilation": many["time_dilation"], "iterations": [args.few, args.many],
-              "costs": result, "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                        "kernel": platform.release()},
-              "when": datetime.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv)}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwritten {args.out}")
+    write_report(args.out, {"target": args.target, "time_dilation": many["time_dilation"],
+                            "iterations": [args.few, args.many], "costs": result})
     return 0
 
 

@@ -35,10 +35,8 @@ Prints a table and writes JSON (``--out``). Root for the veth targets.
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import shutil
 import socket
 import struct
@@ -53,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.report import write_report  # noqa: E402
 from testbed.dataplane.entries import TableEntry  # noqa: E402
 from testbed.dataplane.wire import FLAG_DATA, INA_OFFSET, InaHeader, build_frame, build_ina_frame  # noqa: E402
 
@@ -326,13 +325,7 @@ def main(argv=None):
                 print(f"  {target:8s} {stream:9s} {result['rate_per_s']:>12,.0f} /s", file=sys.stderr, flush=True)
 
     print(format_table(rows))
-    report = {"lanes": LANES, "fanin": FANIN, "slots": SLOTS, "seconds": args.seconds, "rows": rows,
-              "host": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()},
-              "when": datetime.datetime.now().isoformat(timespec="seconds"),
-              "command": " ".join([sys.executable] + sys.argv)}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwritten {args.out}")
+    write_report(args.out, {"lanes": LANES, "fanin": FANIN, "slots": SLOTS, "seconds": args.seconds, "rows": rows})
     return 0
 
 
