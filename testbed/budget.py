@@ -19,6 +19,9 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from testbed.dilation import network_scenario
+from testbed.scenario import AUTO_DILATION, require_emulable
+
 #: Packets/s per switch that keep a run link-bound (README "Switch speed, side by side",
 #: benchmarks/bench_pyswitch.py): a pyswitch process alone takes ~34k contributions/s and forwards ~104k
 #: packets/s without loss on a core of its own, but in a run it shares two cores with the agents and the
@@ -119,10 +122,22 @@ def packet_budget(scenario, target: str, policy=None, cores: int = None) -> Pack
 
 def dilation_factor(scenario, budget: PacketBudget) -> float:
     """The N a run uses: the scenario's number, or the budget's for ``auto``."""
-    from testbed.scenario import AUTO_DILATION
     if scenario.time_dilation == AUTO_DILATION:
         return budget.auto_factor()
     return float(scenario.time_dilation)
+
+
+def plan_run(scenario, target: str, policy=None) -> tuple:
+    """What a run of ``scenario`` on ``target`` uses, for ``inatb run`` and ``inatb validate`` alike:
+    (its policy, computed when not given; its :class:`PacketBudget`; its time dilation N). Under N > 1 the
+    slowed world's links must be shapeable too (``require_emulable`` of ``dilation.network_scenario``)."""
+    from testbed.policy import compute_policy
+    policy = policy or compute_policy(scenario)
+    budget = packet_budget(scenario, target, policy)
+    factor = dilation_factor(scenario, budget)
+    if factor != 1:
+        require_emulable(network_scenario(scenario, factor))
+    return policy, budget, factor
 
 
 def expected_wall_s(scenario, simulation: dict, factor: float) -> float:

@@ -23,9 +23,7 @@ def cmd_validate(args) -> int:
     ``auto`` picks, with the budget that binds), the expected wall time under dilation, and a warning per
     budget the run's time dilation leaves exceeded."""
     from testbed import sim
-    from testbed.budget import dilation_factor, expected_wall_s, packet_budget
-    from testbed.dilation import network_scenario
-    from testbed.policy import compute_policy
+    from testbed.budget import expected_wall_s, plan_run
     from testbed.scenario import AUTO_DILATION, require_emulable
     scenario = _load(args)
     require_emulable(scenario)
@@ -35,16 +33,13 @@ def cmd_validate(args) -> int:
           f"{len(scenario.jobs)} job(s): " + ", ".join(
               f"{j.name} {j.policy} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
               f"{j.iterations} it" for j in scenario.jobs) + ")")
-    policy = compute_policy(scenario)
-    budget = packet_budget(scenario, scenario.target, policy)
+    policy, budget, factor = plan_run(scenario, scenario.target)
     busiest = max(budget.switch_pps, key=budget.switch_pps.get)
     print(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs communicate "
           f"({budget.target})")
-    factor = dilation_factor(scenario, budget)
     if scenario.time_dilation == AUTO_DILATION:
         print(f"time_dilation auto: {factor:g} (the tightest budget: {budget.binding()})")
     if factor != 1:
-        require_emulable(network_scenario(scenario, factor))
         virtual_s = expected_wall_s(scenario, sim.evaluate(scenario, policy), 1.0)
         print(f"time dilation {factor:g}: the iterations take about {virtual_s * factor:,.1f} s of wall time "
               f"({virtual_s:,.2f} s of virtual time, as the simulator predicts), plus the network's set-up")

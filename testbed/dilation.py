@@ -27,7 +27,7 @@ One factor, three places:
   in virtual time already.
 - **What the orchestrator measures itself** in wall time (interface and
   switch counters, events, iftop samples, background flow records) is
-  converted here (:func:`virtual_samples`, :func:`virtual_record`), so
+  converted here (:func:`virtual_samples`, :func:`virtual_pairs`, :func:`virtual_record`), so
   ``summary.json``, ``iterations.csv``, the iftop tables, the plots and the
   progress display all speak virtual time. The summary states N
   (``time_dilation``) and the wall time (``wall_s``).
@@ -83,6 +83,13 @@ def virtual_samples(samples: list, start_epoch_s: float, factor: float, key: str
     if factor == 1 or start_epoch_s is None:
         return samples
     return [{**s, key: virtual_epoch_s(s[key], start_epoch_s, factor)} for s in samples]
+
+
+def virtual_pairs(samples: list, start_epoch_s: float, factor: float) -> list:
+    """``(epoch time, value)`` samples (the iftop meter's) in virtual time, as :func:`virtual_samples`."""
+    if factor == 1 or start_epoch_s is None:
+        return samples
+    return [(virtual_epoch_s(t, start_epoch_s, factor), value) for t, value in samples]
 
 
 def virtual_record(row: dict, factor: float) -> dict:

@@ -316,7 +316,7 @@ class Scenario:
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
     lines: dict = field(default_factory=dict)              # field path -> line in ``source`` (for messages)
     #: N >= 1 (the emulation runs N times slower; every reported time is virtual: testbed/dilation.py), or
-    #: ``AUTO_DILATION``: the smallest N the packet budget allows (testbed.budget.plan_dilation).
+    #: ``AUTO_DILATION``: the smallest N the packet budget allows (testbed.budget.PacketBudget.auto_factor).
     time_dilation: object = 1.0
 
 

@@ -36,7 +36,7 @@ import yaml
 
 from testbed import __version__, controller, dilation
 from testbed.atomic_io import write_text_atomic
-from testbed.budget import dilation_factor, packet_budget, resolve_target as resolve_auto
+from testbed.budget import plan_run, resolve_target as resolve_auto
 from testbed.dataplane import program
 from testbed.dataplane.entries import queue_rate_pps
 from testbed.dataplane.runtime import install
@@ -783,10 +783,7 @@ class Run:
         topo = self.scenario.topology
         for host, (_, samples_path) in self.meters.items():
             if samples_path.exists():
-                samples = load_samples(samples_path)
-                if samples and self.time_dilation != 1:
-                    samples = [(dilation.virtual_epoch_s(t, self.start_epoch or samples[0][0], self.time_dilation),
-                                *rest) for t, *rest in samples]
+                samples = dilation.virtual_pairs(load_samples(samples_path), self.start_epoch, self.time_dilation)
                 if samples:
                     table = format_iftop_table(samples, f"{host}-eth0", local_ip=topo.addresses(host))
                     write_text_atomic(self.run_dir / "iftop" / f"{host}.txt", table + "\n")
@@ -797,10 +794,6 @@ def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr) -
     returns the run directory and summary."""
     require_emulable(scenario)
     chosen = resolve_target(target or scenario.target)
-    policy = compute_policy(scenario)
-    budget = packet_budget(scenario, chosen, policy)
-    factor = dilation_factor(scenario, budget)
-    if factor != 1:
-        require_emulable(dilation.network_scenario(scenario, factor))    # the slowed links too
+    policy, budget, factor = plan_run(scenario, chosen)
     preflight()
     return Run(scenario, Path(out_root), chosen, stream, factor, policy, budget).execute()

@@ -7,7 +7,10 @@ not the scheme. :class:`CpuSampler` reads each process's user + system time
 time (``/proc/stat``) every ``interval_s``; :meth:`CpuSampler.shares` turns
 the samples into, per process, the mean share of one core over the run and
 the largest share over any one interval, and the same for the machine (share
-of all its cores). :func:`cpu_share` is the pure part, unit-tested.
+of all its cores); per process too the share of time it spent runnable but
+waiting for a core (``waited_mean``, ``waited_peak``: the scheduler's run
+delay, ``/proc/<pid>/schedstat``; reported, not judged). :func:`cpu_share` is
+the pure part, unit-tested.
 """
 
 import os
@@ -97,7 +100,8 @@ class CpuSampler(threading.Thread):
         self.join(timeout=5)
 
     def shares(self) -> dict:
-        """``{"processes": {name: {"mean", "peak"}}, "machine": {"mean", "peak"}, "cores": n}``."""
+        """``{"processes": {name: {"mean", "peak", "waited_mean", "waited_peak"}}, "machine": {"mean", "peak"},
+        "cores": n}``."""
         processes = {name: cpu_share(s) for name, s in self.samples.items()}
         for name, share in processes.items():
             waited = cpu_share(self.waits[name])

@@ -63,7 +63,7 @@ __all__ = ["evaluate", "format_simulation", "node_packet_rates"]
 
 def node_packet_rates(scenario, policy) -> dict:
     """Packets per second each node handles while its jobs communicate, by the fluid model (the packet
-    budget planner's input, testbed.budget.plan_dilation): a switch the packets arriving on all its links,
+    budget's input, testbed.budget.packet_budget): a switch the packets arriving on all its links,
     a host those it sends plus those it receives. Every worker runs at its job's slowest worker's rate: the
     job's RESULTs (or a ring's steps) clock them all, so a worker with a faster path waits rather than
     sending faster. Frames count as full INA frames (a ring's ACKs as their share of a data frame's bits); a
