@@ -23,7 +23,9 @@ Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
   that receives everything, ``ps``, aggregates nothing in the network; nor
   does a ring all-reduce: 0);
 - ``ps_ingress_fragments_per_iteration``: INA frames received by the PSs
-  per completed iteration (GOAT Fig. 2's count);
+  per completed iteration after the warm-up (GOAT Fig. 2's count, in the
+  steady state a flow-level model has: the warm-up's slow-start losses and
+  their retransmissions vary from run to run with the machine's load);
 - ``retransmission_ratio``: retransmissions / original fragments;
 - ``switch_egress_fragments`` / ``communication_overhead_bytes``: gradient
   packets (not RESULTs) leaving switch ports, in packets / frame bytes
@@ -61,8 +63,9 @@ def load_records(run_dir: Path) -> dict:
 def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0) -> dict:
     """Metrics of one job; with K-of-N participation, the workers that count define the timing.
 
-    Times and rates leave out the first ``warmup_iterations`` iterations (``metrics.warmup_iterations``);
-    counts of packets and bytes cover every iteration.
+    Times, rates and the per-iteration PS ingress leave out the first ``warmup_iterations`` iterations
+    (``metrics.warmup_iterations``; all of them when no later iteration completed); totals of packets and
+    bytes cover every iteration.
     """
     ps_rows = [r for ps in job.ps_agents for r in records.get(ps, [])]
     # Completion, iteration time and exactness: the PSs' records, or a ring's workers' (JobSpec.completion_agents).
@@ -84,6 +87,8 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
     ps_ingress_bytes = sum(r["ingress_bytes"] for r in ps_rows)
     retransmitted = sum(r["retx_pkts"] for r in all_worker_rows)
     iteration_s = max(per_agent_iteration) if per_agent_iteration else None
+    first = warmup_iterations if completed > warmup_iterations else 0
+    steady_ps_pkts = sum(r["ingress_pkts"] for r in ps_rows if first <= r["iteration"] < completed)
     return {
         "job": job.name, "policy": job.policy, "transport": job.transport, "workers": len(job.workers),
         "ps": list(job.ps),
@@ -100,8 +105,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
         "min_gradient_sending_rate_bps": min(worker_rates.values()) if worker_rates else None,
         "ps_ingress_bytes": ps_ingress_bytes,
         "ps_ingress_packets": sum(r["ingress_pkts"] for r in ps_rows),
-        "ps_ingress_fragments_per_iteration": (sum(r["ingress_pkts"] for r in ps_rows) / completed
-                                               if completed else None),
+        "ps_ingress_fragments_per_iteration": steady_ps_pkts / (completed - first) if completed else None,
         "worker_sent_bytes": sent_bytes,
         "gradient_frame_bytes": gradient_frame_bytes,
         "ina_amount_bytes": 0.0 if job.is_ring else max(0.0, gradient_frame_bytes - ps_ingress_bytes),

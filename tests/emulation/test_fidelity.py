@@ -7,7 +7,7 @@ on Rina's two-rack testbed.
 
 The scenarios run without compute-delay stragglers (the simulator models synchronous starts; ATP's
 fragment counts depend on arrival order, GOAT Fig. 2), and leave the first iteration, the transports'
-slow start, out of times and rates (``metrics.warmup_iterations``); packet counts cover every iteration.
+slow start, out of times, rates and the per-iteration PS ingress (``metrics.warmup_iterations``).
 """
 
 from pathlib import Path

@@ -7,7 +7,7 @@ from testbed.fidelity import FRAGMENT_TOLERANCE, RATE_TOLERANCE, compare, format
 
 def summary(ps_packets, sent, rate_bps, comm_s, egress, iterations=10):
     return {"jobs": [{"job": "j", "transport": "atp", "iterations_completed": iterations,
-                      "ps_ingress_packets": ps_packets,
+                      "ps_ingress_fragments_per_iteration": ps_packets / iterations,
                       "fragments_sent": sent, "min_gradient_sending_rate_bps": rate_bps, "comm_time_s": comm_s}],
             "switch_egress_fragments": egress}
 

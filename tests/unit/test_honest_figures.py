@@ -153,7 +153,7 @@ def test_run_level_honest_figures():
     assert honest_figures([job_metrics(job, records)], stats, {}, {})[0]["spurious_retransmissions"] == 0
 
 
-def test_warmup_iterations_leave_out_times_not_counts():
+def test_warmup_iterations_leave_out_times_and_the_per_iteration_ingress_not_totals():
     job, records = hand_run()
     records["w1"][0]["comm_s"] = records["w2"][0]["comm_s"] = 2.0          # slow start in iteration 0
     records["ps"][0]["iteration_s"] = 3.0
@@ -162,6 +162,8 @@ def test_warmup_iterations_leave_out_times_not_counts():
     assert everything["comm_time_s"] == pytest.approx(1.05) and steady["comm_time_s"] == pytest.approx(0.1)
     assert everything["iteration_time_s"] == pytest.approx(1.75) and steady["iteration_time_s"] == 0.5
     assert steady["ps_ingress_packets"] == everything["ps_ingress_packets"] == 10
+    # Per iteration, the PS's ingress is the steady state's: iteration 1's 7 packets, not (3 + 7) / 2.
+    assert everything["ps_ingress_fragments_per_iteration"] == 5 and steady["ps_ingress_fragments_per_iteration"] == 7
     assert steady["retransmitted_packets"] == 1 and steady["worker_sent_bytes"] == 13 * FRAME
 
 
