@@ -65,8 +65,6 @@ def network_scenario(scenario, factor: float):
         inj.at_s *= factor
         inj.duration_s *= factor
         inj.rate_bps /= factor
-    if world.stragglers.heterogeneous_range_bps:
-        world.stragglers.heterogeneous_range_bps = tuple(b / factor for b in world.stragglers.heterogeneous_range_bps)
     world.run_timeout_s *= factor
     world.metrics.sample_interval_s *= factor
     return world

@@ -78,6 +78,16 @@ class GradientProfile:
         return [s for s in sizes if s > 0]
 
 
+def even_pieces(elements: int, most_elements: int) -> list:
+    """``elements`` split into the fewest contiguous pieces of at most ``most_elements`` each, near-equal in
+    size and across tensor boundaries: sub-models smaller than a layer (GOAT §III cites DINA's pieces
+    "smaller than a single layer"; its §IV-D bound assumes 2 MB sub-models)."""
+    if most_elements < 1:
+        raise ValueError("most_elements must be >= 1")
+    pieces = -(-elements // most_elements)
+    return [(k + 1) * elements // pieces - k * elements // pieces for k in range(pieces)]
+
+
 @lru_cache(maxsize=None)
 def _tensor_lists() -> dict:
     return json.loads(_DATA.read_text())["models"]

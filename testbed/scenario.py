@@ -23,6 +23,7 @@ import math
 import random
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Optional
 from pathlib import Path
 
 import yaml
@@ -123,13 +124,15 @@ DEFAULT_MIN_RTO = "200ms"
 DEFAULT_WINDOW = 100
 JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterations", "compute_time",
             "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches",
-            "submodel_elements", "policy_options", "ps_memory", "transport", "transport_options", "start"}
+            "submodel_elements", "submodel_size", "policy_options", "ps_memory", "transport", "transport_options", "start"}
 #: A job's ``transport:`` (how its workers send; testbed/agents/transport registers one class per name, and
 #: each class declares the ``transport_options`` it takes). Default: the one each paper pairs with the
 #: job's policy (``default_transport``). Transports are not policies: any policy runs with any transport.
 TRANSPORT_NAMES = tuple(TRANSPORTS)
 #: ``simulation:`` inputs of the flow- and fragment-level simulator (testbed/sim) only.
-SIMULATION_KEYS = {"worker_start", "max_fragment_events", "results"}
+SIMULATION_KEYS = {"worker_start", "worker_pacing", "max_fragment_events", "results"}
+#: ``simulation.worker_pacing``: how often a worker sends a fragment in the fragment-level model.
+WORKER_PACINGS = ("uniform", "host_link")
 IMPAIRMENT_KEYS = {"link", "drop", "duplicate", "reorder"}
 METRICS_KEYS = {"sample_interval", "iftop_interfaces", "warmup_iterations"}
 BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "duration", "port",
@@ -265,7 +268,7 @@ class TimedInjection:
 class StragglerSpec:
     compute_delays: list = field(default_factory=list)   # ComputeDelaySpec
     injections: list = field(default_factory=list)       # TimedInjection
-    heterogeneous_range_bps: tuple = ()                  # host link capacities drawn in [low, high]
+    heterogeneous_links: Optional[topology.HostLinkDraw] = None   # how host link capacities are drawn
 
 
 @dataclass
@@ -275,6 +278,12 @@ class SimulationSettings:
     ``worker_start_fragments``: how many fragment times each worker starts
     late in the fragment-level model (GOAT Fig. 2(b): W2 and W4 send after
     W1 and W3 sent their three fragments); absent workers start at 0.
+    ``worker_pacing``: ``uniform`` (every worker one fragment per time unit)
+    or ``host_link`` (each one fragment every r_max / r_w time units, r_w
+    its host link's rate and r_max the fastest worker's: open-loop senders
+    at their links' rates, as GOAT §VII-D simulates network dynamics; no
+    window holds a fast worker back, so it may run ``slots`` fragments ahead
+    of a slow one and collide).
     ``max_fragment_events``: above this many fragment-hops per iteration the
     fragment-level model is replaced by its analytic count (no collisions).
     ``results``: whether the fluid model loads links with the RESULTs the PSs
@@ -283,6 +292,7 @@ class SimulationSettings:
     examples count the gradient push only and set it false.
     """
     worker_start_fragments: dict = field(default_factory=dict)
+    worker_pacing: str = "uniform"
     max_fragment_events: int = 2_000_000
     results: bool = True
 
@@ -762,8 +772,8 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
     background = _resolve_background(c, c.items(doc.get("background"), "background", "background entries"),
                                      topo, jobs)
     stragglers = _resolve_stragglers(c, _section(c, doc, "stragglers"), topo, jobs, scale, seed)
-    if stragglers.heterogeneous_range_bps:
-        topo = topology.with_host_link_rates(topo, stragglers.heterogeneous_range_bps, seed)
+    if stragglers.heterogeneous_links:
+        topo = topology.with_host_link_rates(topo, stragglers.heterogeneous_links, seed)
     topo.colocated_ps = {ps for job in jobs for ps in job.ps if ps in job.workers}
     simulation = _resolve_simulation(c, _section(c, doc, "simulation"), jobs)
     return Scenario(name, source, seed, scale, target, run_timeout_s, topo, switch, jobs, impairments, metrics,
@@ -990,8 +1000,18 @@ def _resolve_jobs(c, spec, topo, scale, switch):
             if "gradient_size" in job:
                 profile = profile.with_gradient_bytes(c.size_bytes(job["gradient_size"], f"{p}.gradient_size"))
             profile = profile.scaled(scale)
-            submodels = c.integer(job.get("submodels", 4), f"{p}.submodels", 1, 65535)
-            model_name, elements = profile.name, profile.partition(submodels)
+            if "submodel_size" in job:
+                if "submodels" in job:
+                    c.fail(f"{p}.submodels", "give either submodels (layer groups) or submodel_size, not both")
+                most_elements = max(1, round(c.size_bytes(job["submodel_size"], f"{p}.submodel_size") * scale / 4))
+                model_name, elements = profile.name, models.even_pieces(profile.elements, most_elements)
+                submodels = len(elements)
+                if submodels > 65535:
+                    c.fail(f"{p}.submodel_size", f"{submodels:,} sub-models of the {profile.gradient_bytes:,} B "
+                                                 f"gradient; at most 65,535 (give a larger size)")
+            else:
+                submodels = c.integer(job.get("submodels", 4), f"{p}.submodels", 1, 65535)
+                model_name, elements = profile.name, profile.partition(submodels)
         if not ring and submodels > len(ps) * 4096:
             c.fail(f"{p}.submodels", "too many sub-models")
         if len(ps) > submodels:
@@ -1053,9 +1073,10 @@ def _explicit_submodels(c, job, p, scale):
     For examples that need exact fragment counts or split ratios (GOAT Fig. 2's
     three one-fragment sub-models); excludes ``submodels`` and ``gradient_size``.
     """
-    for other in ("submodels", "gradient_size"):
+    for other in ("submodels", "submodel_size", "gradient_size"):
         if other in job:
-            c.fail(f"{p}.{other}", "give either submodel_elements or submodels/gradient_size, not both")
+            c.fail(f"{p}.{other}", "give either submodel_elements or submodels/submodel_size/gradient_size, "
+                                   "not both")
     spec = job["submodel_elements"]
     if not isinstance(spec, list) or not spec:
         c.fail(f"{p}.submodel_elements", "expected a non-empty list of element counts, e.g. [64, 64, 64]")
@@ -1146,6 +1167,7 @@ def _resolve_simulation(c, spec, jobs):
     c.keys(starts, "simulation.worker_start", workers)
     s.worker_start_fragments = {w: c.integer(v, f"simulation.worker_start.{w}", 0, MAX_FRAGMENTS_PER_ITERATION)
                                 for w, v in starts.items()}
+    s.worker_pacing = c.choice(spec.get("worker_pacing", s.worker_pacing), "simulation.worker_pacing", WORKER_PACINGS)
     s.max_fragment_events = c.integer(spec.get("max_fragment_events", s.max_fragment_events),
                                       "simulation.max_fragment_events", 0, 1 << 40)
     s.results = c.boolean(spec.get("results", True), "simulation.results")
@@ -1320,17 +1342,32 @@ def _resolve_stragglers(c, spec, topo, jobs, scale, seed=1):
                 windows.setdefault(iface, []).append((at_s, at_s + duration_s, p))
             out.injections.append(TimedInjection(kind, target, at_s, duration_s, rate))
     if "heterogeneous_links" in spec:
-        item = spec["heterogeneous_links"]
-        p = "stragglers.heterogeneous_links"
-        c.keys(item, p, {"range"})
-        bounds = item.get("range")
-        if not (isinstance(bounds, list) and len(bounds) == 2):
-            c.fail(f"{p}.range", "expected [low, high], e.g. [10Mbps, 30Mbps] (InArt §5; scaled)")
-        low, high = (c.rate_bps(b, f"{p}.range.{k}") * scale for k, b in enumerate(bounds))
-        if low > high:
-            c.fail(f"{p}.range", "low exceeds high")
-        out.heterogeneous_range_bps = (low, high)
+        out.heterogeneous_links = _resolve_host_link_draw(c, spec["heterogeneous_links"], scale)
     return out
+
+
+def _resolve_host_link_draw(c, item, scale):
+    """``stragglers.heterogeneous_links``: ``{range: [low, high]}`` (uniform, InArt §5) or ``{normal: {mean:
+    1, std: 0.2}}`` (a ratio of each host's link rate, GOAT §VII-D)."""
+    p = "stragglers.heterogeneous_links"
+    c.keys(item, p, {"range", "normal"})
+    if ("range" in item) == ("normal" in item):
+        c.fail(p, "expected one of range: [low, high] (uniform, e.g. [10Mbps, 30Mbps]) or normal: {std: 0.2} "
+                  "(a ratio of each host's link rate)")
+    if "normal" in item:
+        ratio = item["normal"]
+        c.keys(ratio, f"{p}.normal", {"mean", "std"})
+        return topology.HostLinkDraw("normal",
+                                     mean_ratio=c.number(ratio.get("mean", 1.0), f"{p}.normal.mean", 0, 1,
+                                                         low_open=True),
+                                     std_ratio=c.number(ratio.get("std", 0.2), f"{p}.normal.std", 0, 10))
+    bounds = item["range"]
+    if not (isinstance(bounds, list) and len(bounds) == 2):
+        c.fail(f"{p}.range", "expected [low, high], e.g. [10Mbps, 30Mbps] (InArt §5; scaled)")
+    low, high = (c.rate_bps(b, f"{p}.range.{k}") * scale for k, b in enumerate(bounds))
+    if low > high:
+        c.fail(f"{p}.range", "low exceeds high")
+    return topology.HostLinkDraw("uniform", low_bps=low, high_bps=high)
 
 
 # --- what only the simulator can take ------------------------------------------------------
@@ -1438,8 +1475,8 @@ def _link_rate_field(scenario, link) -> str:
     """The field that set ``link``'s rate: its own entry, the heterogeneous range, core_rate or link_rate."""
     spec = scenario.resolved.get("topology") or {}
     kinds = {scenario.topology.nodes[link.a].kind, scenario.topology.nodes[link.b].kind}
-    if scenario.stragglers.heterogeneous_range_bps and "host" in kinds:
-        return "stragglers.heterogeneous_links.range"
+    if scenario.stragglers.heterogeneous_links and "host" in kinds:
+        return "stragglers.heterogeneous_links"
     if spec.get("kind") == "explicit":
         for i, item in enumerate(spec.get("links") or []):
             if isinstance(item, list) and len(item) == 3 and set(item[:2]) == {link.a, link.b}:

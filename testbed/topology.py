@@ -372,12 +372,36 @@ def goat_testbed(name, default_rate_bps, workers_per_rack: int = 4):
     return b.build()
 
 
-def with_host_link_rates(topo: Topology, range_bps, seed: int) -> Topology:
-    """Heterogeneous host links (InArt §5: 10-30 Mb/s): each host link's rate drawn
-    uniformly in ``range_bps``, seeded, in link order."""
+#: The smallest share of its link a host keeps under a normal draw (a rate of 0 would never finish).
+MIN_HOST_LINK_RATIO = 0.05
+
+
+@dataclass(frozen=True)
+class HostLinkDraw:
+    """How heterogeneous host links are drawn (``stragglers.heterogeneous_links``), per host, seeded, in link order:
+
+    - ``uniform``: a rate uniformly in [``low_bps``, ``high_bps``] (InArt §5: 10-30 Mb/s);
+    - ``normal``: the link's own rate times a ratio drawn from N(``mean_ratio``, ``std_ratio``), clipped to
+      [``MIN_HOST_LINK_RATIO``, 1] (GOAT §VII-D: "ratio x 10 Gbps, where ratio in [0, 1] is obtained by
+      the probability of normal distribution", std 0.2 by default).
+    """
+    distribution: str
+    low_bps: float = 0.0
+    high_bps: float = 0.0
+    mean_ratio: float = 1.0
+    std_ratio: float = 0.2
+
+    def rate_bps(self, link_rate_bps: float, rng: random.Random) -> float:
+        if self.distribution == "uniform":
+            return rng.uniform(self.low_bps, self.high_bps)
+        ratio = min(1.0, max(MIN_HOST_LINK_RATIO, rng.gauss(self.mean_ratio, self.std_ratio)))
+        return link_rate_bps * ratio
+
+
+def with_host_link_rates(topo: Topology, draw: HostLinkDraw, seed: int) -> Topology:
+    """Heterogeneous host links: each host link's rate drawn by ``draw``, seeded, in link order."""
     rng = random.Random(seed * 1_000_003 + 17)
-    low, high = range_bps
-    topo.links = [LinkSpec(l.index, l.a, l.b, rng.uniform(low, high), l.port_a, l.port_b)
+    topo.links = [LinkSpec(l.index, l.a, l.b, draw.rate_bps(l.rate_bps, rng), l.port_a, l.port_b)
                   if "host" in (topo.nodes[l.a].kind, topo.nodes[l.b].kind) else l for l in topo.links]
     return topo
 

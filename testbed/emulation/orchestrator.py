@@ -756,7 +756,7 @@ class Run:
 
     def _straggler_summary(self, records):
         spec = self.scenario.stragglers
-        if not (spec.compute_delays or spec.injections or spec.heterogeneous_range_bps):
+        if not (spec.compute_delays or spec.injections or spec.heterogeneous_links):
             return {}
         delays = {}
         for job in self.scenario.jobs:
@@ -777,7 +777,7 @@ class Run:
                                for i in spec.injections],
                 "injection_errors": self.injections.errors if self.injections else [],
                 "host_link_rates_bps": {h.name: topo.host_link(h.name).rate_bps for h in topo.hosts()}
-                if spec.heterogeneous_range_bps else {}}
+                if spec.heterogeneous_links else {}}
 
     def _write_iftop_tables(self):
         topo = self.scenario.topology

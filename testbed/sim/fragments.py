@@ -4,7 +4,9 @@ One iteration of every job, fragment by fragment, on a discrete clock: worker
 w sends its fragments in ``seq`` order (the sub-models interleaved as the
 agents interleave them, ``wire.fragment_seqs``) one per time
 unit from ``simulation.worker_start[w]`` (fragment times; GOAT Fig. 2(b)'s
-asynchronous arrivals), and each link hop takes one time unit. Packets follow
+asynchronous arrivals), or with ``simulation.worker_pacing: host_link`` one
+every r_max / r_w units (r_w its host link's rate: GOAT §VII-D's open-loop
+senders at heterogeneous rates), and each link hop takes one time unit. Packets follow
 the controller's routes (:mod:`testbed.sim.routes`); ties at a node keep the
 order in which packets were sent.
 
@@ -94,6 +96,17 @@ class FragmentModel:
                     total += fragments[g] * (len(self.routes.walk(w, node)) + 2)
         return total
 
+    def send_gaps(self) -> dict:
+        """Time units between a worker's fragments (``simulation.worker_pacing``): 1 each (``uniform``), or
+        the fastest worker's host link rate over its own (``host_link``)."""
+        workers = [w for job, _ in self.jobs.values() for w in job.workers]
+        if self.scenario.simulation.worker_pacing == "uniform":
+            return {w: 1 for w in workers}
+        topo = self.scenario.topology
+        rates = {w: topo.host_link(w).rate_bps for w in workers}
+        fastest = max(rates.values(), default=1.0)
+        return {w: fastest / rate for w, rate in rates.items()}
+
     # -- analytic count (no collisions) ---------------------------------------------------
     def analytic(self):
         egress, ps_in, sent = {}, {}, {}
@@ -139,6 +152,7 @@ class FragmentModel:
             nodes = self.routes.walk(packet.src, packet.dst, node)
             arrive(time + 1, nodes[1], packet)
 
+        gaps = self.send_gaps()
         for name, (job, jp) in self.jobs.items():
             in_seq_order = sorted((seq, g) for g, of_g in enumerate(fragment_seqs(self.fragments(job)))
                                   for seq in of_g)
@@ -148,7 +162,7 @@ class FragmentModel:
                     packet = Packet(name, w, jp.first_hop[w][g], g, seq, 1, frozenset([w]))
                     nodes = self.routes.walk(w, packet.dst)
                     arrive(clock + 1, nodes[1] if len(nodes) > 1 else w, packet)   # a PS on w's own host: w
-                    clock += 1
+                    clock += gaps[w]
                     sent[name] = sent.get(name, 0) + 1
 
         def fanin(jp, g, node):

@@ -12,6 +12,9 @@ keeps the run's vocabulary, per job and for the run (the mean over jobs, as ``in
   gradients count (a K-of-N scheme's participants) over the iteration time (the run's: their sum);
 - ``min_gradient_sending_rate_bps``: the slowest worker's modelled rate;
 - ``ps_ingress_fragments_per_iteration`` and ``fragments_sent`` per iteration;
+- ``ps_ingress_bytes``, ``ina_amount_bytes``, ``communication_overhead_bytes`` (and the run's
+  ``switch_egress_fragments``): totals over the job's ``iterations``, as a run's are, the simulator's
+  iteration times the iterations (the run's: summed over jobs);
 - ``bom_rate_bps``: Rina §III-B's Bandwidth-Occupation Model's rate for a job with one PS (the run's: the
   smallest over such jobs, None without one).
 
@@ -30,6 +33,10 @@ from testbed.policy import compute_policy
 from testbed.sim import evaluate
 
 
+#: What a run's summary counts over all its iterations, the simulator per iteration.
+RUN_TOTALS = ("ps_ingress_bytes", "ina_amount_bytes", "communication_overhead_bytes")
+
+
 def simulated_summary(scenario, simulation: dict) -> dict:
     """The summary of a simulated run of ``scenario`` from its :func:`testbed.sim.evaluate` result."""
     jobs = []
@@ -45,7 +52,8 @@ def simulated_summary(scenario, simulation: dict) -> dict:
                      if 0 < iteration_s < float("inf") else 0.0,
                      "min_gradient_sending_rate_bps": sim["min_sending_rate_bps"],
                      "ps_ingress_fragments_per_iteration": sim["ps_ingress_fragments"],
-                     "fragments_sent": sim["sent_fragments"], "bom_rate_bps": sim["bom_rate_bps"]})
+                     "fragments_sent": sim["sent_fragments"], "bom_rate_bps": sim["bom_rate_bps"],
+                     **{key: sim[key] * job.iterations for key in RUN_TOTALS}})
     policies = sorted({job.policy for job in scenario.jobs})
     return {"scenario": scenario.name, "status": "ok", "error": None, "distorted": False, "distortion_reasons": [],
             "target": "simulator", "simulated": True, "policy": policies[0] if len(policies) == 1 else
@@ -57,6 +65,9 @@ def simulated_summary(scenario, simulation: dict) -> dict:
             "min_gradient_sending_rate_bps": simulation["min_sending_rate_bps"],
             "ps_ingress_fragments_per_iteration": simulation["ps_ingress_fragments"],
             "fragments_sent": simulation["sent_fragments"],
+            **{key: sum(j[key] for j in jobs) for key in RUN_TOTALS},
+            "switch_egress_fragments": sum(simulation["jobs"][job.name]["switch_egress_fragments"] * job.iterations
+                                           for job in scenario.jobs),
             "bom_rate_bps": min((j["bom_rate_bps"] for j in jobs if j["bom_rate_bps"] is not None), default=None),
             "seed": scenario.seed, "scale": scenario.scale, "jobs": jobs}
 

@@ -109,6 +109,29 @@ def test_heterogeneous_links_are_seeded_and_in_range():
     assert core.rate_bps == 20e6
 
 
+def test_normal_heterogeneous_links_are_a_seeded_ratio_of_each_host_link():
+    a = parse("stragglers: {heterogeneous_links: {normal: {std: 0.2}}}")
+    b = parse("stragglers: {heterogeneous_links: {normal: {std: 0.2}}}")
+    hosts = [h.name for h in a.topology.hosts()]
+    rates = [a.topology.host_link(h).rate_bps for h in hosts]
+    assert rates == [b.topology.host_link(h).rate_bps for h in hosts]
+    assert all(0.05 * 20e6 <= r <= 20e6 for r in rates) and len(set(rates)) > 1
+    same = parse("stragglers: {heterogeneous_links: {normal: {std: 0}}}")
+    assert {same.topology.host_link(h).rate_bps for h in hosts} == {20e6}       # std 0: every link its own rate
+    wide = parse("stragglers: {heterogeneous_links: {normal: {mean: 0.5, std: 5}}}")
+    assert {wide.topology.host_link(h).rate_bps for h in hosts} <= {0.05 * 20e6, 20e6}   # clipped both ways
+
+
+def test_heterogeneous_links_take_one_distribution():
+    for bad, field_path in (("{}", "stragglers.heterogeneous_links"),
+                            ("{range: [1Mbps, 2Mbps], normal: {std: 0.1}}", "stragglers.heterogeneous_links"),
+                            ("{normal: {std: -1}}", "stragglers.heterogeneous_links.normal.std"),
+                            ("{normal: {mean: 0}}", "stragglers.heterogeneous_links.normal.mean"),
+                            ("{normal: {sd: 1}}", "stragglers.heterogeneous_links.normal.sd")):
+        with pytest.raises(ScenarioError, match=field_path.replace(".", r"\.")):
+            parse(f"stragglers: {{heterogeneous_links: {bad}}}")
+
+
 def test_worker_gets_its_delay_distribution_in_its_run_config():
     from testbed import controller
     from testbed.policy import compute_policy

@@ -179,3 +179,21 @@ def test_a_papers_switch_memory_is_scaled_into_slots_and_caps_the_default_window
     err = error_of(BASE, ["switch.memory=100kB"])
     assert err.field == "switch.memory" and "100 B after scale is 0 slots of 256 B" in err.message
     assert error_of(BASE, ["switch.memory=20MB", "jobs.0.window=100"]).field == "jobs.0.window"
+
+
+def test_submodel_size_splits_the_gradient_into_pieces_across_layers():
+    # ResNet-18 at 1/1000 (11,719 elements: every tensor scaled, at least one element each) in pieces of at
+    # most 2 MB / 1000 = 500 elements.
+    s = parse(BASE, ["jobs.0.model=resnet18", "jobs.0.submodel_size=2MB"])
+    pieces = s.jobs[0].submodel_elements
+    assert sum(pieces) == 11_719 and len(pieces) == 24 and max(pieces) - min(pieces) <= 1 and max(pieces) <= 500
+    assert error_of(BASE, ["jobs.0.submodel_size=2MB", "jobs.0.submodels=4"]).field == "jobs.0.submodels"
+    assert error_of(BASE, ["jobs.0.submodel_size=0B"]).field == "jobs.0.submodel_size"
+    assert error_of(BASE, ["jobs.0.submodel_size=1B", "scale=1"]).field == "jobs.0.submodel_size"   # > 65,535
+    assert error_of(BASE, ["jobs.0.submodel_size=2MB", "jobs.0.submodel_elements=[64]"]).field == \
+        "jobs.0.submodel_size"
+
+
+def test_even_pieces_are_the_fewest_near_equal_ones():
+    from testbed.models import even_pieces
+    assert even_pieces(10, 3) == [2, 3, 2, 3] and even_pieces(9, 3) == [3, 3, 3] and even_pieces(2, 5) == [2]

@@ -127,6 +127,25 @@ def test_collisions_bypass_to_the_ps():
     assert late["ps_ingress_fragments"] > 30
 
 
+def test_host_link_pacing_lets_a_fast_worker_run_slots_ahead_of_a_slow_one():
+    # GOAT §VII-D's open-loop senders: W2 at half W1's rate sends a fragment every 2 time units, so W1's
+    # fragment k + 4 reaches a 4-slot switch while fragment k still waits there for W2: it bypasses.
+    slow = STAR.replace("switch: {slots: 64}", "switch: {slots: 4}").replace("window: 8", "window: 4") \
+        .replace("[w2, s1],", "[w2, s1, 5Gbps],")
+    emit = "jobs.0.policy_options={atp: {release: emit}}"
+    assert run(slow, "policy=atp", emit)["ps_ingress_fragments"] == 30                     # in lockstep
+    paced = run(slow + "simulation: {worker_pacing: host_link}\n", "policy=atp", emit)
+    assert paced["ps_ingress_fragments"] > 30 and paced["fragment_model"] != "analytic (no collisions)"
+    equal = run(STAR + "simulation: {worker_pacing: host_link}\n", "policy=atp", emit)
+    assert equal["ps_ingress_fragments"] == 30                                             # equal links: 1 each
+    scenario = parse_scenario(slow + "simulation: {worker_pacing: host_link}\n", "t.yaml", ["policy=atp"])
+    policy = compute_policy(scenario)
+    gaps = FragmentModel(scenario, policy, Routes(scenario.topology, policy)).send_gaps()
+    assert gaps == {"w1": 1.0, "w2": 2.0, "w3": 1.0, "w4": 1.0}
+    with pytest.raises(ScenarioError, match="simulation.worker_pacing"):
+        parse_scenario(STAR + "simulation: {worker_pacing: rate}\n", "t.yaml")
+
+
 def test_format_simulation_prints_rates_and_counts():
     text = sim.format_simulation(run(STAR, "policy=atp"))
     assert "minimum sending rate" in text and "10 Gb/s" in text
@@ -194,3 +213,21 @@ def test_gacks_share_the_links_toward_the_workers_with_the_results(transport, ra
     if rate_bps < 4e6:
         assert sorted(sim.format_simulation(result).splitlines()[1].split("bottleneck: ")[1].rstrip(")")
                       .split(", ")) == ["s1>hl1", "s1>hl2", "s1>hl3"]
+
+
+def test_goats_simulation_suite_shows_atps_overhead_growing_with_the_rates_spread():
+    # GOAT §VII-D, Fig. 16 (scenarios/papers/goat/exp7-std.yaml), smaller: 15 workers at scale 0.002.
+    base = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "goat" / "simulation-leaf-spine.yaml"
+    workers = "jobs.0.workers=[" + ",".join(f"h{i}" for i in range(1, 16)) + "]"
+
+    def overhead(policy, std):
+        scenario = load_scenario(base, [workers, "scale=0.002", f"policy={policy}",
+                                        f"stragglers.heterogeneous_links.normal.std={std}"])
+        result = sim.evaluate(scenario, compute_policy(scenario))
+        assert result["fragment_model"] == "event"
+        return result["communication_overhead_bytes"], result["ps_ingress_bytes"]
+
+    atp_even, atp_spread = overhead("atp", 0), overhead("atp", 0.3)
+    goat_spread = overhead("goat", 0.3)
+    assert atp_spread[0] > 1.1 * atp_even[0] and atp_spread[1] > atp_even[1]     # collisions go to the PS
+    assert goat_spread[0] < atp_spread[0] and goat_spread[1] < 0.5 * atp_spread[1]

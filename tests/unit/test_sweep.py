@@ -218,8 +218,13 @@ def test_a_simulated_sweep_puts_the_simulators_figures_in_the_table_under_the_ru
     assert {r["target"] for r in rows} == {"simulator"} and {r["distorted"] for r in rows} == {"False"}
     for row in rows:
         scenario = load_scenario(QUICKSTART, [f"policy={row['policy']}"])
-        simulated = evaluate(scenario, compute_policy(scenario))["jobs"][scenario.jobs[0].name]["comm_time_s"]
+        job = evaluate(scenario, compute_policy(scenario))["jobs"][scenario.jobs[0].name]
+        simulated = job["comm_time_s"]
         assert float(row["comm_time_s"]) == pytest.approx(simulated)
+        # Byte counts are totals over the job's iterations, as a run's summary has them.
+        for key in ("ps_ingress_bytes", "ina_amount_bytes", "communication_overhead_bytes"):
+            assert float(row[key]) == pytest.approx(job[key] * scenario.jobs[0].iterations)
+        assert float(row["switch_egress_fragments"]) == job["switch_egress_fragments"] * scenario.jobs[0].iterations
         assert float(row["training_throughput_iter_per_s"]) == pytest.approx(
             1 / (scenario.jobs[0].compute_time_s + simulated))
     assert (tmp_path / "out" / "s" / "plots" / "training_throughput_iter_per_s.png").is_file()
