@@ -28,6 +28,8 @@ _DATA = Path(__file__).resolve().parent / "data" / "model_tensors.json"
 #: Models given by total parameter count only: (params, nominal tensor count, provenance).
 TOTAL_ONLY = {
     "densenet121": (7_978_856, 121, "torchvision densenet121 num_params"),
+    "densenet169": (14_149_480, 169, "torchvision densenet169 num_params"),
+    "densenet201": (20_013_928, 201, "torchvision densenet201 num_params"),
     "resnet34": (21_797_672, 110, "torchvision resnet34 num_params"),
     "inception_v3": (27_161_264, 292, "torchvision inception_v3 num_params"),
     "lstm": (406_750_000, 8, "InArt §5 LSTM gradient of 1627 MB (fp32)"),
