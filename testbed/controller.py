@@ -62,6 +62,7 @@ from dataclasses import asdict, dataclass, field
 
 from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.agents.transport.pa_atp import aecn_threshold_factor
+from testbed.agents.transport.paced import PacedTransport
 from testbed.agents.transport.switchml import SwitchMLTransport, default_pool_frames, default_timeout_s
 from testbed.dataplane import program
 from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
@@ -441,12 +442,21 @@ def compute_delay_spread_s(scenario, job) -> float:
                default=0.0)
 
 
-def transport_options_of(scenario, routes, job, worker) -> dict:
+def _paced_rate(job, planned_rate_bps) -> dict:
+    """The job's transport options, with ``paced``'s planned rate where the scenario gave none."""
+    options = dict(job.transport_options)
+    if job.transport == PacedTransport.name and "rate_bps" not in options:
+        options["rate_bps"] = planned_rate_bps
+    return options
+
+
+def transport_options_of(scenario, routes, job, worker, planned_rate_bps: float = None) -> dict:
     """``worker``'s transport options: the job's, plus what the controller derives from the network where
     the scenario left it out -- SwitchML's ``timeout_s`` (``transport.switchml.default_timeout_s``: the
     round trip of the worker's longest path to a PS of its job with the switch queues full) and ``pool``
-    (``default_pool_frames``: that path's unloaded bandwidth-delay product)."""
-    options = dict(job.transport_options)
+    (``default_pool_frames``: that path's unloaded bandwidth-delay product); ``paced``'s ``rate_bps``, the
+    job's ``planned_rate_bps`` (:func:`planned_rates_bps`)."""
+    options = _paced_rate(job, planned_rate_bps)
     if job.transport == SwitchMLTransport.name:
         frame_bytes = ina_frame_bytes(scenario.switch.lanes)
         paths = _rates_to_ps(scenario, routes, job, worker)
@@ -459,10 +469,26 @@ def transport_options_of(scenario, routes, job, worker) -> dict:
     return options
 
 
+def planned_rates_bps(scenario, policy) -> dict:
+    """Per job whose transport is ``paced`` without a ``rate``, the rate its scheme plans: the synchronous rate
+    of its slowest worker in the flow-level simulator's fluid model, under ``policy`` (the simulator's
+    ``min_sending_rate_bps``; frame bits per second)."""
+    paced = [job for job in scenario.jobs
+             if job.transport == PacedTransport.name and "rate_bps" not in job.transport_options]
+    if not paced:
+        return {}
+    from testbed.sim import synchronous_rates_bps      # the simulator builds on this module
+    return {name: rate for name, rate in synchronous_rates_bps(scenario, policy).items()
+            if name in {job.name for job in paced}}
+
+
 def window_rate_cap_bps(scenario, routes, job, worker):
-    """The rate ``worker``'s transport window allows, in frame bits per second, or None when it sets none:
+    """The rate ``worker``'s transport allows, in frame bits per second, or None when it sets none:
     SwitchML's pool (:func:`transport_options_of`) sent once per unloaded round trip of the worker's
-    longest path to a PS of its job. A congestion-controlled window grows until a link is full."""
+    longest path to a PS of its job; ``paced``'s own ``rate`` (its planned rate is the model's, no cap). A
+    congestion-controlled window grows until a link is full."""
+    if job.transport == PacedTransport.name:
+        return job.transport_options.get("rate_bps")
     if job.transport != SwitchMLTransport.name:
         return None
     frame_bytes = ina_frame_bytes(scenario.switch.lanes)
@@ -484,7 +510,7 @@ def _compute_delay_of(scenario, worker) -> dict:
     return delay
 
 
-def _ring_agents(scenario, job, jp, common: dict, result):
+def _ring_agents(scenario, job, jp, common: dict, result, planned_rate_bps: float = None):
     """A ring job's workers (testbed/agents/ring.py): its scheme's schedule over the job's ``workers`` (and
     the policy's racks, for ``h-ar``), nothing aggregated anywhere. The receiving peer acknowledges within
     2 ms (testbed.agents.ring_acks), computing or not, so no first-RESULT allowance: timeouts run on the
@@ -499,7 +525,7 @@ def _ring_agents(scenario, job, jp, common: dict, result):
             step_jitter_s=options.get("step_jitter_s", 0.0),
             compute_time_s=job.compute_time_s, start_s=job.start_s, compute_delay=_compute_delay_of(scenario, w),
             window=job.window,
-            transport=job.transport, transport_options=dict(job.transport_options),
+            transport=job.transport, transport_options=_paced_rate(job, planned_rate_bps),
             link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=0.0, **common))
 
 
@@ -511,6 +537,7 @@ def _rates_to_ps(scenario, routes, job, worker) -> list:
 
 def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
     topo, lanes = scenario.topology, scenario.switch.lanes
+    planned = planned_rates_bps(scenario, policy)
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
         fragments = fragments_per_submodel(job.submodel_elements, lanes)
@@ -523,7 +550,7 @@ def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
                       time_dilation=time_dilation)
 
         if job.is_ring:
-            _ring_agents(scenario, job, jp, common, result)
+            _ring_agents(scenario, job, jp, common, result, planned.get(job.name))
             continue
         counted = set(jp.participants or job.workers)
 
@@ -555,7 +582,7 @@ def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
                 start_s=job.start_s,
                 compute_delay=_compute_delay_of(scenario, w), window=window, participant=w in counted,
                 transport=job.transport,
-                transport_options=transport_options_of(scenario, routes, job, w),
+                transport_options=transport_options_of(scenario, routes, job, w, planned.get(job.name)),
                 link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=first_result_timeout_s, **common))
         workers = [(i, topo.node(w).ip) for i, w in enumerate(job.workers)]
         for ps in job.ps:

@@ -1045,7 +1045,7 @@ def _resolve_jobs(c, spec, topo, scale, switch):
                              RING_TRANSPORTS if ring else TRANSPORT_NAMES)
         transport_options = _resolve_transport_options(
             c, job.get("transport_options"), f"{p}.transport_options", transport, window,
-            sum(fragments_of(n, switch.lanes) for n in elements))
+            sum(fragments_of(n, switch.lanes) for n in elements), scale)
         jobs.append(JobSpec(
             name=name, job_id=i + 1, model=model_name, gradient_bytes=4 * sum(elements),
             submodel_elements=elements, workers=workers, ps=ps, policy=policy,
@@ -1127,7 +1127,7 @@ def _resolve_policy_options(c, spec, path, workers):
     return resolved
 
 
-def _resolve_transport_options(c, spec, path, transport, window, fragments):
+def _resolve_transport_options(c, spec, path, transport, window, fragments, scale):
     """``transport_options: {initial_cwd: 16, awd_limit: false}`` for the job's ``transport``, checked
     against that transport's ``OPTIONS`` (kinds in testbed/agents/transport/base.py) and its
     ``option_conflict``; ``window`` is the job's window, ``fragments`` what a worker sends per iteration."""
@@ -1151,6 +1151,8 @@ def _resolve_transport_options(c, spec, path, transport, window, fragments):
             out[key] = c.number(value, kp, 0, 1, low_open=True)
         elif kind[0] == "duration":
             out[f"{key}_s"] = c.duration_s(value, kp, allow_zero=False)
+        elif kind[0] == "rate":
+            out[f"{key}_bps"] = c.rate_bps(value, kp) * scale
         else:  # bool
             out[key] = c.boolean(value, kp)
     conflict = TRANSPORTS[transport].option_conflict(out)

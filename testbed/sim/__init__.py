@@ -97,6 +97,14 @@ def _fragment_counts(scenario, policy, routes):
     return model.analytic()
 
 
+def synchronous_rates_bps(scenario, policy) -> dict:
+    """Per job, its slowest worker's rate in the fluid model, frame bits per second (what :func:`evaluate`
+    reports as the job's ``min_sending_rate_bps``): the rate a scheme plans, which the ``paced`` transport
+    sends at by default (``controller.planned_rates_bps``)."""
+    rates, _ = FluidModel(scenario, policy, Routes(scenario.topology, policy)).max_min_rates()
+    return {job.name: min(rates[w] for w in job.workers) for job in scenario.jobs}
+
+
 def evaluate(scenario, policy) -> dict:
     start = time.perf_counter()
     routes = Routes(scenario.topology, policy)

@@ -40,8 +40,8 @@ def error(extra, *overrides):
     return info.value
 
 
-def test_the_four_transports_by_name():
-    assert TRANSPORT_NAMES == ("atp", "switchml", "strawasyn", "pa-atp")
+def test_the_five_transports_by_name():
+    assert TRANSPORT_NAMES == ("atp", "switchml", "strawasyn", "pa-atp", "paced")
     for name in TRANSPORT_NAMES:
         assert job_with(f"transport: {name}\n").transport == name
 
@@ -76,7 +76,7 @@ def test_transport_options_resolved_per_transport():
 
 
 @pytest.mark.parametrize("extra, field, words", [
-    ("transport: tcp\n", "jobs.0.transport", "expected one of atp, switchml, strawasyn, pa-atp, got 'tcp'"),
+    ("transport: tcp\n", "jobs.0.transport", "expected one of atp, switchml, strawasyn, pa-atp, paced, got 'tcp'"),
     ("transport: 3\n", "jobs.0.transport", "expected one of"),
     ("transport_options: [1]\n", "jobs.0.transport_options", "expected a mapping of atp's options"),
     ("transport_options: {magic: 1}\n", "jobs.0.transport_options.magic", "allowed here: initial_window"),
@@ -155,6 +155,26 @@ def test_switchml_gets_its_fixed_timeout_scaled_to_the_run():
     assert timeouts("jobs.0.transport_options.timeout=25ms") == {0.025}
     assert job_with("transport: switchml\ntransport_options: {timeout: 3ms}\n").transport_options == \
         {"timeout_s": 0.003}
+
+
+def test_paced_sends_at_its_given_rate_scaled_or_at_the_rate_its_scheme_plans():
+    """A given ``rate`` is scaled like link rates and caps the worker in the simulator too; without one the
+    controller gives every worker the job's synchronous rate in the fluid model (InArt §5.3's replay)."""
+    from testbed import sim
+    given = parse(BASE + "    transport: paced\n    transport_options: {rate: 20Gbps}\n")
+    assert given.jobs[0].transport_options == {"rate_bps": 20e6}
+    policy = compute_policy(given)
+    assert {a.transport_options["rate_bps"] for a in controller.plan(given, policy).agents if a.role == "worker"} \
+        == {20e6}
+    assert sim.evaluate(given, policy)["min_sending_rate_bps"] == pytest.approx(20e6)   # 100 Mb/s links: capped
+    planned = parse(BASE + "    transport: paced\n")
+    policy = compute_policy(planned)
+    modelled = sim.evaluate(planned, policy)["min_sending_rate_bps"]
+    assert controller.planned_rates_bps(planned, policy) == {planned.jobs[0].name: pytest.approx(modelled)}
+    assert [a.transport_options["rate_bps"] for a in controller.plan(planned, policy).agents if a.role == "worker"] \
+        == pytest.approx([modelled, modelled])
+    assert "jobs.0.transport_options.rate" in str(error("transport: paced\ntransport_options: {rate: fast}\n"))
+    assert controller.planned_rates_bps(parse(BASE), compute_policy(parse(BASE))) == {}
 
 
 @pytest.mark.parametrize("name", ["pa-atp", "strawasyn"])

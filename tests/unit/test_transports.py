@@ -25,7 +25,7 @@ def drain(t, now_s):
 
 
 def test_registry_and_defaults_by_policy():
-    assert set(TRANSPORTS) == {"atp", "switchml", "strawasyn", "pa-atp"}
+    assert set(TRANSPORTS) == {"atp", "switchml", "strawasyn", "pa-atp", "paced"}
     assert default_transport("switchml") == "switchml"
     assert {default_transport(p) for p in ("ps", "atp", "goat", "grid", "inart")} == {"atp"}
     with pytest.raises(ValueError, match="unknown transport 'tcp'"):
@@ -213,3 +213,30 @@ def test_atp_option_initial_window():
                      options={"initial_window": 2})
     t.start_iteration(10, now_s=0.0)
     assert len(drain(t, 0.0)) == 2
+
+
+def test_paced_sends_at_its_rate_with_a_fixed_window_whatever_the_network_says():
+    """InArt §5.3's fixed-rate workers: one 336-byte frame every 8 x 336 / 1e6 s at 1 Mb/s, on a 10 Mb/s link;
+    ECN echoes and losses change neither the rate nor the window."""
+    t = make_transport("paced", window_cap=4, link_rate_bps=10e6, frame_bytes=FRAME_BYTES, min_rto_s=0.2,
+                       first_result_timeout_s=0.0, options={"rate_bps": 1e6})
+    gap_s = 8 * FRAME_BYTES / 1e6
+    assert t.pacer.gap_s == pytest.approx(gap_s) and t.state() == {"rate_bps": 1e6}
+    t.start_iteration(10, now_s=0.0)
+    sent, now = [], 0.0
+    while len(sent) < 4:                           # the window (4) fills one frame gap apart
+        if (due := t.next_send(now)) is not None:
+            t.on_sent(*due, now)
+            sent.append(now)
+        now += gap_s / 4
+    assert sent[-1] - sent[0] >= 3 * gap_s - 1e-9 and t.next_send(now + 10 * gap_s) is None
+    t.start_iteration(10, now_s=5.0)
+    assert drain(t, 5.0) == [(0, False)]           # after seconds of compute: one frame, no saved-up burst
+    t.on_result(0, now, ecn_echo=True)
+    t.on_congestion(now, "loss", t.sends)
+    assert t.window() == 4 and t.stats["window_cuts"] == 0
+    fast = make_transport("paced", window_cap=4, link_rate_bps=1e6, frame_bytes=FRAME_BYTES, min_rto_s=0.2,
+                          options={"rate_bps": 5e6})
+    assert fast.rate_bps == 1e6                    # never above the host link
+    with pytest.raises(ValueError, match="rate_bps"):
+        make_transport("paced", window_cap=4, link_rate_bps=1e6, frame_bytes=FRAME_BYTES, min_rto_s=0.2)

@@ -13,6 +13,9 @@
   of PA-ATP §VI-D.
 - ``strawasyn`` (:mod:`.pa_atp`): PA-ATP's code with both modules off, the
   strawman asynchronous congestion control PA-ATP compares against.
+- ``paced`` (:mod:`.paced`): a fixed rate and a fixed window, no congestion
+  control (InArt §5.3's workers replay their gradient at one rate); the rate
+  is ``transport_options.rate`` or, by default, the scheme's planned rate.
 
 Transports are not policies: a policy decides where fragments are
 aggregated, a transport when each worker sends them; any policy runs with
@@ -24,10 +27,12 @@ here.
 """
 
 from testbed.agents.transport.atp import AtpTransport
+from testbed.agents.transport.paced import PacedTransport
 from testbed.agents.transport.pa_atp import PaAtpTransport, StrawAsynTransport
 from testbed.agents.transport.switchml import SwitchMLTransport
 
-TRANSPORTS = {cls.name: cls for cls in (AtpTransport, SwitchMLTransport, StrawAsynTransport, PaAtpTransport)}
+TRANSPORTS = {cls.name: cls for cls in (AtpTransport, SwitchMLTransport, StrawAsynTransport, PaAtpTransport,
+                                        PacedTransport)}
 
 #: Transports whose switch side the data plane (p4/ina.p4 and pyswitch) does not implement yet, with the
 #: reason: ``inatb validate`` and ``inatb run`` refuse a job that chooses one (testbed.scenario's emulation

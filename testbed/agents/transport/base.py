@@ -101,7 +101,8 @@ class Transport:
     #: ``transport_options`` the scenario may give, by name: ("window", most) (an integer in
     #: [1, min(most, the job's window)]; most None = the job's window), ("fragments",) (an integer in
     #: [1, the fragments a worker sends per iteration]), ("weight",) (a number in (0, 1]), ("bool",),
-    #: ("duration",) (a positive duration, given to the transport in seconds as ``<option>_s``).
+    #: ("duration",) (a positive duration, given to the transport in seconds as ``<option>_s``), ("rate",) (a
+    #: rate, scaled like link rates, given in bits per second as ``<option>_bps``).
     #: testbed/scenario.py enforces them; defaults and meaning live in the subclass.
     OPTIONS = {}
     #: Whether workers send ahead of the job's slowest on purpose (acknowledged per fragment, not by the
