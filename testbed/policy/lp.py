@@ -2,8 +2,7 @@
 
 ``solver="auto"`` tries HiGHS (through ``highspy``) with its interior-point
 method, which finishes a GRID-shaped LP of 8k variables in about half a
-second where simplex takes 15-30 s on these machines (REFERENCE.md, "LP
-solvers through PuLP"); HiGHS runs crossover after the interior point, so the
+second where simplex takes 15-30 s on two cores; HiGHS runs crossover after the interior point, so the
 answer is a basic (vertex) solution, which KRGS's rounding expects. When
 HiGHS is missing or fails, PuLP's bundled CBC runs instead. ``"highs"`` and
 ``"cbc"`` force one solver.
@@ -12,8 +11,16 @@ Every solve returns a :class:`SolveRecord` (solver, status, wall time, size)
 that the scheme copies into ``JobPolicy.notes``. An infeasible LP raises
 :class:`~testbed.errors.InfeasibleError`; a solve that hits its time limit
 raises it too, naming the limit, so a scheme never hangs.
+
+The solvers run quiet: HiGHS prints its banner to the process's standard
+output when PuLP creates it, whatever ``msg`` says, which would corrupt
+``inatb simulate --json``; that file descriptor points at /dev/null while a
+solver runs (:func:`_quiet_stdout`).
 """
 
+import contextlib
+import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -34,6 +41,21 @@ class SolveRecord:
 
     def as_notes(self, prefix: str = "lp") -> dict:
         return {f"{prefix}_{k}": v for k, v in asdict(self).items()}
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """File descriptor 1 on /dev/null for the block (a solver library's own prints), restored after."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _candidates(choice: str, time_limit_s: float):
@@ -57,7 +79,8 @@ def solve(problem: pulp.LpProblem, scheme: str, what: str, solver: str = "auto",
                 failures.append(f"{name}: not available")
                 continue
             start = time.perf_counter()
-            problem.solve(backend)
+            with _quiet_stdout():
+                problem.solve(backend)
             elapsed = time.perf_counter() - start
         except Exception as exc:  # a solver crash: try the next one, report all if none works
             failures.append(f"{name}: {exc}")

@@ -231,3 +231,12 @@ def test_goats_simulation_suite_shows_atps_overhead_growing_with_the_rates_sprea
     goat_spread = overhead("goat", 0.3)
     assert atp_spread[0] > 1.1 * atp_even[0] and atp_spread[1] > atp_even[1]     # collisions go to the PS
     assert goat_spread[0] < atp_spread[0] and goat_spread[1] < 0.5 * atp_spread[1]
+
+
+def test_simulate_json_stays_json_when_an_lp_solver_runs(capfd):
+    # HiGHS prints a banner on standard output when PuLP creates it, whatever msg says (testbed/policy/lp.py).
+    from testbed.cli import main
+    motivation = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "inart" / "motivation.yaml"
+    assert main(["simulate", str(motivation), "--set", "policy=inart", "--json"]) == 0
+    result = json.loads(capfd.readouterr().out)
+    assert result["schemes"] == {"fig1": "inart"} and result["min_sending_rate_bps"] == pytest.approx(2.5e9)
