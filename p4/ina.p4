@@ -640,14 +640,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     pa_seq_sum.write(meta.pa_index, meta.pa_progress);
                     hdr.ina.progress = meta.pa_progress;
                 }
+                /* the aggregation capacity: every contribution that gets this far takes a token; only a
+                   fragment's first one, which would start an aggregate in a free slot, is refused for the
+                   lack of one (below), so a fragment is aggregated here whole or not at all */
                 agg_capacity.execute_meter<bit<2>>(0, meta.color);
-                if (meta.color != METER_GREEN) {
-                    /* aggregation capacity exhausted: pass the contribution on to the PS */
-                    ina_stats.count(ST_CAPACITY_BYPASSED);
-                    hdr.ina.flags = hdr.ina.flags | FLAG_CAPACITY;
-                    hdr.ipv4.dstAddr = meta.bypass_dst;
-                    hdr.udp.checksum = 0;
-                } else {
+                {
                     agg_count.read(meta.held_count, meta.slot);
                     agg_job.read(meta.held_job, meta.slot);
                     agg_iteration.read(meta.held_iteration, meta.slot);
@@ -724,6 +721,20 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             hdr.udp.checksum = 0;
                             meta.go_on = 0;
                         }
+                    }
+                    if (meta.go_on == 1 && meta.slot_was_held == 0 && meta.color != METER_GREEN) {
+                        /* aggregation capacity exhausted: the fragment starts no aggregate here and goes on
+                           to the PS. The slot takes its tag with nothing held, as a release leaves it, so its
+                           siblings follow it there (the tag rule above) instead of starting a partial that
+                           would wait a timeout for the contribution that went ahead */
+                        ina_stats.count(ST_CAPACITY_BYPASSED);
+                        agg_job.write(meta.slot, hdr.ina.job);
+                        agg_iteration.write(meta.slot, hdr.ina.iteration);
+                        agg_seq.write(meta.slot, hdr.ina.seq);
+                        hdr.ina.flags = hdr.ina.flags | FLAG_CAPACITY;
+                        hdr.ipv4.dstAddr = meta.bypass_dst;
+                        hdr.udp.checksum = 0;
+                        meta.go_on = 0;
                     }
                     if (meta.go_on == 1) {
                         meta.value_base = meta.slot * INA_LANES;

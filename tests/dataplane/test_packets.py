@@ -590,6 +590,28 @@ def test_aggregation_capacity_cap(target):
     assert sorted(parse_frame(f).ina.seq for _, f in out) == list(range(aggregated, 10))
 
 
+def test_capacity_refuses_whole_fragments_never_a_contribution_of_one_in_progress(target):
+    """Out of tokens, a fragment's first contribution goes to the PS and its siblings follow it; a fragment
+    already started completes here (the tokens it finds gone or not), so no partial waits for a sibling that
+    went ahead."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, count=16))
+    rt.meter_set_rates("agg_capacity", 0, 0.001, 1)        # one token, none for another ~1000 s
+    a1, a2, b1, b2 = (lanes_of(10), lanes_of(11), lanes_of(20), lanes_of(21))
+    target.send_seq([(1, contribution(1, 1, 0, a1, fanin=2, count=16)),    # takes the token: claims slot 0
+                     (1, contribution(1, 1, 1, b1, fanin=2, count=16)),    # none left: seq 1 goes to the PS
+                     (2, contribution(2, 1, 0, a2, fanin=2, count=16)),    # completes seq 0 all the same
+                     (2, contribution(2, 1, 1, b2, fanin=2, count=16))])   # follows its sibling to the PS
+    out = [parse_frame(f) for port, f in target.recv(3, timeout_s=2.0) if port == PS_PORT]
+    assert len(out) == 3
+    (aggregate,) = [p for p in out if p.ina.seq == 0]
+    assert aggregate.ina.count == 2 and np.array_equal(aggregate.lanes, (a1.astype(np.int64) + a2).astype(np.int32))
+    raw = sorted((p.ina.bitmap, p.ina.flags) for p in out if p.ina.seq == 1)
+    assert raw == [(1 << 1, FLAG_DATA | FLAG_CAPACITY), (1 << 2, FLAG_DATA)]
+    assert (stat(target, "capacity_bypassed"), stat(target, "retx_bypassed"), stat(target, "emitted")) == (1, 1, 1)
+
+
 # -- link impairments ------------------------------------------------------------------------
 
 def gradient(seq, worker=1, elems=4, ecn=0):

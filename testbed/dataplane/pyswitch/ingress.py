@@ -67,8 +67,15 @@ Per packet, in the order the P4 program applies them:
    a RETX that finds the copy free or older claims it like any contribution
    (only its own, already sent tag bypasses).
 
-   An exhausted ``agg_capacity`` meter bypasses like a collision with the
-   CAPACITY flag (GRID §Motivation: a saturated switch passes gradients on).
+   The ``agg_capacity`` meter (GRID §Motivation: a saturated switch passes
+   gradients on) takes a token for every contribution that reaches the slot
+   logic, but refuses only a fragment's first one, which would claim a free
+   slot: exhausted, that contribution goes to ``bypass_dst`` with the
+   CAPACITY flag (``capacity_bypassed``) and the slot takes its tag with
+   nothing held, so its siblings follow it (``retx_bypassed``, the tag rule
+   above). A fragment is aggregated at the switch whole or not at all: a
+   per-packet cut would strand its siblings' partial in the slot until a
+   retransmission flushed it, a timeout per fragment refused.
 4. ``route`` (exact src, dst) then ``ipv4_lpm`` (dst): set the destination MAC
    and egress port, TTL - 1. No entry, or TTL <= 1: drop (``no_route_dropped``).
 
@@ -260,9 +267,9 @@ class Ingress:
             progress = (self.pa_seq_sum[pa_index] + seq - last_seq) & 0xFFFFFFFF
             self.pa_seq_sum[pa_index] = progress
             _U32.pack_into(buf, INA_OFFSET + 34, progress)
-        if self.agg_capacity is not None and not self.agg_capacity.take(now):
-            stats[ST_CAP] += 1
-            return self._bypass(buf, flags | FLAG_CAPACITY, bypass_dst)
+        # Every contribution that gets this far takes a capacity token; only one that would start an
+        # aggregate in a free slot is refused for the lack of one (below): a fragment aggregates whole or not.
+        capacity_left = self.agg_capacity is None or self.agg_capacity.take(now)
         agg_count = self.agg_count
         held = agg_count[slot]
         was_held = held != 0
@@ -305,6 +312,14 @@ class Ingress:
             stats[ST_FOLLOWED] += 1
             self._count_overflow(pa[0], seq)
             return self._bypass(buf, flags, bypass_dst)
+        if not was_held and not capacity_left:
+            # Aggregation capacity exhausted: the fragment starts no aggregate here and goes on to the PS. The
+            # slot takes its tag with nothing held, as a release leaves it, so its siblings follow it there
+            # (the tag rule above) instead of starting a partial that would wait for the contribution that
+            # went ahead.
+            stats[ST_CAP] += 1
+            self.agg_job[slot], self.agg_iteration[slot], self.agg_seq[slot] = job, iteration, seq
+            return self._bypass(buf, flags | FLAG_CAPACITY, bypass_dst)
         if not held:
             row = self.agg_value[slot]
             row[:elems] = np.frombuffer(buf, dtype=">i4", count=elems, offset=PAYLOAD_OFFSET)
