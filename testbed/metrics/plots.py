@@ -72,14 +72,20 @@ def plot_aggregation_rates(path, title, stat_samples, switches, contribution_pay
                   legend=bool(switches))
 
 
+#: Legend entries per column.
+LEGEND_ROWS = 12
+
+
 def finish_figure(fig, ax, path, xlabel: str, ylabel: str, title: str, legend: bool):
     """Labels, grid and legend as every plot of the testbed has them; written atomically, then closed."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    if legend and ax.get_legend_handles_labels()[0]:     # a run too short for two samples draws no line
-        ax.legend(fontsize=8)
+    lines = len(ax.get_legend_handles_labels()[0])     # a run too short for two samples draws no line
+    if legend and lines:
+        # Columns of at most LEGEND_ROWS entries: a fat-tree's 45 switches in one column outgrow the figure.
+        ax.legend(fontsize=8 if lines <= LEGEND_ROWS else 6, ncol=1 + (lines - 1) // LEGEND_ROWS)
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
