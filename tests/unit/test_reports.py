@@ -116,3 +116,22 @@ def test_the_text_summary_of_a_run_with_a_constant_rate_udp_flow(tmp_path):
     text = format_summary(summary)
     assert ("background constant (UDP): requested load 0.8 (of each sender's link rate (HPCC rule)) from 0 s for "
             "1.84 s, received 0.767; 1150 of 1200 datagrams arrived") in text
+
+
+def test_a_plot_of_many_lines_keeps_its_legend_inside_the_figure(tmp_path):
+    # A fat-tree's 45 switches (InArt §5.3) as one legend column outgrew the figure: tight_layout warned and
+    # gave up. In columns of at most LEGEND_ROWS entries it fits.
+    import warnings
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from testbed.metrics.plots import finish_figure
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i in range(50):
+        ax.plot([0, 1], [i, i], label=f"h{i}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        finish_figure(fig, ax, tmp_path / "many.png", "time (s)", "rate (Mb/s)", "many lines", legend=True)
+    assert (tmp_path / "many.png").stat().st_size > 0
