@@ -76,7 +76,8 @@ def entries():
         TableEntry("ina_filter", "ina_aggregate", (1, 1, 0), (
             ("switch_addr", SW_ADDR), ("slot_base", 0), ("slot_count", SLOTS), ("release_mode", 0),
             ("next_agg_node", 100), ("next_fanin", 1), ("next_dst", PS_ADDR), ("next_slot_base", 0),
-            ("next_slot_count", 0), ("bypass_dst", PS_ADDR))),
+            ("next_slot_count", 0), ("bypass_dst", PS_ADDR), ("overflow_dst", PS_ADDR), ("overflow_agg_node", 0),
+            ("overflow_fanin", 0), ("overflow_slot_base", 0), ("overflow_slot_count", 0))),
     ]
 
 

@@ -195,6 +195,12 @@ struct metadata_t {
     bit<32> next_slot_base;
     bit<32> next_slot_count;
     bit<32> bypass_dst;
+    bit<32> overflow_dst;     /* where this switch's overflow goes (the policy's bypass_hop: ATP's level 2, or the PS) */
+    bit<16> overflow_agg_node;
+    bit<16> overflow_fanin;
+    bit<32> overflow_slot_base;
+    bit<32> overflow_slot_count;  /* 0: the overflow target is the PS, the header stays as it is */
+    bit<1>  overflow;         /* this packet goes to the overflow target */
     /* ina_result action data */
     bit<1>  release_hit;
     bit<16> mcast_grp;
@@ -375,7 +381,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     @name(".Ingress.ina_aggregate")
     action ina_aggregate(bit<32> switch_addr, bit<32> slot_base, bit<32> slot_count, bit<8> release_mode,
                          bit<16> next_agg_node, bit<16> next_fanin, bit<32> next_dst,
-                         bit<32> next_slot_base, bit<32> next_slot_count, bit<32> bypass_dst) {
+                         bit<32> next_slot_base, bit<32> next_slot_count, bit<32> bypass_dst,
+                         bit<32> overflow_dst, bit<16> overflow_agg_node, bit<16> overflow_fanin,
+                         bit<32> overflow_slot_base, bit<32> overflow_slot_count) {
         meta.agg_hit = 1;
         meta.switch_addr = switch_addr;
         meta.slot_base = slot_base;
@@ -387,6 +395,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.next_slot_base = next_slot_base;
         meta.next_slot_count = next_slot_count;
         meta.bypass_dst = bypass_dst;
+        meta.overflow_dst = overflow_dst;
+        meta.overflow_agg_node = overflow_agg_node;
+        meta.overflow_fanin = overflow_fanin;
+        meta.overflow_slot_base = overflow_slot_base;
+        meta.overflow_slot_count = overflow_slot_count;
     }
 
     @name(".Ingress.ina_multicast")
@@ -674,11 +687,10 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             meta.held_count = 0;
                         } else if (meta.held_job != hdr.ina.job || meta.held_iteration > hdr.ina.iteration ||
                                 (meta.held_seq != hdr.ina.seq && meta.held_iteration >= hdr.ina.iteration)) {
-                            /* slot held by another tag: COLLISION, on to the PS unchanged */
+                            /* slot held by another tag: COLLISION, on to the overflow target (below) */
                             ina_stats.count(ST_COLLISION_BYPASSED);
                             hdr.ina.flags = hdr.ina.flags | FLAG_COLLISION;
-                            hdr.ipv4.dstAddr = meta.bypass_dst;
-                            hdr.udp.checksum = 0;
+                            meta.overflow = 1;
                             meta.go_on = 0;
                             if (meta.pa_hit == 1 && meta.pa_aecn != 0) {
                                 /* PA-ATP: an overflowed gradient, outstanding until a RESULT of its seq cell */
@@ -698,18 +710,25 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             (((hdr.ina.flags & FLAG_RETX) != 0 && meta.release_mode != RELEASE_SHADOW) ||
                              (meta.held_job == hdr.ina.job && meta.held_iteration == hdr.ina.iteration &&
                               meta.held_seq == hdr.ina.seq))) {
-                        /* a retransmission finds no slot holding its tag, or a contribution finds the slot
-                           free but still tagged with its own tag (release keeps the tag): its siblings
-                           left already (aggregate or flush), so on to the PS, flags unchanged */
+                        /* a retransmission finds no slot holding its tag: on to the PS (ATP's rule for
+                           resent fragments); a contribution finds the slot free but still tagged with its
+                           own tag (a release keeps the tag, and so does a capacity refusal): its siblings
+                           left already, so on to the overflow target, where a refused sibling went (below);
+                           flags unchanged either way */
                         ina_stats.count(ST_RETX_BYPASSED);
-                        hdr.ipv4.dstAddr = meta.bypass_dst;
-                        hdr.udp.checksum = 0;
+                        if ((hdr.ina.flags & FLAG_RETX) != 0) {
+                            hdr.ipv4.dstAddr = meta.bypass_dst;
+                            hdr.udp.checksum = 0;
+                        } else {
+                            meta.overflow = 1;
+                        }
                         meta.go_on = 0;
                     }
                     if (meta.go_on == 1 && meta.held_count == 0 && meta.pa_hit == 1 && meta.pa_aecn != 0) {
-                        /* PA-ATP: a sibling of this seq overflowed to the PS and no RESULT of its cell passed
-                           since: follow it there (an overflowed gradient too) rather than start a partial the
-                           sibling never joins, which would stall the job until a hold timer released it */
+                        /* PA-ATP: a sibling of this seq overflowed and no RESULT of its cell passed since:
+                           follow it to the overflow target (an overflowed gradient too) rather than start a
+                           partial the sibling never joins, which would stall the job until a hold timer
+                           released it */
                         meta.pa_cell = meta.pa_index * INA_PA_SEQS + (hdr.ina.seq & (INA_PA_SEQS - 1));
                         pa_overflow.read(meta.pa_cell_count, meta.pa_cell);
                         if (meta.pa_cell_count != 0) {
@@ -717,24 +736,36 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             pa_overflow.write(meta.pa_cell, meta.pa_cell_count + 1);
                             pa_overflowed.read(meta.pa_overflowed, meta.pa_index);
                             pa_overflowed.write(meta.pa_index, meta.pa_overflowed + 1);
-                            hdr.ipv4.dstAddr = meta.bypass_dst;
-                            hdr.udp.checksum = 0;
+                            meta.overflow = 1;
                             meta.go_on = 0;
                         }
                     }
                     if (meta.go_on == 1 && meta.slot_was_held == 0 && meta.color != METER_GREEN) {
                         /* aggregation capacity exhausted: the fragment starts no aggregate here and goes on
-                           to the PS. The slot takes its tag with nothing held, as a release leaves it, so its
-                           siblings follow it there (the tag rule above) instead of starting a partial that
-                           would wait a timeout for the contribution that went ahead */
+                           to the overflow target. The slot takes its tag with nothing held, as a release
+                           leaves it, so its siblings follow it there (the tag rule above) instead of
+                           starting a partial that would wait a timeout for the contribution that went ahead */
                         ina_stats.count(ST_CAPACITY_BYPASSED);
                         agg_job.write(meta.slot, hdr.ina.job);
                         agg_iteration.write(meta.slot, hdr.ina.iteration);
                         agg_seq.write(meta.slot, hdr.ina.seq);
                         hdr.ina.flags = hdr.ina.flags | FLAG_CAPACITY;
-                        hdr.ipv4.dstAddr = meta.bypass_dst;
-                        hdr.udp.checksum = 0;
+                        meta.overflow = 1;
                         meta.go_on = 0;
+                    }
+                    if (meta.overflow == 1) {
+                        /* the overflow goes where the policy sends it (bypass_hop): ATP's level-2 switch,
+                           addressed as that switch's own contribution (its agg_node, fan-in and slot), or
+                           the PS with the header as it is */
+                        hdr.ipv4.dstAddr = meta.overflow_dst;
+                        hdr.udp.checksum = 0;
+                        if (meta.overflow_slot_count != 0) {
+                            hdr.ina.agg_node = meta.overflow_agg_node;
+                            hdr.ina.fanin = meta.overflow_fanin;
+                            /* wire.slot_index: overflow_slot_base + seq mod overflow_slot_count */
+                            hash(hdr.ina.slot, HashAlgorithm.identity, meta.overflow_slot_base, { hdr.ina.seq },
+                                 meta.overflow_slot_count);
+                        }
                     }
                     if (meta.go_on == 1) {
                         meta.value_base = meta.slot * INA_LANES;

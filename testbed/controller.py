@@ -219,6 +219,16 @@ def _ina_filters(scenario, policy, result):
             for g, nxt in sorted(jp.next_hop[sw].items()):
                 nxt_node = topo.node(nxt)
                 next_base, next_count = result.slot_ranges.get((job.name, nxt), (0, 0))
+                ps = jp.ps_of_submodel[g]
+                over = topo.node(jp.bypass_hop.get(sw, {}).get(g, ps))
+                if over.kind == "switch":
+                    over_base, over_count = result.slot_ranges[(job.name, over.name)]
+                    overflow = (("overflow_dst", over.ip), ("overflow_agg_node", over.node_id),
+                                ("overflow_fanin", jp.fanin(g, over.name)), ("overflow_slot_base", over_base),
+                                ("overflow_slot_count", over_count))
+                else:       # the PS: the packet keeps its header
+                    overflow = (("overflow_dst", topo.ps_ip(over.name)), ("overflow_agg_node", 0), ("overflow_fanin", 0),
+                                ("overflow_slot_base", 0), ("overflow_slot_count", 0))
                 match = (job.job_id, node.node_id, g)
                 result.switches[sw].entries.append(TableEntry("ina_filter", "ina_aggregate", match, (
                     ("switch_addr", node.ip), ("slot_base", base), ("slot_count", count),
@@ -226,7 +236,7 @@ def _ina_filters(scenario, policy, result):
                     ("next_fanin", jp.fanin(g, nxt)),
                     ("next_dst", topo.ps_ip(nxt) if nxt_node.kind == "host" else nxt_node.ip),
                     ("next_slot_base", next_base), ("next_slot_count", next_count),
-                    ("bypass_dst", topo.ps_ip(jp.ps_of_submodel[g])))))
+                    ("bypass_dst", topo.ps_ip(ps))) + overflow))
 
 
 def fragment_slots(jp, count: int) -> int:

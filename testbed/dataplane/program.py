@@ -182,7 +182,12 @@ ACTIONS = {
             Param("next_dst", 32, "ip"),          # next aggregation node's address, or the PS
             Param("next_slot_base", 32),
             Param("next_slot_count", 32),
-            Param("bypass_dst", 32, "ip"),        # where collisions / capacity overflow go (the PS)
+            Param("bypass_dst", 32, "ip"),        # where resent fragments and garbage go: the PS
+            Param("overflow_dst", 32, "ip"),      # where collisions / capacity overflow go (bypass_hop, or the PS)
+            Param("overflow_agg_node", 16),       # the overflow target's agg_node, fan-in and slot range
+            Param("overflow_fanin", 16),
+            Param("overflow_slot_base", 32),
+            Param("overflow_slot_count", 32),     # 0: the target is the PS, the header is left as it is
         )),
         # RESULT packets: replicate to a multicast group (0 = forward as unicast)
         Action("ina_multicast", (Param("mcast_grp", 16),)),

@@ -12,8 +12,9 @@ Per job (:class:`JobPolicy`):
 - ``bypass_hop``: for a switch whose overflow (slot collision or exhausted
   aggregation capacity) should aggregate again further up (ATP's second
   level), the node it goes to; absent = the sub-model's PS. The flow- and
-  fragment-level simulator honour it; the data plane still bypasses to the PS
-  (``bypass_dst``) until it can re-address overflow;
+  fragment-level simulator honour it, and so does the data plane
+  (``ina_aggregate``'s ``overflow_*``: a switch target gets the packet
+  addressed as its own contribution);
 - ``paths``: explicit routes (``"src>dst"`` -> node list) for schemes that
   route gradients (GRID, InArt, Geryon); flows without one take the default
   shortest path;

@@ -178,11 +178,12 @@ def test_table_add_names_and_encodes(fake):
     runtime.table_add(TableEntry("ina_filter", "ina_aggregate", (1, 2, 3), (
         ("switch_addr", "10.0.1.1"), ("slot_base", 0), ("slot_count", 8), ("release_mode", 1),
         ("next_agg_node", 9), ("next_fanin", 2), ("next_dst", "10.0.0.100"), ("next_slot_base", 0),
-        ("next_slot_count", 0), ("bypass_dst", "10.0.0.100"))))
+        ("next_slot_count", 0), ("bypass_dst", "10.0.0.100"), ("overflow_dst", "10.0.0.100"),
+        ("overflow_agg_node", 0), ("overflow_fanin", 0), ("overflow_slot_base", 0), ("overflow_slot_count", 0))))
     _, (_, table, match, action, data, _) = standard.calls[-1]
     assert (table, action) == ("Ingress.ina_filter", "Ingress.ina_aggregate")
     assert [m.exact.key for m in match] == [b"\x00\x01", b"\x00\x02", b"\x00\x03"]
-    assert [len(d) for d in data] == [4, 4, 4, 1, 2, 2, 4, 4, 4, 4] and data[3] == b"\x01"
+    assert [len(d) for d in data] == [4, 4, 4, 1, 2, 2, 4, 4, 4, 4, 4, 2, 2, 4, 4] and data[3] == b"\x01"
     runtime.table_add(TableEntry("route", "NoAction", ("10.0.0.1", "10.0.0.2")))
     assert standard.calls[-1][1][3] == "NoAction"
     runtime.table_add(TableEntry("ina_mcast_rewrite", "mcast_rewrite", (3,),

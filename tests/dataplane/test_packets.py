@@ -66,11 +66,14 @@ def install_routes(rt):
 
 
 def aggregate_entry(job, base=0, count=8, submodel=0, release_mode=program.RELEASE_ON_EMIT, next_agg_node=PS_NODE,
-                    next_fanin=1, next_slot_base=0, next_slot_count=0):
+                    next_fanin=1, next_slot_base=0, next_slot_count=0, overflow=(PS_IP, 0, 0, 0, 0)):
+    """``overflow``: (overflow_dst, agg_node, fanin, slot_base, slot_count), by default the PS (header kept)."""
     return TableEntry("ina_filter", "ina_aggregate", (job, SW_NODE, submodel), (
         ("switch_addr", SW_ADDR), ("slot_base", base), ("slot_count", count), ("release_mode", release_mode),
         ("next_agg_node", next_agg_node), ("next_fanin", next_fanin), ("next_dst", PS_IP),
-        ("next_slot_base", next_slot_base), ("next_slot_count", next_slot_count), ("bypass_dst", PS_IP)))
+        ("next_slot_base", next_slot_base), ("next_slot_count", next_slot_count), ("bypass_dst", PS_IP))
+        + tuple(zip(("overflow_dst", "overflow_agg_node", "overflow_fanin", "overflow_slot_base",
+                     "overflow_slot_count"), overflow)))
 
 
 def lanes_of(seed, n=LANES):
@@ -610,6 +613,43 @@ def test_capacity_refuses_whole_fragments_never_a_contribution_of_one_in_progres
     raw = sorted((p.ina.bitmap, p.ina.flags) for p in out if p.ina.seq == 1)
     assert raw == [(1 << 1, FLAG_DATA | FLAG_CAPACITY), (1 << 2, FLAG_DATA)]
     assert (stat(target, "capacity_bypassed"), stat(target, "retx_bypassed"), stat(target, "emitted")) == (1, 1, 1)
+
+
+#: An overflow target that is a switch (ATP's level 2): its address (reached through port 3), agg_node, fan-in and
+#: slot range, as the controller installs it from the policy's bypass_hop.
+LEVEL2 = (HOSTS[3][0], 7, 5, 100, 16)
+
+
+def test_overflow_goes_to_the_level_two_switch_addressed_as_its_contribution(target):
+    """A collision overflows to the policy's bypass_hop: the packet leaves for it with agg_node, fan-in and slot
+    rewritten to the target's (slot = its base + seq mod its count), so the level-2 switch aggregates it."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, count=1, overflow=LEVEL2))
+    target.send_seq([(1, contribution(1, 1, 0, lanes_of(0), fanin=2, count=1)),       # claims the one slot
+                     (1, contribution(1, 1, 5, lanes_of(5), fanin=2, count=1))])      # collides
+    ((port, frame),) = target.recv(1, timeout_s=2.0)
+    pkt = parse_frame(frame)
+    assert port == 3 and pkt.dst_ip == LEVEL2[0] and pkt.ina.flags == FLAG_DATA | FLAG_COLLISION
+    assert (pkt.ina.agg_node, pkt.ina.fanin, pkt.ina.slot, pkt.ina.seq) == (7, 5, 100 + 5 % 16, 5)
+    assert pkt.ina.count == 1 and pkt.ina.bitmap == 1 << 1 and np.array_equal(pkt.lanes, lanes_of(5))
+    assert stat(target, "collision_bypassed") == 1
+
+
+def test_a_capacity_refusal_and_its_siblings_overflow_to_level_two_and_resent_fragments_to_the_ps(target):
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, count=16, overflow=LEVEL2))
+    rt.meter_set_rates("agg_capacity", 0, 0.001, 1)        # one token, none for another ~1000 s
+    target.send_seq([(1, contribution(1, 1, 0, lanes_of(0), fanin=2, count=16)),     # takes the token
+                     (1, contribution(1, 1, 1, lanes_of(1), fanin=2, count=16)),     # refused: to level 2
+                     (2, contribution(2, 1, 1, lanes_of(2), fanin=2, count=16)),     # its sibling follows
+                     (2, contribution(2, 1, 1, lanes_of(2), fanin=2, count=16, flags=FLAG_DATA | FLAG_RETX))])
+    out = [(port, parse_frame(f)) for port, f in target.recv(3, timeout_s=2.0)]
+    to_level2 = sorted((p.ina.bitmap, p.ina.flags, p.ina.agg_node, p.ina.fanin) for port, p in out if port == 3)
+    assert to_level2 == [(1 << 1, FLAG_DATA | FLAG_CAPACITY, 7, 5), (1 << 2, FLAG_DATA, 7, 5)]
+    ((_, resent),) = [(port, p) for port, p in out if port == PS_PORT]
+    assert resent.ina.flags == FLAG_DATA | FLAG_RETX and (resent.ina.agg_node, resent.ina.fanin) == (SW_NODE, 2)
 
 
 # -- link impairments ------------------------------------------------------------------------

@@ -253,7 +253,7 @@ class Ingress:
         if entry is None or entry[0] != "ina_aggregate":
             return True
         (switch_addr, slot_base, slot_count, release_mode, next_agg_node, next_fanin, next_dst,
-         next_slot_base, next_slot_count, bypass_dst) = entry[1]
+         next_slot_base, next_slot_count, bypass_dst, *overflow) = entry[1]
         if not slot_base <= slot < slot_base + slot_count:
             stats[ST_RANGE] += 1
             return None
@@ -292,26 +292,28 @@ class Ingress:
                 stats[ST_COLL] += 1
                 if pa is not None and pa[1]:
                     self._count_overflow(pa[0], seq)
-                return self._bypass(buf, flags | FLAG_COLLISION, bypass_dst)
+                return self._overflow(buf, flags | FLAG_COLLISION, overflow, seq)
             elif held_iteration < iteration:
                 stats[ST_STALE] += 1
                 held = 0
         if not held and ((flags & FLAG_RETX and not shadow) or (
                 self.agg_seq[slot] == seq and self.agg_iteration[slot] == iteration and self.agg_job[slot] == job)):
-            # A retransmission finds no slot holding its tag, or a contribution
-            # arrives at a free slot whose last aggregation had its very tag
-            # (release keeps the tag): its siblings already left (aggregate or
-            # flush), so it goes on to the PS rather than starting a partial
-            # that would wait a whole timeout for contributions that never come.
+            # A retransmission finds no slot holding its tag: on to the PS (ATP's rule for resent
+            # fragments). A contribution arrives at a free slot still tagged with its very tag (a release
+            # keeps the tag, and so does a capacity refusal): its siblings already left, so it goes on to the
+            # overflow target, where a refused sibling went, rather than starting a partial that would wait
+            # a whole timeout for contributions that never come.
             stats[ST_RETX_BYPASS] += 1
-            return self._bypass(buf, flags, bypass_dst)
+            if flags & FLAG_RETX:
+                return self._bypass(buf, flags, bypass_dst)
+            return self._overflow(buf, flags, overflow, seq)
         if not held and pa is not None and pa[1] and self.pa_overflow[program.pa_seq_cell(pa[0], seq)]:
             # PA-ATP: a sibling of this seq overflowed to the PS and no RESULT of its cell passed since: this
             # contribution follows it there (an overflowed gradient too) rather than starting a partial the
             # sibling will never join, which would stall the job until a hold timer released it.
             stats[ST_FOLLOWED] += 1
             self._count_overflow(pa[0], seq)
-            return self._bypass(buf, flags, bypass_dst)
+            return self._overflow(buf, flags, overflow, seq)
         if not was_held and not capacity_left:
             # Aggregation capacity exhausted: the fragment starts no aggregate here and goes on to the PS. The
             # slot takes its tag with nothing held, as a release leaves it, so its siblings follow it there
@@ -319,7 +321,7 @@ class Ingress:
             # went ahead.
             stats[ST_CAP] += 1
             self.agg_job[slot], self.agg_iteration[slot], self.agg_seq[slot] = job, iteration, seq
-            return self._bypass(buf, flags | FLAG_CAPACITY, bypass_dst)
+            return self._overflow(buf, flags | FLAG_CAPACITY, overflow, seq)
         if not held:
             row = self.agg_value[slot]
             row[:elems] = np.frombuffer(buf, dtype=">i4", count=elems, offset=PAYLOAD_OFFSET)
@@ -447,6 +449,17 @@ class Ingress:
         buf[30:34] = bypass_dst
         buf[40] = buf[41] = 0
         return True
+
+    @classmethod
+    def _overflow(cls, buf, flags, overflow, seq):
+        """On to the overflow target (the policy's bypass_hop): ATP's level-2 switch, addressed as a contribution
+        of its own (its agg_node, fan-in and slot), or the PS with the header as it is (slot count 0)."""
+        dst, agg_node, fanin, slot_base, slot_count = overflow
+        if slot_count:
+            _U16.pack_into(buf, INA_OFFSET + 6, agg_node)
+            _U16.pack_into(buf, INA_OFFSET + 8, fanin)
+            _U32.pack_into(buf, INA_OFFSET + 22, slot_index(seq, slot_base, slot_count) & 0xFFFFFFFF)
+        return cls._bypass(buf, flags, dst)
 
     def _result(self, buf, job, flags, iteration, seq, pa):
         """RESULT packets: AECN (PA-ATP), release (ina_release), then multicast when the entry names a group."""
