@@ -39,12 +39,19 @@ Per packet, in the order the P4 program applies them:
      too; an incomplete one sends its partial to ``bypass_dst`` (the PS) and is
      freed (ATP's loss recovery). No partial aggregate ever goes up a level,
      so an upper level never holds contributions a fuller aggregate overlaps;
-   - slot held by another tag: COLLISION, the packet goes unchanged to
-     ``bypass_dst`` (the PS), ATP's best-effort rule;
+   - slot held by another tag: COLLISION, the packet overflows (below),
+     ATP's best-effort rule;
    - a RETX packet that finds no slot holding its tag goes to ``bypass_dst``
-     too (``retx_bypassed``; ATP forwards resent packets to the PS): its
+     too (``retx_bypassed``; ATP forwards resent packets to the PS), and any
+     other contribution that finds its own tag in a free slot overflows: its
      siblings already left the switch, so a new partial would only wait for
      another timeout;
+   - *overflow* goes where the policy sends it (``bypass_hop``, ATP's
+     level-2 switch; else the PS): to ``overflow_dst``, and to a switch
+     with ``agg_node``, ``fanin`` and ``slot`` rewritten to that switch's
+     (``overflow_*``), so it aggregates the packet as its own contribution;
+     collisions, capacity refusals, the siblings that follow them and
+     PA-ATP's followed overflow are overflow;
    - when ``count`` reaches ``fanin`` the packet becomes the aggregate:
      lanes = slot sums, source = switch address, destination, agg_node,
      fanin and slot rewritten for the next level, ``level`` + 1, UDP
