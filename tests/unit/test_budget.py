@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from testbed import budget, sim
-from testbed.budget import (AGENT_BUDGET_PPS, AGENT_CORE_PPS, SWITCH_CORE_PPS, TARGET_BUDGET_PPS, USABLE_CORE_SHARE,
-                            dilation_factor, expected_wall_s, packet_budget, resolve_target)
+from testbed.budget import (AGENT_BUDGET_PPS, AGENT_CORE_PPS, PROCESS_IDLE_CORES, SWITCH_CORE_PPS, TARGET_BUDGET_PPS,
+                            USABLE_CORE_SHARE, PacketBudget, dilation_factor, expected_wall_s, packet_budget,
+                            resolve_target)
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.policy import compute_policy
 from testbed.scenario import load_scenario
@@ -40,8 +41,8 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
     switch, machine = packet_budget(scenario, "bmv2", cores=2).warnings(1)
     assert switch.startswith("switch s1 (9,301 packets/s at time dilation 1, bmv2 budget 2,500/s) needs time "
                              "dilation 3.72, the run uses 1")
-    assert machine.startswith("the machine (1.8 cores' work at time dilation 1, 80% of 2 cores usable) needs time "
-                              "dilation 1.13")
+    assert machine.startswith("the machine (1.8 cores' work at time dilation 1 and 6 processes idling on 0.02, 80% "
+                              "of 2 cores usable) needs time dilation 1.15")
     monkeypatch.setattr(budget.shutil, "which", lambda name: f"/x/{name}")
     assert packet_budget(scenario, "auto", cores=2).target == "bmv2"      # auto resolves to bmv2 here
     monkeypatch.setattr(budget.shutil, "which", lambda name: None)
@@ -51,7 +52,8 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
 def test_auto_takes_the_smallest_whole_dilation_inside_every_budget():
     # At 1/1000 the quickstart's links are 100 Mb/s: 37,202 frames/s. s1 takes four workers' and the RESULTs:
     # 186,012/s, 9.3 x its budget; each agent sends and receives 74,405/s, 3.7 x its own; the machine holds
-    # 186,012 / 45,000 + 5 x 74,405 / 40,000 = 13.43 cores' work, 8.4 x 80% of two cores.
+    # 186,012 / 45,000 + 5 x 74,405 / 40,000 = 13.43 cores' work, 8.5 x 80% of two cores less six processes'
+    # idling.
     scenario = load_scenario(QUICKSTART, ["scale=0.001", "time_dilation=auto"])
     plan = packet_budget(scenario, "pyswitch", cores=2)
     link = frames_per_s(100e6)
@@ -60,7 +62,7 @@ def test_auto_takes_the_smallest_whole_dilation_inside_every_budget():
     needs = sorted(plan.needs().values())
     cores = 5 * link / SWITCH_CORE_PPS["pyswitch"] + 5 * 2 * link / AGENT_CORE_PPS
     assert needs == pytest.approx(sorted([5 * link / TARGET_BUDGET_PPS["pyswitch"], 2 * link / AGENT_BUDGET_PPS,
-                                          cores / (USABLE_CORE_SHARE * 2)]))
+                                          cores / (USABLE_CORE_SHARE * 2 - 6 * PROCESS_IDLE_CORES)]))
     assert plan.binding().startswith("switch s1 (186,012 packets/s")
     assert dilation_factor(scenario, plan) == 10.0 == plan.auto_factor()
     assert plan.warnings(10) == [] and len(plan.warnings(9)) == 1
@@ -90,3 +92,18 @@ def test_the_expected_wall_time_is_the_simulated_iterations_times_the_dilation()
     simulation = {"jobs": {"resnet50": {"comm_time_s": 0.01}}}
     assert expected_wall_s(scenario, simulation, 1.0) == pytest.approx(10 * (0.02 + 0.01))
     assert expected_wall_s(scenario, simulation, 8.0) == pytest.approx(8 * 10 * (0.02 + 0.01))
+
+
+def test_idle_processes_take_their_share_of_the_machine_before_the_packets_do():
+    # InArt's fat-tree: 45 switches and 54 agents idle on 0.3 cores whatever N, which the packets' work
+    # cannot use; without that share auto's N left its VGG19 and LSTM runs CPU-bound (90-98% of two cores).
+    busy = {f"w{i}": 8000.0 for i in range(8)}                        # 64,000 packets/s: 1.6 cores' work
+    few = PacketBudget("pyswitch", 2, {"s1": 0.0}, busy)
+    many = PacketBudget("pyswitch", 2, {f"s{i}": 0.0 for i in range(45)}, {**busy, **{
+        f"h{i}": 0.0 for i in range(46)}})
+    work = 64000.0 / AGENT_CORE_PPS
+    assert few.needed() == pytest.approx(work / (1.6 - 9 * PROCESS_IDLE_CORES))
+    assert many.needed() == pytest.approx(work / (1.6 - 99 * PROCESS_IDLE_CORES))
+    assert many.auto_factor() == 2.0 and "99 processes idling on 0.30" in many.binding()
+    crowd = PacketBudget("pyswitch", 2, {f"s{i}": 0.0 for i in range(1000)}, busy)
+    assert crowd.needed() == pytest.approx(work / (0.05 * 2))          # never planned on less than 5% of it
