@@ -217,26 +217,25 @@ def _ina_filters(scenario, policy, result):
                 raise PolicyError(f"{jp.scheme}: job {job.name} aggregates on {sw}, which is not programmable")
             base, count = result.slot_ranges[(job.name, sw)]
             for g, nxt in sorted(jp.next_hop[sw].items()):
-                nxt_node = topo.node(nxt)
-                next_base, next_count = result.slot_ranges.get((job.name, nxt), (0, 0))
                 ps = jp.ps_of_submodel[g]
-                over = topo.node(jp.bypass_hop.get(sw, {}).get(g, ps))
-                if over.kind == "switch":
-                    over_base, over_count = result.slot_ranges[(job.name, over.name)]
-                    overflow = (("overflow_dst", over.ip), ("overflow_agg_node", over.node_id),
-                                ("overflow_fanin", jp.fanin(g, over.name)), ("overflow_slot_base", over_base),
-                                ("overflow_slot_count", over_count))
-                else:       # the PS: the packet keeps its header
-                    overflow = (("overflow_dst", topo.ps_ip(over.name)), ("overflow_agg_node", 0), ("overflow_fanin", 0),
-                                ("overflow_slot_base", 0), ("overflow_slot_count", 0))
-                match = (job.job_id, node.node_id, g)
-                result.switches[sw].entries.append(TableEntry("ina_filter", "ina_aggregate", match, (
-                    ("switch_addr", node.ip), ("slot_base", base), ("slot_count", count),
-                    ("release_mode", jp.release_mode), ("next_agg_node", nxt_node.node_id),
-                    ("next_fanin", jp.fanin(g, nxt)),
-                    ("next_dst", topo.ps_ip(nxt) if nxt_node.kind == "host" else nxt_node.ip),
-                    ("next_slot_base", next_base), ("next_slot_count", next_count),
-                    ("bypass_dst", topo.ps_ip(ps))) + overflow))
+                values = {"switch_addr": node.ip, "slot_base": base, "slot_count": count,
+                          "release_mode": jp.release_mode, "bypass_dst": topo.ps_ip(ps),
+                          **_addressed(topo, jp, job, g, nxt, result, "next_"),
+                          **_addressed(topo, jp, job, g, jp.bypass_hop.get(sw, {}).get(g, ps), result, "overflow_")}
+                result.switches[sw].entries.append(TableEntry(
+                    "ina_filter", "ina_aggregate", (job.job_id, node.node_id, g),
+                    tuple((param.name, values[param.name]) for param in program.ACTIONS["ina_aggregate"].params)))
+
+
+def _addressed(topo, jp, job, g, node_name, result, prefix: str) -> dict:
+    """``ina_aggregate``'s parameters (``prefix`` + name) that address sub-model ``g`` to an aggregation node:
+    its IPv4 address (a PS's INA address), its ``agg_node`` id, its fan-in for ``g`` and the job's slot range
+    there (none at a PS, where a packet is not re-addressed to a slot)."""
+    node = topo.node(node_name)
+    slot_base, slot_count = result.slot_ranges.get((job.name, node_name), (0, 0))
+    return {prefix + "dst": topo.ps_ip(node_name) if node.kind == "host" else node.ip,
+            prefix + "agg_node": node.node_id, prefix + "fanin": jp.fanin(g, node_name),
+            prefix + "slot_base": slot_base, prefix + "slot_count": slot_count}
 
 
 def fragment_slots(jp, count: int) -> int:
@@ -488,8 +487,8 @@ def planned_rates_bps(scenario, policy) -> dict:
     if not paced:
         return {}
     from testbed.sim import synchronous_rates_bps      # the simulator builds on this module
-    return {name: rate for name, rate in synchronous_rates_bps(scenario, policy).items()
-            if name in {job.name for job in paced}}
+    rates = synchronous_rates_bps(scenario, policy)
+    return {job.name: rates[job.name] for job in paced}
 
 
 def window_rate_cap_bps(scenario, routes, job, worker):

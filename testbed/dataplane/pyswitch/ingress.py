@@ -77,10 +77,9 @@ Per packet, in the order the P4 program applies them:
    The ``agg_capacity`` meter (GRID §Motivation: a saturated switch passes
    gradients on) takes a token for every contribution that reaches the slot
    logic, but refuses only a fragment's first one, which would claim a free
-   slot: exhausted, that contribution goes to ``bypass_dst`` with the
-   CAPACITY flag (``capacity_bypassed``) and the slot takes its tag with
-   nothing held, so its siblings follow it (``retx_bypassed``, the tag rule
-   above). A fragment is aggregated at the switch whole or not at all: a
+   slot: exhausted, that contribution overflows with the CAPACITY flag
+   (``capacity_bypassed``) and the slot takes its tag with nothing held, so
+   its siblings follow it (``retx_bypassed``, the tag rule above). A fragment is aggregated at the switch whole or not at all: a
    per-packet cut would strand its siblings' partial in the slot until a
    retransmission flushed it, a timeout per fragment refused.
 4. ``route`` (exact src, dst) then ``ipv4_lpm`` (dst): set the destination MAC
@@ -315,17 +314,16 @@ class Ingress:
                 return self._bypass(buf, flags, bypass_dst)
             return self._overflow(buf, flags, overflow, seq)
         if not held and pa is not None and pa[1] and self.pa_overflow[program.pa_seq_cell(pa[0], seq)]:
-            # PA-ATP: a sibling of this seq overflowed to the PS and no RESULT of its cell passed since: this
-            # contribution follows it there (an overflowed gradient too) rather than starting a partial the
+            # PA-ATP: a sibling of this seq overflowed and no RESULT of its cell passed since: this contribution
+            # follows it to the overflow target (an overflowed gradient too) rather than starting a partial the
             # sibling will never join, which would stall the job until a hold timer released it.
             stats[ST_FOLLOWED] += 1
             self._count_overflow(pa[0], seq)
             return self._overflow(buf, flags, overflow, seq)
         if not was_held and not capacity_left:
-            # Aggregation capacity exhausted: the fragment starts no aggregate here and goes on to the PS. The
-            # slot takes its tag with nothing held, as a release leaves it, so its siblings follow it there
-            # (the tag rule above) instead of starting a partial that would wait for the contribution that
-            # went ahead.
+            # Aggregation capacity exhausted: the fragment starts no aggregate here and overflows. The slot
+            # takes its tag with nothing held, as a release leaves it, so its siblings follow it there (the tag
+            # rule above) instead of starting a partial that would wait for the contribution that went ahead.
             stats[ST_CAP] += 1
             self.agg_job[slot], self.agg_iteration[slot], self.agg_seq[slot] = job, iteration, seq
             return self._overflow(buf, flags | FLAG_CAPACITY, overflow, seq)
@@ -433,9 +431,7 @@ class Ingress:
         """Rewrite ``buf`` into the aggregate of ``slot`` toward the next level."""
         self.stats[ST_EMIT] += 1
         self._write_aggregate(buf, slot, level, elems, flags, switch_addr)
-        _U16.pack_into(buf, INA_OFFSET + 6, next_agg_node)
-        _U16.pack_into(buf, INA_OFFSET + 8, next_fanin)
-        _U32.pack_into(buf, INA_OFFSET + 22, slot_index(seq, next_slot_base, next_slot_count) & 0xFFFFFFFF)
+        self._address_to(buf, next_agg_node, next_fanin, next_slot_base, next_slot_count, seq)
         buf[30:34] = next_dst
         if release_mode == RELEASE_ON_EMIT:
             self.agg_count[slot] = 0
@@ -457,15 +453,21 @@ class Ingress:
         buf[40] = buf[41] = 0
         return True
 
+    @staticmethod
+    def _address_to(buf, agg_node, fanin, slot_base, slot_count, seq):
+        """``buf`` addressed to an aggregation node: its ``agg_node``, ``fanin`` and the slot of ``seq`` in its
+        range (``wire.slot_index``)."""
+        _U16.pack_into(buf, INA_OFFSET + 6, agg_node)
+        _U16.pack_into(buf, INA_OFFSET + 8, fanin)
+        _U32.pack_into(buf, INA_OFFSET + 22, slot_index(seq, slot_base, slot_count) & 0xFFFFFFFF)
+
     @classmethod
     def _overflow(cls, buf, flags, overflow, seq):
         """On to the overflow target (the policy's bypass_hop): ATP's level-2 switch, addressed as a contribution
         of its own (its agg_node, fan-in and slot), or the PS with the header as it is (slot count 0)."""
         dst, agg_node, fanin, slot_base, slot_count = overflow
         if slot_count:
-            _U16.pack_into(buf, INA_OFFSET + 6, agg_node)
-            _U16.pack_into(buf, INA_OFFSET + 8, fanin)
-            _U32.pack_into(buf, INA_OFFSET + 22, slot_index(seq, slot_base, slot_count) & 0xFFFFFFFF)
+            cls._address_to(buf, agg_node, fanin, slot_base, slot_count, seq)
         return cls._bypass(buf, flags, dst)
 
     def _result(self, buf, job, flags, iteration, seq, pa):
