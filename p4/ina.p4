@@ -9,7 +9,9 @@
  * semantics (tests/dataplane/test_packets.py runs the same packet cases on both targets).
  * p4/README.md documents every object, the slot-release modes, the link impairments (loss,
  * duplication, reordering per egress port: the end of Egress, and the first check of Ingress) and
- * PA-ATP's switch side (per-job opt-in pa_job: progress registers, GACKs, AECN).
+ * PA-ATP's switch side (per-job opt-in pa_job: progress registers, GACKs, AECN) and Rina's (per-job
+ * rina_rack at a rack's ToR: the rack's shards summed in contiguous slots, pulls, finished chunks
+ * multicast to the rack).
  *
  * Wire: Ethernet / IPv4 (IHL 5) / UDP (dst port 40000) / INA header (38 B) / `elems` signed
  * 32-bit lanes (testbed/dataplane/wire.py).
@@ -41,7 +43,7 @@
 #endif
 
 #define INA_PORTS 64        /* per-port counters: ports 0..63 (program.MAX_PORTS) */
-#define INA_STATS 20        /* entries of ina_stats (len(program.STAT_INDICES)) */
+#define INA_STATS 23        /* entries of ina_stats (len(program.STAT_INDICES)) */
 #define INA_PA_JOBS 16      /* PA-ATP register rows: opted-in jobs per switch (program.PA_JOBS) */
 #define INA_PA_WORKERS 64   /* pa_seq entries per row: one per bitmap bit (program.PA_WORKERS) */
 #define INA_PA_SEQS 1024    /* pa_overflow cells per row, a power of two (program.PA_SEQS) */
@@ -64,6 +66,9 @@ const bit<16> FLAG_ECN_ECHO  = 0x0010;
 const bit<16> FLAG_AECN      = 0x0020;
 const bit<16> FLAG_COLLISION = 0x0040;
 const bit<16> FLAG_CAPACITY  = 0x0400;
+const bit<16> FLAG_TASK      = 0x0800;   /* Rina: a rack agent's shard that starts an aggregation (pulls) */
+const bit<16> FLAG_PULL      = 0x1000;   /* Rina: a task's header-only copy to the rack's other workers */
+const bit<16> FLAG_GATHER    = 0x2000;   /* Rina: a finished chunk, multicast to a Rina rack */
 
 /* ina_aggregate's release_mode (program.RELEASE_*) */
 const bit<8> RELEASE_ON_EMIT   = 0;
@@ -116,6 +121,9 @@ const bit<32> ST_GACKED             = 16;
 const bit<32> ST_AECN_MARKED        = 17;
 const bit<32> ST_SHADOW_ANSWERED    = 18;
 const bit<32> ST_OVERFLOW_FOLLOWED  = 19;
+const bit<32> ST_RINA_PULLED        = 20;
+const bit<32> ST_RINA_STALE_DROPPED = 21;
+const bit<32> ST_RINA_REEMITTED     = 22;
 
 /* ---------------------------------------------------------------- headers */
 
@@ -221,6 +229,12 @@ struct metadata_t {
     bit<32> pa_overflowed;
     bit<32> aecn_threshold;
     bit<32> used_slots;       /* agg_used */
+    /* rina_aggregate action data, and Rina's per-packet state */
+    bit<1>  rina_hit;
+    bit<16> pull_grp;         /* the rack's workers but the agent */
+    bit<16> gather_grp;       /* every worker of the rack, and the port toward the next member */
+    bit<1>  rina_pull;        /* this task leaves as its pull */
+    bit<1>  strip_lanes;      /* Egress: the packet leaves without its lanes (a GACK, a pull) */
     bit<1>  slot_was_held;    /* the slot's agg_count was not 0 when read */
     bit<1>  slot_held;        /* ... and is not 0 as written back */
     /* slot state */
@@ -430,6 +444,17 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.pa_aecn = aecn;
     }
 
+    @name(".Ingress.rina_aggregate")
+    action rina_aggregate(bit<32> switch_addr, bit<32> slot_base, bit<32> slot_count, bit<16> pull_grp,
+                          bit<16> gather_grp) {
+        meta.rina_hit = 1;
+        meta.switch_addr = switch_addr;
+        meta.slot_base = slot_base;
+        meta.slot_count = slot_count;
+        meta.pull_grp = pull_grp;
+        meta.gather_grp = gather_grp;
+    }
+
     @name(".Ingress.route")
     table route {
         key = {
@@ -496,6 +521,36 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         }
         actions = {
             pa_enable;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    /* Rina: the job's rack under this ToR (agg_node: this switch's id) */
+    @name(".Ingress.rina_rack")
+    table rina_rack {
+        key = {
+            hdr.ina.job: exact;
+            hdr.ina.agg_node: exact;
+        }
+        actions = {
+            rina_aggregate;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    /* Rina: a finished chunk for this rack's agent goes to the whole rack */
+    @name(".Ingress.rina_gather")
+    table rina_gather {
+        key = {
+            hdr.ina.job: exact;
+            hdr.ipv4.dstAddr: exact;
+        }
+        actions = {
+            ina_multicast;
             NoAction;
         }
         default_action = NoAction();
@@ -604,7 +659,144 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 }
             } else if ((hdr.ina.flags & FLAG_GACK) == 0) {
                 /* a GACK on its way back to a worker is forwarded, never aggregated */
-                ina_filter.apply();
+                if ((hdr.ina.flags & FLAG_DATA) != 0) {
+                    rina_rack.apply();
+                }
+                if (meta.rina_hit == 0) {
+                    ina_filter.apply();
+                }
+                if (meta.rina_hit == 0 && meta.agg_hit == 0 && (hdr.ina.flags & FLAG_GATHER) != 0) {
+                    /* Rina: a finished chunk arriving for a Rina rack's agent: to every worker of the rack */
+                    rina_gather.apply();
+                    if (meta.mcast_grp != 0) {
+                        if (hdr.ipv4.ttl <= 1) {
+                            ina_stats.count(ST_NO_ROUTE_DROPPED);
+                            return;
+                        }
+                        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+                        standard_metadata.mcast_grp = meta.mcast_grp;
+                        ina_stats.count(ST_MULTICAST);
+                        return;
+                    }
+                }
+            }
+
+            if (meta.rina_hit == 1) {
+                /* Rina (§IV-B, §V-1): the rack's shards of one fragment summed in the job's contiguous slots,
+                   slot_base + seq mod slot_count (wire.slot_index; seq is wire.rina_seq: step, index) */
+                if (meta.slot_count == 0) {
+                    ina_stats.count(ST_SLOT_RANGE_DROPPED);
+                    return;
+                }
+                hash(meta.slot, HashAlgorithm.identity, meta.slot_base, { hdr.ina.seq }, meta.slot_count);
+                if (meta.slot >= INA_SLOTS) {
+                    ina_stats.count(ST_SLOT_RANGE_DROPPED);
+                    return;
+                }
+                meta.value_base = meta.slot * INA_LANES;
+                agg_count.read(meta.held_count, meta.slot);
+                agg_job.read(meta.held_job, meta.slot);
+                agg_iteration.read(meta.held_iteration, meta.slot);
+                agg_seq.read(meta.held_seq, meta.slot);
+                agg_bitmap.read(meta.held_bitmap, meta.slot);
+                if (meta.held_count != 0 && meta.held_job == hdr.ina.job &&
+                        meta.held_iteration == hdr.ina.iteration && meta.held_seq == hdr.ina.seq) {
+                    if ((meta.held_bitmap & hdr.ina.bitmap) != 0) {
+                        /* a shard the slot has: dropped, unless it is the agent's resent task, which pulls
+                           the missing shards again (incomplete) or sends the rack's sum again (complete) */
+                        ina_stats.count(ST_DUPLICATE_DROPPED);
+                        if ((hdr.ina.flags & (FLAG_TASK | FLAG_RETX)) != (FLAG_TASK | FLAG_RETX)) {
+                            return;
+                        }
+                        meta.keep_mask = 0xFFFFFFFF;
+                        meta.add_mask = 0;
+                        meta.new_bitmap = meta.held_bitmap;
+                        meta.new_count = meta.held_count;
+                        if (meta.held_count >= hdr.ina.fanin) {
+                            meta.emit = 1;
+                            ina_stats.count(ST_RINA_REEMITTED);
+                        } else {
+                            meta.rina_pull = 1;
+                        }
+                    } else {
+                        meta.keep_mask = 0xFFFFFFFF;
+                        meta.add_mask = 0xFFFFFFFF;
+                        meta.new_bitmap = meta.held_bitmap | hdr.ina.bitmap;
+                        meta.new_count = meta.held_count + hdr.ina.count;
+                        meta.counted = 1;
+                    }
+                } else if ((hdr.ina.flags & FLAG_TASK) != 0 &&
+                           (meta.held_count == 0 || meta.held_job != hdr.ina.job ||
+                            hdr.ina.iteration > meta.held_iteration ||
+                            (hdr.ina.iteration == meta.held_iteration && hdr.ina.seq > meta.held_seq))) {
+                    /* a task newer than what the slot holds claims it (the sum it held was delivered: the
+                       agent sends a task only once the slot's last use was acknowledged) and is pulled */
+                    if (meta.held_count != 0 && meta.held_job == hdr.ina.job) {
+                        ina_stats.count(ST_STALE_RECLAIMED);
+                    }
+                    meta.claim = 1;
+                    meta.keep_mask = 0;
+                    meta.add_mask = 0xFFFFFFFF;
+                    meta.new_bitmap = hdr.ina.bitmap;
+                    meta.new_count = hdr.ina.count;
+                    meta.counted = 1;
+                    meta.rina_pull = 1;
+                    agg_job.write(meta.slot, hdr.ina.job);
+                    agg_iteration.write(meta.slot, hdr.ina.iteration);
+                    agg_seq.write(meta.slot, hdr.ina.seq);
+                } else {
+                    /* a shard for a tag the slot does not hold (late, or before its task), an older task */
+                    ina_stats.count(ST_RINA_STALE_DROPPED);
+                    return;
+                }
+                if (meta.counted == 1) {
+                    ina_stats.count(ST_AGGREGATED);
+                    if (meta.new_count >= hdr.ina.fanin) {
+                        meta.emit = 1;
+                        meta.rina_pull = 0;
+                    }
+                }
+
+#include "ina_lanes.p4"
+
+                agg_count.write(meta.slot, meta.new_count);
+                agg_bitmap.write(meta.slot, meta.new_bitmap);
+                if (meta.emit == 1) {
+                    /* the rack's sum, from this switch, on to the next member (the packet's destination); a
+                       finished chunk (GATHER) to every worker of the rack as well */
+                    ina_stats.count(ST_EMITTED);
+                    hdr.ina.flags = FLAG_DATA | (hdr.ina.flags & FLAG_GATHER);
+                    hdr.ina.level = 1;
+                    hdr.ina.agg_node = 0;
+                    hdr.ina.count = meta.new_count;
+                    hdr.ina.bitmap = meta.new_bitmap;
+                    hdr.ipv4.srcAddr = meta.switch_addr;
+                    hdr.udp.checksum = 0;
+                    if ((hdr.ina.flags & FLAG_GATHER) != 0) {
+                        if (hdr.ipv4.ttl <= 1) {
+                            ina_stats.count(ST_NO_ROUTE_DROPPED);
+                            return;
+                        }
+                        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+                        standard_metadata.mcast_grp = meta.gather_grp;
+                        ina_stats.count(ST_MULTICAST);
+                        return;
+                    }
+                } else if (meta.rina_pull == 1) {
+                    /* the task's pull: its header (Egress drops the lanes) to the rack's other workers */
+                    if (hdr.ipv4.ttl <= 1) {
+                        ina_stats.count(ST_NO_ROUTE_DROPPED);
+                        return;
+                    }
+                    hdr.ina.flags = FLAG_PULL | (hdr.ina.flags & FLAG_GATHER);
+                    hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+                    hdr.udp.checksum = 0;
+                    standard_metadata.mcast_grp = meta.pull_grp;
+                    ina_stats.count(ST_RINA_PULLED);
+                    return;
+                } else {
+                    return;     /* absorbed into the slot */
+                }
             }
 
             if (meta.agg_hit == 1) {
@@ -978,11 +1170,8 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
             } else {
                 hdr.ina.flags = FLAG_GACK;
             }
-            hdr.ina.elems = 0;
             hdr.ina.progress = meta.pa_progress;
-#undef INA_LANE
-#define INA_LANE(i) hdr.lanes[i].setInvalid();
-#include "ina_lanes.p4"
+            meta.strip_lanes = 1;
             bit<48> mac = hdr.ethernet.dstAddr;
             hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
             hdr.ethernet.srcAddr = mac;
@@ -994,17 +1183,29 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
             hdr.udp.srcPort = udp_port;
             hdr.ipv4.ecn = 0;
             hdr.ipv4.ttl = GACK_TTL;
-            hdr.ipv4.totalLen = GACK_IPV4_BYTES;
-            hdr.udp.len = GACK_UDP_BYTES;
-            hdr.udp.checksum = 0;
         }
         if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_REPLICATION) {
-            /* a multicast copy never goes back out of its ingress port */
-            if (standard_metadata.egress_port == standard_metadata.ingress_port) {
+            /* a multicast copy never goes back out of its ingress port, but for a Rina rack's finished chunk
+               (GATHER), which every worker of the rack gets, the one whose shard completed it too */
+            if (standard_metadata.egress_port == standard_metadata.ingress_port &&
+                    (!hdr.ina.isValid() || (hdr.ina.flags & FLAG_GATHER) == 0)) {
                 mark_to_drop(standard_metadata);
                 return;
             }
             ina_mcast_rewrite.apply();
+            if (hdr.ina.isValid() && (hdr.ina.flags & FLAG_PULL) != 0) {
+                meta.strip_lanes = 1;     /* Rina's pull: the task's header alone */
+            }
+        }
+        /* a GACK or a pull leaves as its headers alone: elems 0, the lengths of the headers, UDP checksum 0 */
+        if (meta.strip_lanes == 1) {
+            hdr.ina.elems = 0;
+#undef INA_LANE
+#define INA_LANE(i) hdr.lanes[i].setInvalid();
+#include "ina_lanes.p4"
+            hdr.ipv4.totalLen = GACK_IPV4_BYTES;
+            hdr.udp.len = GACK_UDP_BYTES;
+            hdr.udp.checksum = 0;
         }
         /* DCTCP-style marking: CE on ECN-capable packets that found >= ecn_threshold packets queued */
         if (hdr.ipv4.isValid() && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)) {

@@ -55,6 +55,14 @@ Choices:
   GACKs); and per job its ``aecn_threshold`` (:func:`aecn_threshold_pkts`,
   over its own slots).
   Their PS gets the job's transport, and answers raw gradients with GACKs.
+- Rina (:func:`_rina_racks`, Rina §IV-B): at the ToR of each Rina rack (a
+  member of the policy's ring with a ToR), a ``rina_rack`` entry (the job's
+  slot range there, the agent's address, the pull group of the rack's other
+  workers and the gather group of the whole rack plus the port toward the
+  next member) and a ``rina_gather`` entry (the agent's address -> the
+  rack's group); the copies toward the rack's hosts are addressed to them
+  (``ina_mcast_rewrite``). Each worker gets its member's place in the ring
+  (:func:`_rina_agents`).
 """
 
 import math
@@ -107,6 +115,7 @@ def plan(scenario, policy, time_dilation: float = 1.0) -> ControlPlan:
     _result_releases(scenario, policy, result)
     _result_multicast(scenario, routes, policy, result)
     _pa_atp(scenario, routes, policy, result)
+    _rina_racks(scenario, routes, policy, result)
     _ports(scenario, result, time_dilation)
     _agents(scenario, routes, policy, result, time_dilation)
     _validate(scenario, result)
@@ -338,6 +347,54 @@ def _result_multicast(scenario, routes, policy, result):
                                                          (("dstAddr", node.mac), ("ipDstAddr", node.ip))))
 
 
+def _host_rewrite(config, port: int, node):
+    """An ``ina_mcast_rewrite`` entry addressing multicast copies leaving ``port`` to host ``node``, unless the
+    switch has one for the port already (the key is the port alone)."""
+    if not any(e.table == "ina_mcast_rewrite" and e.match == (port,) for e in config.entries):
+        config.entries.append(TableEntry("ina_mcast_rewrite", "mcast_rewrite", (port,),
+                                         (("dstAddr", node.mac), ("ipDstAddr", node.ip))))
+
+
+def _new_group(config, ports) -> int:
+    """A new multicast group of ``ports`` at the switch of ``config`` (0, and none made, for no port)."""
+    if not ports:
+        return 0
+    group = max((g.group_id for g in config.multicast_groups), default=0) + 1
+    config.multicast_groups.append(MulticastGroup(group, tuple(ports)))
+    return group
+
+
+def _rina_racks(scenario, routes, policy, result):
+    """Rina's switch side at each Rina rack's ToR (module docstring; p4/README.md has the semantics)."""
+    topo = scenario.topology
+    for job in scenario.jobs:
+        jp = policy.jobs[job.name]
+        if jp.scheme != "rina":
+            continue
+        members = jp.notes["members"]
+        for m, member in enumerate(members):
+            tor = member["tor"]
+            if tor is None:
+                continue
+            config = result.switches[tor]
+            successor = topo.node(members[(m + 1) % len(members)]["workers"][0])
+            hosts = [topo.node(w) for w in member["workers"]]
+            ports = [topo.port(tor, topo.host_link(h.name)) for h in hosts]
+            for host, port in zip(hosts, ports):
+                _host_rewrite(config, port, host)
+            hop = routes.next_hop(tor, successor.name)
+            uplink = _port_toward(topo, tor, hop, successor.node_id)
+            pull_grp = _new_group(config, ports[1:])
+            rack_grp = _new_group(config, ports)
+            gather_grp = _new_group(config, ports + ([uplink] if uplink not in ports else []))
+            base, count = result.slot_ranges[(job.name, tor)]
+            config.entries.append(TableEntry("rina_rack", "rina_aggregate", (job.job_id, topo.node(tor).node_id), (
+                ("switch_addr", topo.node(tor).ip), ("slot_base", base), ("slot_count", count), ("pull_grp", pull_grp),
+                ("gather_grp", gather_grp))))
+            config.entries.append(TableEntry("rina_gather", "ina_multicast", (job.job_id, hosts[0].ip),
+                                             (("mcast_grp", rack_grp),)))
+
+
 def rtt_estimate_s(path_rates_bps, frame_bytes: int, ecn_threshold_pkts: int) -> float:
     """The round trip the controller assumes on a path whose links run at ``path_rates_bps``: a full frame's
     serialization on every link, both ways (the data there, the RESULT back; the emulated links add no
@@ -538,6 +595,33 @@ def _ring_agents(scenario, job, jp, common: dict, result, planned_rate_bps: floa
             link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=0.0, **common))
 
 
+def _rina_agents(scenario, job, jp, common: dict, result, planned_rate_bps: float = None):
+    """A Rina job's workers (testbed/agents/rina.py): RAR over the policy's members (a Rina rack: its agent,
+    the lowest-rank worker, sends for the rack; an autonomous worker for itself), each worker knowing its
+    member's place in that ring and, in a Rina rack, the ToR that sums the rack's shards, its bit there and
+    its agent. A Rina rack's window is at most the job's slots at its ToR."""
+    topo = scenario.topology
+    members = jp.notes["members"]
+    ring = [(m, topo.node(member["workers"][0]).ip) for m, member in enumerate(members)]
+    tors = [(m, topo.node(member["tor"]).ip if member["tor"] else "") for m, member in enumerate(members)]
+    options = job.policy_options.get(job.policy, {})
+    for m, member in enumerate(members):
+        tor = member["tor"]
+        window = job.window
+        if tor is not None:
+            window = min(window, result.slot_ranges[(job.name, tor)][1])
+        for rank, w in enumerate(member["workers"]):
+            result.agents.append(AgentConfig(
+                role="rina", name=w, ip=topo.node(w).ip, worker_index=job.workers.index(w), submodels=[],
+                workers=ring, member_index=m, schedule="rar",
+                rack_tor_node=topo.node(tor).node_id if tor else 0, rack_size=len(member["workers"]) if tor else 0,
+                rack_rank=rank, agent_ip=ring[m][1], member_tors=tors,
+                step_overhead_s=options.get("step_overhead_s", 0.0), step_jitter_s=options.get("step_jitter_s", 0.0),
+                compute_time_s=job.compute_time_s, start_s=job.start_s, compute_delay=_compute_delay_of(scenario, w),
+                window=window, transport=job.transport, transport_options=_paced_rate(job, planned_rate_bps),
+                link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=0.0, **common))
+
+
 def _rates_to_ps(scenario, routes, job, worker) -> list:
     """Per PS of ``job``, the link rates along ``worker``'s default path to it."""
     rates = scenario.topology.capacity_bps()
@@ -558,6 +642,9 @@ def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
                       deadline_s=scenario.run_timeout_s, ready_timeout_s=scenario.run_timeout_s * time_dilation,
                       time_dilation=time_dilation)
 
+        if jp.scheme == "rina":
+            _rina_agents(scenario, job, jp, common, result, planned.get(job.name))
+            continue
         if job.is_ring:
             _ring_agents(scenario, job, jp, common, result, planned.get(job.name))
             continue

@@ -1378,10 +1378,8 @@ def _resolve_host_link_draw(c, item, scale):
 #: and bmv2 compiles them into registers; 64x the default (1024 x 64) is the most a small VM holds.
 MAX_EMULATED_AGGREGATOR_CELLS = 1 << 22
 SIMULATE_ONLY = "valid for `inatb simulate` only"
-#: Schemes the flow-level simulator models and the data plane does not run yet, and what it lacks.
-SIMULATED_POLICIES = {"rina": "the data plane does not run Rina's agent-worker aggregation yet (the agent's task, "
-                              "the ToR's pull, aggregation and AllGather multicast); policy rar runs the ring "
-                              "without INA"}
+#: Schemes the flow-level simulator models and the data plane does not run yet, and what it lacks (none now).
+SIMULATED_POLICIES = {}
 
 
 def emulation_limits(scenario) -> list:
@@ -1428,9 +1426,15 @@ def _emulation_limit_fields(scenario) -> list:
     if scenario.simulation.worker_start_fragments:
         found.append(("simulation.worker_start", "the emulation starts every worker together; staggered starts "
                                                  "are a model input of the simulator"))
+    topology = scenario.topology
     for i, job in enumerate(scenario.jobs):
         if job.policy in SIMULATED_POLICIES:
             found.append((f"jobs.{i}.policy", f"policy {job.policy}: {SIMULATED_POLICIES[job.policy]}"))
+        tors = {topology.neighbor(w, topology.host_link(w)) for w in job.workers}
+        if job.policy == "rina" and len(tors) == 1 and topology.nodes[next(iter(tors))].programmable:
+            found.append((f"jobs.{i}.workers", f"policy rina: every worker is under one programmable ToR "
+                                               f"({next(iter(tors))}), a ring of one member; the emulated Rina "
+                                               f"needs two members at least (workers under another ToR)"))
     return _transport_gaps(scenario) + found
 
 

@@ -27,6 +27,7 @@ class SubmodelPlan:
 @dataclass
 class AgentConfig:
     role: str                # "worker" | "ps" | "ring" (a ring all-reduce worker: testbed/agents/ring.py)
+                             # | "rina" (a Rina job's worker: testbed/agents/rina.py)
     name: str                # its records, ready and status files are named after it
     ip: str
     job: str
@@ -46,6 +47,13 @@ class AgentConfig:
     workers: list = field(default_factory=list)   # ps, ring: [(index, ip)] of every worker (a ring's order)
     schedule: str = ""       # ring: its scheme's steps (testbed.agents.ring_schedule.worker_steps: rar | h-ar)
     racks: list = field(default_factory=list)     # ring under h-ar: each rack's worker indices
+    member_index: int = 0    # rina: its member's place in the ring of members (``workers`` lists the members)
+    rack_tor_node: int = 0   # rina: its Rina rack's ToR (agg_node of the rack's shards); 0 = an autonomous worker
+    rack_size: int = 0       # rina: the workers of its Rina rack (the ToR's fan-in)
+    rack_rank: int = 0       # rina: its place in the rack (bitmap bit of its shards); 0 = the rack's agent
+    agent_ip: str = ""       # rina: its member's agent (its own address for an agent or an autonomous worker)
+    member_tors: list = field(default_factory=list)   # rina: [(member, its Rina ToR's address, or "")]: the
+                                                      # source of a Rina rack's sums
     step_overhead_s: float = 0.0   # ring: mean delay before each step (Rina Eq. 1's O), its options' step_overhead
     step_jitter_s: float = 0.0     # ring: that delay's std (Eq. 1's sigma; normal, clipped at 0)
     ps_id: int = 0           # ps: its agg_node id
@@ -78,5 +86,6 @@ class AgentConfig:
         d = json.loads(text)
         d["submodels"] = [SubmodelPlan(**s) for s in d["submodels"]]
         d["workers"] = [tuple(w) for w in d["workers"]]
+        d["member_tors"] = [tuple(m) for m in d.get("member_tors", [])]
         d["layout"] = [tuple(x) for x in d["layout"]]
         return cls(**d)

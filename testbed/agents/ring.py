@@ -42,6 +42,7 @@ the first step to the end of the last.
 
 import random
 import select
+from functools import partial
 
 import numpy as np
 
@@ -66,10 +67,8 @@ class RingWorker:
         self.records = records
         self.clock = clock or AgentClock(config.time_dilation)
         self.rank = config.worker_index
-        self.ips = dict(config.workers)
-        self.steps = worker_steps(config.schedule, self.rank, config.total_workers, config.total_fragments,
-                                  config.racks)
-        self.frame_bytes = ring_frame_bytes(config.lanes)
+        self.steps, self.ips = self._ring(config)
+        self.frame_bytes = self._frame_bytes(config.lanes)
         self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
         self.step_rng = random.Random(config.seed * 1_000_033 + config.job_id * 1013 + config.worker_index)
         self.transport = make_transport(config.transport, window_cap=config.window,
@@ -82,6 +81,31 @@ class RingWorker:
         self.acks = DelayedAcks()
         self.last_arrival_s = self.clock.now_s()
         self.phase = "starting"
+
+    # -- what a ring scheme's member says differently (testbed.agents.rina overrides these) ---------
+    @staticmethod
+    def _ring(config) -> tuple:
+        """(steps, {rank: address}) of this worker's ring."""
+        return (worker_steps(config.schedule, config.worker_index, config.total_workers, config.total_fragments,
+                             config.racks), dict(config.workers))
+
+    @staticmethod
+    def _frame_bytes(lanes: int) -> int:
+        return ring_frame_bytes(lanes)
+
+    def _data_packet(self, st, iteration, out, index, retransmission):
+        """(address, datagram) of fragment ``index`` of step ``st``'s range ``out``."""
+        flags = FLAG_DATA | (FLAG_RETX if retransmission else 0)
+        return ((self.ips[st.send_to], RING_UDP_PORT),
+                RING_HEADER.pack(self.cfg.job_id, flags, self.cfg.lanes, st.step, iteration, index) + out[index].tobytes())
+
+    def _from_peer(self, step: int, address: str) -> bool:
+        """Whether data of ``step`` from ``address`` comes from the peer this worker receives from then."""
+        return address == self.ips[self.steps[step].receive_from]
+
+    def _finish(self, iteration: int, buf):
+        """The iteration's buffer once every step is applied (a Rina agent waits for its rack's chunk here)."""
+        return buf
 
     # -- packets in ----------------------------------------------------------------------
     def serve(self, wait_s: float):
@@ -109,25 +133,32 @@ class RingWorker:
             if len(data) < RING_HEADER_BYTES:
                 continue
             job, flags, elems, step, iteration, index = RING_HEADER.unpack_from(data)
-            if job != self.cfg.job_id:
-                continue
-            key = (iteration, step)
-            if step >= len(self.steps):
+            if job != self.cfg.job_id or step >= len(self.steps):
                 continue
             if flags & FLAG_RESULT:
-                if key == self.position and sender[0] == self.ips[self.steps[step].send_to]:
-                    # An ACK of ``elems`` fragments from ``index``; its echo counts once.
-                    for k in range(index, min(index + elems, self.transport.total)):
-                        self.transport.on_result(k, now, bool(flags & FLAG_ECN_ECHO) and k == index)
-            elif flags & FLAG_DATA and sender[0] == self.ips[self.steps[step].receive_from]:
-                ce = bool(ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE)
-                chunk = self.received.setdefault(key, {}) if key >= self.position else None
-                duplicate = chunk is None or index in chunk
-                if not duplicate:
-                    chunk[index] = data[RING_HEADER_BYTES:]
-                complete = not duplicate and len(chunk) == self._chunk_size(step)
-                for ack in self.acks.on_data(key, index, ce, duplicate, complete, now):
-                    self._send_ack(ack)
+                self._on_ack(iteration, step, index, elems, flags, sender, now)
+            elif flags & FLAG_DATA:
+                self._on_data(iteration, step, index, data[RING_HEADER_BYTES:], ancillary, sender, now)
+
+    def _on_ack(self, iteration, step, index, count, flags, sender, now):
+        """An ACK of ``count`` fragments from ``index`` of ``step``; its echo counts once."""
+        if (iteration, step) == self.position and sender[0] == self.ips[self.steps[step].send_to]:
+            for k in range(index, min(index + count, self.transport.total)):
+                self.transport.on_result(k, now, bool(flags & FLAG_ECN_ECHO) and k == index)
+
+    def _on_data(self, iteration, step, index, payload, ancillary, sender, now):
+        """Fragment ``index`` of ``step``'s range from the peer: kept until its step is applied, acknowledged."""
+        if not self._from_peer(step, sender[0]):
+            return
+        key = (iteration, step)
+        ce = bool(ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE)
+        chunk = self.received.setdefault(key, {}) if key >= self.position else None
+        duplicate = chunk is None or index in chunk
+        if not duplicate:
+            chunk[index] = payload
+        complete = not duplicate and len(chunk) == self._chunk_size(step)
+        for ack in self.acks.on_data(key, index, ce, duplicate, complete, now):
+            self._send_ack(ack)
 
     def _send_ack(self, ack):
         iteration, step = ack.key
@@ -171,13 +202,7 @@ class RingWorker:
                 step_delays_s += step_delay_s
                 self.serve_until(clock.now_s() + step_delay_s)
             first, end = st.send
-            out = buf[first:end].astype(">i4")
-            peer = (self.ips[st.send_to], RING_UDP_PORT)
-
-            def packet(index, retransmission, step=st.step, out=out, peer=peer):
-                flags = FLAG_DATA | (FLAG_RETX if retransmission else 0)
-                return peer, RING_HEADER.pack(cfg.job_id, flags, lanes, step, iteration, index) + out[index].tobytes()
-
+            packet = partial(self._data_packet, st, iteration, buf[first:end].astype(">i4"))
             fragments += end - first
             transport.start_iteration(end - first, (), clock.now_s())
             r_first, r_end = st.receive
@@ -196,6 +221,7 @@ class RingWorker:
             else:
                 buf[r_first:r_end] = rows
         self.position = (iteration + 1, -1)       # every step of this iteration is applied
+        buf = self._finish(iteration, buf)
         t_end = clock.now_s()
         mismatched = int(np.any(buf != expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, iteration, cfg.layout,
                                                     lanes, cfg.gradient_bound, cfg.scale_bits), axis=1).sum())

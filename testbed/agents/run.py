@@ -9,11 +9,11 @@ import signal
 import sys
 from pathlib import Path
 
-from testbed.agents import ps, ring, worker
+from testbed.agents import ps, rina, ring, worker
 from testbed.agents.config import AgentConfig
 
 #: An agent config's role -> the agent it runs.
-AGENTS = {"worker": worker.run, "ps": ps.run, "ring": ring.run}
+AGENTS = {"worker": worker.run, "ps": ps.run, "ring": ring.run, "rina": rina.run}
 
 
 def main(argv=None) -> int:

@@ -44,6 +44,19 @@ aggregators are its own slot range, so PA-ATP's "used aggregators" and
 threshold are the job's. Jobs whose transport is in ``PA_ATP_TRANSPORTS`` get
 the entry (testbed/controller.py), and their PS answers raw gradients with
 GACKs (testbed/agents/ps.py).
+
+Rina's switch side (Rina §IV-B, §V-1; p4/README.md has the semantics): a
+``rina_rack`` entry (job, the ToR's agg_node) makes the ToR aggregate its
+rack's shards in the job's contiguous slots (``slot_base + seq mod
+slot_count``, no hash), a task (flag TASK, the agent's own shard) claiming
+a slot and going on as a header-only pull (flag PULL) to ``pull_grp``; the
+slot's sum leaves, from ``switch_addr``, toward the packet's destination
+(the next member) once every worker's shard is in, to ``gather_grp`` too
+when it is a finished chunk (flag GATHER). A resent task re-pulls an
+incomplete slot and sends a complete one's sum again; a slot keeps its sum
+until a newer task (later iteration, or higher seq: ``wire.rina_seq``)
+claims it. A ``rina_gather`` entry (job, the agent's address) multicasts a
+GATHER packet arriving for the agent to the whole rack.
 """
 
 from dataclasses import dataclass, field
@@ -203,6 +216,14 @@ ACTIONS = {
         # PA-ATP opt-in of a job at this switch: its register row, and whether it takes part in AECN here
         # (1: its RESULTs cross this switch, so its overflowed gradients are counted and its RESULTs marked)
         Action("pa_enable", (Param("pa_index", 32), Param("aecn", 8))),
+        # Rina (§IV-B): this ToR aggregates its rack's shards of a job (see RINA below)
+        Action("rina_aggregate", (
+            Param("switch_addr", 32, "ip"),       # IPv4 source of the rack's sums: this switch
+            Param("slot_base", 32),               # the job's contiguous slots here
+            Param("slot_count", 32),
+            Param("pull_grp", 16),                # the rack's workers but the agent: where a task's pull goes
+            Param("gather_grp", 16),              # every worker of the rack and the port toward the next member
+        )),
     )
 }
 
@@ -223,6 +244,11 @@ TABLES = {
         Table("ina_mcast_rewrite", "Egress", (Key("standard_metadata.egress_port", "exact", 9),),
               ("mcast_rewrite", "NoAction"), "NoAction"),
         Table("pa_job", "Ingress", (Key("hdr.ina.job", "exact", 16),), ("pa_enable", "NoAction"), "NoAction"),
+        Table("rina_rack", "Ingress", (Key("hdr.ina.job", "exact", 16), Key("hdr.ina.agg_node", "exact", 16)),
+              ("rina_aggregate", "NoAction"), "NoAction"),
+        # Rina: a finished chunk (GATHER) addressed to this rack's agent goes to every worker of the rack
+        Table("rina_gather", "Ingress", (Key("hdr.ina.job", "exact", 16), Key("hdr.ipv4.dstAddr", "exact", 32, "ip")),
+              ("ina_multicast", "NoAction"), "NoAction"),
     )
 }
 
@@ -269,6 +295,9 @@ STAT_INDICES = {
     "aecn_marked": 17,        # RESULTs marked AECN (PA-ATP)
     "shadow_answered": 18,    # RETX duplicates answered by a resulted shadow copy with its RESULT (SwitchML)
     "overflow_followed": 19,  # PA-ATP: a contribution whose seq's siblings overflowed to the PS followed them
+    "rina_pulled": 20,        # Rina: tasks multicast to their rack as pulls (a resent task's re-pull too)
+    "rina_stale_dropped": 21, # Rina: a shard or task for a tag its slot does not hold, or older than it holds
+    "rina_reemitted": 22,     # Rina: a resent task of a complete slot sent the rack's sum again
 }
 
 COUNTERS = {

@@ -23,6 +23,15 @@ bitmap     64    contributors (bit i = worker i of the job)
 progress   32    PA-ATP progress sum
 =========  ====  ==========================================================
 
+Rina (``policy: rina``, Rina §IV) speaks the INA header on port 40000
+between its members and inside its racks; ``seq`` is
+:func:`rina_seq` (the ring step and the fragment's index within that
+step's chunk), ``agg_node`` the rack's ToR on the packets that ToR
+aggregates (a task, a shard) and 0 elsewhere, and ``count`` of an ACK
+(flag RESULT) the fragments it acknowledges from ``seq``. Flags TASK,
+PULL, GATHER and REPAIR are Rina's (below); p4/README.md has the switch
+side.
+
 Ring all-reduce (``policy: rar``) is not INA: its workers send chunks of
 their gradient to their ring successor as plain UDP to port 40001, which
 the switches forward like any other traffic. A ring header (16 bytes,
@@ -74,15 +83,39 @@ FLAG_OVERFLOW = 0x0080    # value overflow (ATP)
 FLAG_LAST = 0x0100        # last fragment of the iteration from this sender
 FLAG_SHADOW = 0x0200      # SwitchML: the packet names copy 1 of its pool slot (wire.shadow_slot)
 FLAG_CAPACITY = 0x0400    # switch aggregation capacity exhausted: bypassed
+FLAG_TASK = 0x0800        # Rina: a rack agent's shard that starts an aggregation at its ToR (the switch pulls)
+FLAG_PULL = 0x1000        # Rina: the ToR's pull of a task to the rack's other workers (header only)
+FLAG_GATHER = 0x2000      # Rina: a finished chunk (AllGather): a Rina ToR multicasts it to its rack
+FLAG_REPAIR = 0x4000      # Rina: a rack worker asks its agent for finished fragments it missed, and the answer
 
 FLAG_NAMES = {
     FLAG_DATA: "DATA", FLAG_GACK: "GACK", FLAG_RESULT: "RESULT", FLAG_RETX: "RETX",
     FLAG_ECN_ECHO: "ECN_ECHO", FLAG_AECN: "AECN", FLAG_COLLISION: "COLLISION",
     FLAG_OVERFLOW: "OVERFLOW", FLAG_LAST: "LAST", FLAG_SHADOW: "SHADOW",
-    FLAG_CAPACITY: "CAPACITY",
+    FLAG_CAPACITY: "CAPACITY", FLAG_TASK: "TASK", FLAG_PULL: "PULL", FLAG_GATHER: "GATHER",
+    FLAG_REPAIR: "REPAIR",
 }
 
 MAX_WORKERS_PER_JOB = 64  # one bitmap bit per worker
+
+#: Rina's seq: the ring step in the bits from RINA_STEP_SHIFT up, the fragment's index within the step's chunk
+#: below them. Steps follow one another within an iteration, so a later use of a rack's slot has a higher
+#: seq (the "newer" rule of p4/ina.p4's Rina branch), and the slot of index i is ``slot_base + i mod count``
+#: whenever the count is a power of two up to 2^RINA_STEP_SHIFT.
+RINA_STEP_SHIFT = 20
+RINA_INDEX_MASK = (1 << RINA_STEP_SHIFT) - 1
+
+
+def rina_seq(step: int, index: int) -> int:
+    """The seq of fragment ``index`` of ring step ``step``'s chunk (Rina's packets)."""
+    if not 0 <= index <= RINA_INDEX_MASK or not 0 <= step < 1 << (32 - RINA_STEP_SHIFT):
+        raise WireError(f"rina seq out of range: step {step}, index {index}")
+    return step << RINA_STEP_SHIFT | index
+
+
+def rina_step_index(seq: int) -> tuple:
+    """(step, index) of a Rina seq (:func:`rina_seq`)."""
+    return seq >> RINA_STEP_SHIFT, seq & RINA_INDEX_MASK
 
 
 class WireError(ValueError):

@@ -605,7 +605,7 @@ class Run:
         """Some worker (of a ring too) whose gradient counts has not finished (those left out of K-of-N
         iterations need not)."""
         return not all(proc.poll() == 0 for name, (proc, _, role) in self.agents.items()
-                       if role in ("worker", "ring") and name not in self.left_out)
+                       if role in ("worker", "ring", "rina") and name not in self.left_out)
 
     def _background_still_due(self):
         timed = [i for i, spec in enumerate(self.scenario.background) if spec.duration_s]

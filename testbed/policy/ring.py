@@ -21,10 +21,10 @@ one has no ``ps``).
   lowest-rank worker, asks the ToR to pull the rack's shards and aggregate
   them, §IV-B), every other worker an autonomous RAR worker; RAR runs over
   these members in the order of their first worker (notes ``members``: per
-  member its workers and its ToR, None for an autonomous worker). The
-  emulated data plane does not run Rina yet (``inatb run`` refuses it,
-  ``scenario.SIMULATED_POLICIES``); ``inatb simulate`` models it
-  (``testbed.sim``).
+  member its workers and its ToR, None for an autonomous worker). Each
+  Rina rack's ToR reserves the job ``window`` contiguous slots (``slots``;
+  Rina §V-1), where it sums the rack's shards (p4/ina.p4's Rina branch;
+  testbed/agents/rina.py runs the members).
 """
 
 from testbed.errors import PolicyError
@@ -63,5 +63,7 @@ def rina_policy(job, scenario) -> JobPolicy:
         else:
             members.extend((i, {"workers": [job.workers[i]], "tor": None}) for i in indices)
     members = [m for _, m in sorted(members, key=lambda pair: pair[0])]
-    return JobPolicy(job.name, "rina", {}, {w: {} for w in job.workers},
+    # Each Rina rack's ToR reserves the job a contiguous range of slots (Rina §V-1): one per fragment in flight.
+    slots = {m["tor"]: min(job.window, scenario.switch.slots) for m in members if m["tor"]}
+    return JobPolicy(job.name, "rina", {}, {w: {} for w in job.workers}, slots=slots,
                      notes={"ina": any(m["tor"] for m in members), "members": members})

@@ -20,9 +20,9 @@ import pytest
 from testbed.dataplane import program
 from testbed.dataplane.entries import TableEntry
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK,
-                                    FLAG_RESULT, FLAG_RETX, INA_OFFSET, INA_UDP_PORT, PAYLOAD_OFFSET, InaHeader,
-                                    FLAG_SHADOW, build_frame, build_ina_frame, ipv4_checksum, parse_frame, shadow_slot,
-                                    slot_index)
+                                    FLAG_GATHER, FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_SHADOW, FLAG_TASK, INA_OFFSET,
+                                    INA_UDP_PORT, PAYLOAD_OFFSET, InaHeader, build_frame, build_ina_frame,
+                                    ipv4_checksum, parse_frame, rina_seq, shadow_slot, slot_index)
 from testbed.errors import DataplaneError
 
 from packet_targets import LANES, SLOTS, TARGET_KINDS, assert_no_rig_left_behind, make_target  # noqa: E402
@@ -1057,6 +1057,125 @@ def test_pa_entries_are_refused_clearly(target):
     with pytest.raises(DataplaneError, match="port 511 must be"):
         rt.mirroring_add(program.gack_session(1), 511)
     rt.table_add(TableEntry("pa_job", "pa_enable", (1,), (("pa_index", program.PA_JOBS - 1), ("aecn", 0))))
+
+
+# -- Rina (rack aggregation at the ToR, pulls, finished chunks) --------------------------------
+
+RINA_JOB = 5
+PULL_GRP, GATHER_GRP, RACK_GRP = 3, 4, 6
+AGENT = 1                       # the rack: workers W1 (the agent), W2, W3; the next member behind port 4
+
+
+def install_rina(rt, base=8, count=8):
+    install_routes(rt)
+    rt.mc_group_create(PULL_GRP, [2, 3])
+    rt.mc_group_create(GATHER_GRP, [1, 2, 3, PS_PORT])
+    rt.mc_group_create(RACK_GRP, [1, 2, 3])
+    for port in (1, 2, 3):
+        ip, mac = HOSTS[port]
+        rt.table_add(TableEntry("ina_mcast_rewrite", "mcast_rewrite", (port,), (("dstAddr", mac), ("ipDstAddr", ip))))
+    rt.table_add(TableEntry("rina_rack", "rina_aggregate", (RINA_JOB, SW_NODE), (
+        ("switch_addr", SW_ADDR), ("slot_base", base), ("slot_count", count), ("pull_grp", PULL_GRP),
+        ("gather_grp", GATHER_GRP))))
+    rt.table_add(TableEntry("rina_gather", "ina_multicast", (RINA_JOB, HOSTS[AGENT][0]), (("mcast_grp", RACK_GRP),)))
+
+
+def rina_shard(worker, seq, lanes, iteration=0, flags=FLAG_DATA):
+    """A shard of ``worker`` (bit worker - 1 of the rack) toward the next member, to be summed at this ToR."""
+    ip, mac = HOSTS[worker]
+    header = InaHeader(job=RINA_JOB, flags=flags, elems=len(lanes), agg_node=SW_NODE, fanin=3, count=1,
+                       iteration=iteration, seq=seq, slot=0, bitmap=1 << (worker - 1))
+    return build_ina_frame(SW_MAC, mac, ip, PS_IP, header, lanes)
+
+
+def rina_task(seq, lanes, iteration=0, flags=0):
+    return rina_shard(AGENT, seq, lanes, iteration, FLAG_DATA | FLAG_TASK | flags)
+
+
+def test_rina_task_pulls_the_rack_and_the_rack_sum_goes_on_to_the_next_member(target):
+    rt = target.runtime
+    install_rina(rt)
+    seq = rina_seq(2, 13)
+    slot = slot_index(seq, 8, 8)
+    parts = {w: lanes_of(300 + w) for w in (1, 2, 3)}
+    target.send(1, rina_task(seq, parts[1]))
+    out = target.recv(2)
+    assert sorted(port for port, _ in out) == [2, 3]
+    for port, frame in out:          # the pull: the task's header alone, to each other worker of the rack
+        pkt = parse_frame(frame)
+        assert (pkt.dst_ip, pkt.dst_mac, pkt.src_ip) == (*HOSTS[port], HOSTS[1][0])
+        assert (pkt.ina.flags, pkt.ina.elems, pkt.ina.seq, pkt.ina.job, len(frame)) == (FLAG_PULL, 0, seq, RINA_JOB,
+                                                                                       PAYLOAD_OFFSET)
+        assert pkt.ip_checksum_ok and udp_checksum_of(frame) == 0
+    assert (stat(target, "rina_pulled"), rt.register_read("agg_count", slot), rt.register_read("agg_bitmap", slot)) \
+        == (1, 1, 0b001)
+    target.send_seq([(2, rina_shard(2, seq, parts[2])), (2, rina_shard(2, seq, parts[2]))])
+    assert target.quiet() == []                       # absorbed; its duplicate dropped
+    target.send(3, rina_shard(3, seq, parts[3]))
+    pkt, frame = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2], parts[3]))
+    assert (pkt.ina.flags, pkt.ina.level, pkt.ina.agg_node, pkt.ina.count, pkt.ina.bitmap) == (FLAG_DATA, 1, 0, 3, 7)
+    assert (pkt.src_ip, pkt.dst_ip, pkt.dst_mac, pkt.ttl) == (SW_ADDR, PS_IP, PS_MAC, 63)
+    assert pkt.ip_checksum_ok and udp_checksum_of(frame) == 0
+    # The slot keeps the sum: a resent task sends it again; a shard of a tag it does not hold is dropped.
+    target.send(1, rina_task(seq, parts[1], flags=FLAG_RETX))
+    again, _ = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(again.lanes, pkt.lanes) and again.ina.flags == FLAG_DATA
+    target.send(2, rina_shard(2, rina_seq(3, 13), parts[2]))
+    assert target.quiet() == []
+    assert (stat(target, "aggregated"), stat(target, "emitted"), stat(target, "duplicate_dropped"),
+            stat(target, "rina_reemitted"), stat(target, "rina_stale_dropped")) == (3, 2, 2, 1, 1)
+
+
+def test_rina_resent_task_pulls_again_and_only_a_newer_task_reclaims_the_slot(target):
+    rt = target.runtime
+    install_rina(rt, base=0, count=4)
+    seq = rina_seq(1, 6)
+    parts = {w: lanes_of(310 + w) for w in (1, 2, 3)}
+    target.send(1, rina_task(seq, parts[1]))
+    assert len(target.recv(2)) == 2
+    target.send(2, rina_shard(2, seq, parts[2]))
+    target.send(1, rina_task(seq, parts[1], flags=FLAG_RETX))       # W3's shard is missing: pulled again
+    assert sorted(port for port, _ in target.recv(2)) == [2, 3]
+    target.send_seq([(2, rina_shard(2, seq, parts[2])), (3, rina_shard(3, seq, parts[3]))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2], parts[3]))
+    # An older task (lower seq) is dropped; a later iteration's task of the same slot reclaims it.
+    target.send(1, rina_task(rina_seq(0, 6), parts[1]))
+    assert target.quiet() == []
+    target.send(1, rina_task(rina_seq(0, 6), parts[3], iteration=1))
+    assert len(target.recv(2)) == 2
+    slot = slot_index(seq, 0, 4)
+    assert (rt.register_read("agg_count", slot), rt.register_read("agg_iteration", slot)) == (1, 1)
+    assert (stat(target, "rina_pulled"), stat(target, "rina_stale_dropped"), stat(target, "stale_reclaimed")) == (3, 1, 1)
+
+
+def test_rina_finished_chunk_goes_to_the_whole_rack_and_to_the_next_member(target):
+    rt = target.runtime
+    install_rina(rt)
+    seq = rina_seq(4, 0)
+    parts = {w: lanes_of(320 + w) for w in (1, 2, 3)}
+    target.send(1, rina_task(seq, parts[1], flags=FLAG_GATHER))
+    pulls = target.recv(2)
+    assert all(parse_frame(f).ina.flags == FLAG_PULL | FLAG_GATHER for _, f in pulls)
+    target.send_seq([(2, rina_shard(2, seq, parts[2], flags=FLAG_DATA | FLAG_GATHER)),
+                     (3, rina_shard(3, seq, parts[3], flags=FLAG_DATA | FLAG_GATHER))])
+    out = target.recv(4)
+    assert sorted(port for port, _ in out) == [1, 2, 3, PS_PORT]    # W3, whose shard completed it, too
+    total = wrap_sum(parts[1], parts[2], parts[3])
+    for port, frame in out:      # the rack's copies addressed to each worker; the next member's as it was
+        pkt = parse_frame(frame)
+        assert (pkt.dst_ip, pkt.dst_mac) == (HOSTS[port] if port != PS_PORT else (PS_IP, SW_MAC))
+        assert pkt.src_ip == SW_ADDR and pkt.ina.flags == FLAG_DATA | FLAG_GATHER and np.array_equal(pkt.lanes, total)
+    # A finished chunk arriving for the agent from outside the rack: to every worker of the rack.
+    header = InaHeader(job=RINA_JOB, flags=FLAG_DATA | FLAG_GATHER, elems=LANES, level=1, seq=rina_seq(5, 1))
+    target.send(PS_PORT, build_ina_frame(SW_MAC, PS_MAC, PS_IP, HOSTS[AGENT][0], header, total))
+    out = target.recv(3)
+    assert sorted(port for port, _ in out) == [1, 2, 3]
+    assert all(parse_frame(f).dst_ip == HOSTS[p][0] for p, f in out)
+    # Other jobs' finished chunks, and the job's chunks for another address, are plain traffic.
+    target.send(PS_PORT, build_ina_frame(SW_MAC, PS_MAC, PS_IP, HOSTS[2][0], header, total))
+    only(target.recv(1), port=2)
 
 
 # -- bad input --------------------------------------------------------------------------

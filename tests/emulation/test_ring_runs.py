@@ -81,3 +81,50 @@ def test_a_ps_co_located_with_a_worker_runs_exactly(target, policy, emulation, t
     assert (agents["host"], agents["ip"], agents["bind_ip"]) == ("w1", "10.253.0.1", "10.253.0.1")
     assert agents["local_worker_ip"] == ("10.0.0.1" if policy == "atp" else "")
     assert_clean()
+
+
+@pytest.mark.parametrize("target,programmable", [("pyswitch", "none"), ("pyswitch", "[t1]"), ("pyswitch", "all"),
+                                                 ("bmv2", "all")])
+def test_rina_runs_exactly_with_none_one_or_both_tors_summing_their_racks(target, programmable, emulation, tmp_path,
+                                                                         quiet):
+    """Rina (§IV) on its testbed: at 0% every worker is an autonomous RAR member; at 50% t1's rack is one member,
+    its agent's tasks pulled from the rack and summed at t1; at 100% both racks. Every worker, the racks' too,
+    ends each iteration with the exact sum."""
+    if target == "bmv2":
+        require_bmv2()
+    scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=4", "policy=rina",
+                                            f"topology.programmable={programmable}"])
+    result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
+    summary, job = result.summary, result.summary["jobs"][0]
+    assert summary["status"] == "ok" and summary["aggregation_exact"] is True, summary["error"]
+    assert job["iterations_completed"] == 4 and job["mismatched_fragments"] == 0
+    assert not summary["distorted"], summary["distortion_reasons"]
+    records = {w: [json.loads(line) for line in (result.run_dir / "records" / f"{w}.jsonl").read_text().splitlines()]
+               for w in scenario.jobs[0].workers}
+    assert all(len(rows) == 4 and all(r["exact"] for r in rows) for rows in records.values())
+    total = sum(fragments_per_submodel(scenario.jobs[0].submodel_elements, scenario.switch.lanes))
+    racks = {"none": [], "[t1]": ["t1"], "all": ["t1", "t2"]}[programmable]
+    members = 8 - 3 * len(racks)
+    for tor in ("t1", "t2"):
+        stats = summary["switches"].get(tor, {})
+        if tor in racks:
+            # The agent's task of every fragment its rack sums (members steps of a chunk each), pulled once.
+            chunks = sum(end - first for first, end in (s.send for s in rar_steps(0, members, total)[:members]))
+            assert stats["rina_pulled"] == 4 * chunks == stats["emitted"]
+            assert stats["aggregated"] == 4 * 4 * chunks
+        else:
+            assert stats.get("rina_pulled", 0) == 0
+    assert_clean()
+
+
+def test_rina_stays_exact_at_one_percent_loss(emulation, tmp_path, quiet):
+    """Lost tasks, pulls, shards, sums and finished copies: the agent's resent tasks pull again or resend the
+    ToR's sum, and a rack worker missing a finished fragment asks its agent for it."""
+    scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=5", "policy=rina",
+                                            "impairments=[{link: all, drop: 0.01, duplicate: 0.01, reorder: 0.01}]"])
+    result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
+    summary = result.summary
+    assert sum(summary["impairment_drops"]["t1"].values()) + sum(summary["impairment_drops"]["t2"].values()) > 0
+    assert summary["jobs"][0]["retransmitted_packets"] > 0
+    assert summary["aggregation_exact"] is True, summary["error"]
+    assert_clean()

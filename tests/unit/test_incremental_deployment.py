@@ -134,13 +134,16 @@ def test_rina_in_the_simulator_by_hand():
     assert evaluate(rar, compute_policy(rar))["jobs"]["j"]["comm_time_s"] > result["comm_time_s"]  # six steps
 
 
-def test_the_emulation_refuses_rina_until_its_data_plane_runs_it():
-    scenario = parse_scenario(RINA_RACKS % "w1, w2, w3, w4")
-    assert emulation_limits(scenario) == ["<scenario>:9: jobs.0.policy: policy rina: the data plane does not run "
-                                          "Rina's agent-worker aggregation yet (the agent's task, the ToR's pull, "
-                                          "aggregation and AllGather multicast); policy rar runs the ring without INA"]
-    with pytest.raises(ScenarioError, match="jobs.0.policy: valid for `inatb simulate` only: policy rina"):
-        require_emulable(scenario)
+def test_the_emulation_runs_rina_but_refuses_a_ring_of_one_member():
+    assert emulation_limits(parse_scenario(RINA_RACKS % "w1, w2, w3, w4")) == []
+    one_rack = parse_scenario(RINA_RACKS % "w1, w2")
+    assert emulation_limits(one_rack) == ["<scenario>:9: jobs.0.workers: policy rina: every worker is under one "
+                                          "programmable ToR (t1), a ring of one member; the emulated Rina needs two "
+                                          "members at least (workers under another ToR)"]
+    with pytest.raises(ScenarioError, match="jobs.0.workers: valid for `inatb simulate` only: policy rina"):
+        require_emulable(one_rack)
+    assert emulation_limits(parse_scenario((RINA_RACKS % "w1, w2").replace("switches: [t1,", "switches: "
+                                                                            "[{name: t1, programmable: false},"))) == []
 
 
 def test_a_ps_may_share_a_host_with_one_of_its_jobs_workers_in_the_simulator():
@@ -177,3 +180,32 @@ def test_a_colocated_ps_sends_no_result_back_over_its_own_link():
     # t2 aggregates w3 with t1's aggregate and sends one stream to the PS on w4; the RESULTs go out over
     # w4's link and back to w1-w3 only, so every worker sends at the link's rate.
     assert result["min_sending_rate_bps"] == pytest.approx(1e9, rel=1e-9)
+
+
+def test_rinas_controller_gives_each_rina_tor_its_rack_and_each_worker_its_member():
+    """Rina §IV-B: t1's rack (w1, w2) is one member, w3 and w4 autonomous; t1 sums the rack's shards in the
+    job's slots, pulls w2 (its agent w1 sends the tasks), and sends finished chunks to w1, w2 and toward w3."""
+    from testbed.agents.rina import repair_runs
+    from testbed.controller import plan
+
+    scenario = parse_scenario(RINA_RACKS % "w1, w2, w3, w4")
+    control = plan(scenario, compute_policy(scenario))
+    topo = scenario.topology
+    t1 = control.switches["t1"]
+    groups = {g.group_id: set(g.ports) for g in t1.multicast_groups}
+    rack = next(e for e in t1.entries if e.table == "rina_rack")
+    params = dict(rack.params)
+    port = {n: topo.port("t1", topo.link_for("t1", n)) for n in ("w1", "w2", "t2")}
+    assert rack.match == (scenario.jobs[0].job_id, topo.node("t1").node_id)
+    assert params["switch_addr"] == topo.node("t1").ip and (params["slot_base"], params["slot_count"]) == (0, scenario.jobs[0].window)
+    assert groups[params["pull_grp"]] == {port["w2"]}
+    assert groups[params["gather_grp"]] == {port["w1"], port["w2"], port["t2"]}
+    gather = next(e for e in t1.entries if e.table == "rina_gather")
+    assert gather.match[1] == topo.node("w1").ip and groups[dict(gather.params)["mcast_grp"]] == {port["w1"], port["w2"]}
+    assert not any(e.table.startswith("rina") for e in control.switches["t2"].entries)
+    agents = {a.name: a for a in control.agents}
+    assert [(a.role, a.member_index, a.rack_tor_node != 0, a.rack_rank, a.agent_ip) for a in agents.values()] == [
+        ("rina", 0, True, 0, topo.node("w1").ip), ("rina", 0, True, 1, topo.node("w1").ip),
+        ("rina", 1, False, 0, topo.node("w3").ip), ("rina", 2, False, 0, topo.node("w4").ip)]
+    assert agents["w3"].member_tors == [(0, topo.node("t1").ip), (1, ""), (2, "")]
+    assert repair_runs([3, 4, 5, 9, 10, 20]) == [(3, 3), (9, 2), (20, 1)]

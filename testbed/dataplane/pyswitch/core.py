@@ -41,8 +41,9 @@ class PySwitchCore:
         if verdict.__class__ is int:
             self.egress.enqueue(verdict, buf, now, send, gack=ingress.gack)
             return
-        for port in verdict:  # multicast: one copy per port, never back out of the ingress port
-            if port != in_port:
+        back = ingress.to_ingress_port
+        for port in verdict:  # multicast: one copy per port, never back out of the ingress port (but a Rina chunk)
+            if port != in_port or back:
                 self.egress.enqueue(port, bytearray(buf), now, send, replica=True)
 
     # -- control -------------------------------------------------------------

@@ -117,6 +117,33 @@ PA-ATP's switch side (PA-ATP §III-B, §IV), for the jobs ``pa_job`` opts in
 A GACK's lanes never leave the switch (ina.p4's Egress invalidates them);
 pyswitch cuts them when the gradient is queued, so the port's byte shaper
 charges the GACK's own bytes.
+
+Rina's switch side (Rina §IV-B, §V-1), at a rack's ToR, for the DATA packets
+``rina_rack`` matches on (job, agg_node = this ToR) (``rina_aggregate(switch_addr,
+slot_base, slot_count, pull_grp, gather_grp)``; :meth:`Ingress._rina`):
+
+- the slot is ``slot_base + seq mod slot_count`` (contiguous, no hash; seq is
+  ``wire.rina_seq``, the ring step over the index in its chunk);
+- a shard of the tag the slot holds, its worker not yet in: summed (bitmap,
+  count); when the count reaches ``fanin`` the packet leaves as the rack's sum
+  (flags DATA, plus GATHER if it had it; level 1, agg_node 0, the slot's count,
+  bitmap and lanes, source ``switch_addr``) toward its destination, the next
+  member, and a finished chunk (GATHER) to ``gather_grp`` (the whole rack, the
+  completing worker included, and the port toward the next member);
+- a task (flag TASK: the agent's own shard) newer than the slot's tag (a free
+  slot, another job's, a later iteration, or the same iteration and a higher
+  seq) claims the slot and leaves as its pull: flags PULL (plus GATHER), no
+  lanes, to ``pull_grp`` (``rina_pulled``);
+- a shard already in is dropped (``duplicate_dropped``), but a resent task
+  (TASK and RETX) pulls again an incomplete slot and sends a complete slot's
+  sum again (``rina_reemitted``): the slot keeps it until a newer task;
+- anything else (a shard of a tag the slot does not hold, an older task) is
+  dropped (``rina_stale_dropped``).
+
+A DATA packet with flag GATHER that no INA entry takes, addressed to a Rina
+rack's agent, is multicast to the rack by ``rina_gather`` (job, IPv4
+destination) -> ``ina_multicast``. As for a GACK, pyswitch cuts a pull's lanes
+in Ingress, where ina.p4's Egress invalidates them in each copy.
 """
 
 import struct
@@ -127,8 +154,9 @@ import numpy as np
 from testbed.dataplane import program
 from testbed.dataplane.entries import encode_value
 from testbed.dataplane.pyswitch.tables import Table
-from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_GACK, FLAG_RESULT,
-                                    FLAG_RETX, INA_HEADER, INA_OFFSET, PAYLOAD_OFFSET, slot_index)
+from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_GACK, FLAG_GATHER,
+                                    FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_TASK, INA_HEADER, INA_OFFSET,
+                                    PAYLOAD_OFFSET, slot_index)
 
 S = program.STAT_INDICES
 ST_INA_RX, ST_AGG, ST_EMIT, ST_DUP = S["ina_rx"], S["aggregated"], S["emitted"], S["duplicate_dropped"]
@@ -140,6 +168,8 @@ ST_MCAST, ST_RETX_BYPASS, ST_RELEASED = S["multicast"], S["retx_bypassed"], S["r
 ST_LEAD_BYPASS, ST_GACKED, ST_AECN = S["lead_bypassed"], S["gacked"], S["aecn_marked"]
 ST_SHADOW = S["shadow_answered"]
 ST_FOLLOWED = S["overflow_followed"]
+ST_RINA_PULLED, ST_RINA_STALE, ST_RINA_REEMIT = S["rina_pulled"], S["rina_stale_dropped"], S["rina_reemitted"]
+_TASK_RETX = FLAG_TASK | FLAG_RETX
 RELEASE_ON_EMIT, RELEASE_SHADOW = program.RELEASE_ON_EMIT, program.RELEASE_SHADOW
 MAX_ITERATION_LEAD = program.MAX_ITERATION_LEAD
 PA_WORKERS = program.PA_WORKERS
@@ -180,6 +210,8 @@ class Ingress:
         self._route = self.tables["route"].exact
         self._ipv4_lpm = self.tables["ipv4_lpm"]
         self._pa_job = self.tables["pa_job"].exact
+        self._rina_rack = self.tables["rina_rack"].exact
+        self._rina_gather = self.tables["rina_gather"].exact
         # Registers, named as in ina.p4; agg_value is [slot][lane] here, flat in P4.
         self.agg_value = np.zeros((slots, lanes), dtype=np.int32)
         self.agg_bitmap = [0] * slots
@@ -200,8 +232,10 @@ class Ingress:
         # What Egress needs of the packet process() ran last (ina.p4's metadata that crosses to Egress):
         # ``gack``: the progress of the GACK the packet leaves as (meta.pa_gack, meta.pa_progress), or None;
         # ``clone``: (mirror session, frame, progress) of its ingress clone (a completing gradient's GACK), or None.
+        # ``to_ingress_port``: the multicast copies include one back out of the ingress port (a Rina finished chunk).
         self.gack = None
         self.clone = None
+        self.to_ingress_port = False
 
     # -- control-plane helpers ------------------------------------------------
     @staticmethod
@@ -225,6 +259,7 @@ class Ingress:
         say what Egress must do besides.
         """
         self.gack = self.clone = None
+        self.to_ingress_port = False
         n = len(buf)
         if n < 34 or buf[12] != 8 or buf[13] != 0 or buf[14] != 0x45:
             return None
@@ -253,10 +288,19 @@ class Ingress:
             return self._result(buf, job, flags, iteration, seq, pa)
         if flags & FLAG_GACK:
             return True     # a GACK on its way back to a worker: forwarded, never aggregated
+        if flags & FLAG_DATA and self._rina_rack:
+            rack = self._rina_rack.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[INA_OFFSET + 6:INA_OFFSET + 8]))
+            if rack is not None and rack[0] == "rina_aggregate":
+                return self._rina(buf, rack[1], job, flags, elems, fanin, count, iteration, seq, bitmap)
         # ina_filter key: job, agg_node, submodel (header offsets 0, 6, 12)
         entry = self._ina_filter.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[INA_OFFSET + 6:INA_OFFSET + 8]) +
                                      bytes(buf[INA_OFFSET + 12:INA_OFFSET + 14]))
         if entry is None or entry[0] != "ina_aggregate":
+            if flags & FLAG_GATHER and self._rina_gather:
+                # Rina: a finished chunk arriving for a Rina rack's agent: to every worker of the rack.
+                gather = self._rina_gather.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[30:34]))
+                if gather is not None and gather[0] == "ina_multicast" and gather[1][0]:
+                    return self._multicast(buf, gather[1][0])
             return True
         (switch_addr, slot_base, slot_count, release_mode, next_agg_node, next_fanin, next_dst,
          next_slot_base, next_slot_count, bypass_dst, *overflow) = entry[1]
@@ -394,6 +438,88 @@ class Ingress:
             return in_port
         return None
 
+    def _rina(self, buf, params, job, flags, elems, fanin, count, iteration, seq, bitmap):
+        """Rina's rack aggregation at its ToR (ina.p4's Rina branch; the module docstring has the rules)."""
+        switch_addr, slot_base, slot_count, pull_grp, gather_grp = params
+        stats = self.stats
+        if not slot_count:
+            stats[ST_RANGE] += 1
+            return None
+        slot = slot_base + seq % slot_count
+        if slot >= self.slots:
+            stats[ST_RANGE] += 1
+            return None
+        held = self.agg_count[slot]
+        emit = pull = False
+        if held and self.agg_job[slot] == job and self.agg_iteration[slot] == iteration and self.agg_seq[slot] == seq:
+            if self.agg_bitmap[slot] & bitmap:
+                # A shard the slot has: dropped, but a resent task pulls again (incomplete) or resends the sum.
+                stats[ST_DUP] += 1
+                if flags & _TASK_RETX != _TASK_RETX:
+                    return None
+                if held >= fanin:
+                    emit = True
+                    stats[ST_RINA_REEMIT] += 1
+                else:
+                    pull = True
+            else:
+                row = self.agg_value[slot, :elems]
+                np.add(row, np.frombuffer(buf, dtype=">i4", count=elems, offset=PAYLOAD_OFFSET), out=row,
+                       casting="unsafe")
+                self.agg_bitmap[slot] |= bitmap
+                self.agg_count[slot] = (held + count) & 0xFFFF     # bit<16> in ina.p4
+                stats[ST_AGG] += 1
+                emit = self.agg_count[slot] >= fanin
+        elif flags & FLAG_TASK and (not held or self.agg_job[slot] != job or iteration > self.agg_iteration[slot] or (
+                iteration == self.agg_iteration[slot] and seq > self.agg_seq[slot])):
+            # A newer task claims the slot (its last use was acknowledged before the agent sent this) and is pulled.
+            if held and self.agg_job[slot] == job:
+                stats[ST_STALE] += 1
+            row = self.agg_value[slot]
+            row[:elems] = np.frombuffer(buf, dtype=">i4", count=elems, offset=PAYLOAD_OFFSET)
+            row[elems:] = 0
+            self.agg_bitmap[slot] = bitmap
+            self.agg_count[slot] = count
+            self.agg_job[slot], self.agg_iteration[slot], self.agg_seq[slot] = job, iteration, seq
+            stats[ST_AGG] += 1
+            emit = count >= fanin
+            pull = not emit
+        else:
+            stats[ST_RINA_STALE] += 1
+            return None
+        if emit:
+            # The rack's sum, from this switch, on to the next member; a finished chunk to the whole rack as well.
+            stats[ST_EMIT] += 1
+            gather = flags & FLAG_GATHER
+            self._write_slot(buf, slot, elems, FLAG_DATA | gather, switch_addr)
+            buf[INA_OFFSET + 5] = 1                               # level
+            _U16.pack_into(buf, INA_OFFSET + 6, 0)                # agg_node
+            if gather:
+                self.to_ingress_port = True
+                return self._multicast(buf, gather_grp)
+            return True
+        if pull:
+            # The task's pull: its header alone to the rack's other workers.
+            stats[ST_RINA_PULLED] += 1
+            _U16.pack_into(buf, INA_OFFSET + 2, FLAG_PULL | (flags & FLAG_GATHER))
+            buf[INA_OFFSET + 4] = 0                               # elems
+            del buf[PAYLOAD_OFFSET:]
+            _U16.pack_into(buf, 16, program.GACK_IPV4_BYTES)
+            _U16.pack_into(buf, 38, program.GACK_UDP_BYTES)
+            buf[40] = buf[41] = 0
+            return self._multicast(buf, pull_grp)
+        return None     # absorbed into the slot
+
+    def _multicast(self, buf, group):
+        """Replicate ``buf`` to multicast ``group`` (TTL - 1): the ports of the group."""
+        ttl = buf[22]
+        if ttl <= 1:
+            self.stats[ST_NOROUTE] += 1
+            return None
+        buf[22] = ttl - 1
+        self.stats[ST_MCAST] += 1
+        return self.mc_groups.get(group, ())
+
     def _track_used(self, was_held: bool, slot: int, pa):
         """A PA-ATP job's agg_used follows its ``slot`` from free to held and back (ina.p4: slot_was_held /
         slot_held); ``pa`` is the job's (pa_index, aecn), None for other jobs."""
@@ -508,13 +634,7 @@ class Ingress:
             return True
         if not group:
             return True
-        ttl = buf[22]
-        if ttl <= 1:
-            self.stats[ST_NOROUTE] += 1
-            return None
-        buf[22] = ttl - 1
-        self.stats[ST_MCAST] += 1
-        return self.mc_groups.get(group, ())
+        return self._multicast(buf, group)
 
     def _forward(self, buf):
         stats = self.stats
