@@ -647,16 +647,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         agg_resulted.write(meta.slot, 1);
                     }
                 }
-                if (meta.mcast_grp != 0) {
-                    if (hdr.ipv4.ttl <= 1) {
-                        ina_stats.count(ST_NO_ROUTE_DROPPED);
-                        return;
-                    }
-                    hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-                    standard_metadata.mcast_grp = meta.mcast_grp;
-                    ina_stats.count(ST_MULTICAST);
-                    return;
-                }
+                /* a group (not 0) replicates the RESULT (below, after the INA processing) */
             } else if ((hdr.ina.flags & FLAG_GACK) == 0) {
                 /* a GACK on its way back to a worker is forwarded, never aggregated */
                 if ((hdr.ina.flags & FLAG_DATA) != 0) {
@@ -666,18 +657,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     ina_filter.apply();
                 }
                 if (meta.rina_hit == 0 && meta.agg_hit == 0 && (hdr.ina.flags & FLAG_GATHER) != 0) {
-                    /* Rina: a finished chunk arriving for a Rina rack's agent: to every worker of the rack */
+                    /* Rina: a finished chunk arriving for a Rina rack's agent: to every worker of the rack
+                       (ina_multicast's group, replicated below) */
                     rina_gather.apply();
-                    if (meta.mcast_grp != 0) {
-                        if (hdr.ipv4.ttl <= 1) {
-                            ina_stats.count(ST_NO_ROUTE_DROPPED);
-                            return;
-                        }
-                        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-                        standard_metadata.mcast_grp = meta.mcast_grp;
-                        ina_stats.count(ST_MULTICAST);
-                        return;
-                    }
                 }
             }
 
@@ -773,27 +755,15 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     hdr.ipv4.srcAddr = meta.switch_addr;
                     hdr.udp.checksum = 0;
                     if ((hdr.ina.flags & FLAG_GATHER) != 0) {
-                        if (hdr.ipv4.ttl <= 1) {
-                            ina_stats.count(ST_NO_ROUTE_DROPPED);
-                            return;
-                        }
-                        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-                        standard_metadata.mcast_grp = meta.gather_grp;
-                        ina_stats.count(ST_MULTICAST);
-                        return;
+                        meta.mcast_grp = meta.gather_grp;      /* replicated below */
                     }
                 } else if (meta.rina_pull == 1) {
-                    /* the task's pull: its header (Egress drops the lanes) to the rack's other workers */
-                    if (hdr.ipv4.ttl <= 1) {
-                        ina_stats.count(ST_NO_ROUTE_DROPPED);
-                        return;
-                    }
+                    /* the task's pull: its header (Egress drops the lanes) to the rack's other workers, replicated
+                       below */
                     hdr.ina.flags = FLAG_PULL | (hdr.ina.flags & FLAG_GATHER);
-                    hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
                     hdr.udp.checksum = 0;
-                    standard_metadata.mcast_grp = meta.pull_grp;
+                    meta.mcast_grp = meta.pull_grp;
                     ina_stats.count(ST_RINA_PULLED);
-                    return;
                 } else {
                     return;     /* absorbed into the slot */
                 }
@@ -1103,6 +1073,19 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                     }
                 }
             }
+        }
+
+        /* multicast: a RESULT's group (ina_result), a finished chunk for a Rina rack (rina_gather), a Rina pull
+           or rack sum (rina_aggregate): TTL - 1, replicated by the group's ports */
+        if (meta.mcast_grp != 0) {
+            if (hdr.ipv4.ttl <= 1) {
+                ina_stats.count(ST_NO_ROUTE_DROPPED);
+                return;
+            }
+            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+            standard_metadata.mcast_grp = meta.mcast_grp;
+            ina_stats.count(ST_MULTICAST);
+            return;
         }
 
         /* forwarding: exact (src, dst) route first, then the lpm default route */

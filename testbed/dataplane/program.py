@@ -287,7 +287,7 @@ STAT_INDICES = {
     "no_route_dropped": 9,    # no route / lpm entry, or TTL expired
     "partial_flushed": 10,    # a RETX duplicate flushed (re-emitted) the slot's aggregate
     "stale_reclaimed": 11,    # slot of an older iteration of the same job reused
-    "multicast": 12,          # RESULT replicated to a multicast group
+    "multicast": 12,          # replicated to a multicast group: a RESULT, a Rina pull, a Rina finished chunk
     "retx_bypassed": 13,      # a RETX, or a late contribution, for a tag the slot already sent on: to the PS
     "result_released": 14,    # a RESULT freed the slot holding its tag (RELEASE_ON_RESULT)
     "lead_bypassed": 15,      # iteration > the slot's (same job) + MAX_ITERATION_LEAD: to the PS, unchanged

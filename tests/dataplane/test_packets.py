@@ -1125,6 +1125,7 @@ def test_rina_task_pulls_the_rack_and_the_rack_sum_goes_on_to_the_next_member(ta
     assert target.quiet() == []
     assert (stat(target, "aggregated"), stat(target, "emitted"), stat(target, "duplicate_dropped"),
             stat(target, "rina_reemitted"), stat(target, "rina_stale_dropped")) == (3, 2, 2, 1, 1)
+    assert stat(target, "multicast") == 1               # the pull; the sums went on as unicast
 
 
 def test_rina_resent_task_pulls_again_and_only_a_newer_task_reclaims_the_slot(target):
@@ -1173,6 +1174,7 @@ def test_rina_finished_chunk_goes_to_the_whole_rack_and_to_the_next_member(targe
     out = target.recv(3)
     assert sorted(port for port, _ in out) == [1, 2, 3]
     assert all(parse_frame(f).dst_ip == HOSTS[p][0] for p, f in out)
+    assert stat(target, "multicast") == 3               # the pull, the rack's finished chunk, the arriving one
     # Other jobs' finished chunks, and the job's chunks for another address, are plain traffic.
     target.send(PS_PORT, build_ina_frame(SW_MAC, PS_MAC, PS_IP, HOSTS[2][0], header, total))
     only(target.recv(1), port=2)
