@@ -317,8 +317,6 @@ def _result_multicast(scenario, routes, policy, result):
     (``ps``, ``geryon``, ``lbmm``, ``ksgd``) keep BytePS's unicast pull from the PS, and a PS always
     answers a single worker's retransmission by unicast."""
     topo = scenario.topology
-    next_group = {}
-    rewritten = set()     # (switch, port) with an ina_mcast_rewrite entry
     for job in scenario.jobs:
         jp = policy.jobs[job.name]
         for k, ps in enumerate(job.ps):
@@ -330,21 +328,17 @@ def _result_multicast(scenario, routes, policy, result):
             first = topo.node(topo.neighbor(ps, topo.host_link(ps)))
             result.host_neighbors.append((ps, group_ip, first.mac))
             for sw, children in sorted(tree.items()):
-                group = next_group.get(sw, 1)
-                next_group[sw] = group + 1
                 # over parallel links, the copy toward a child takes the link ECMP picks for (PS, child)
                 ports = tuple(_port_toward(topo, sw, c, topo.flow_key(ps, c)) for c in children)
                 config = result.switches[sw]
-                config.multicast_groups.append(MulticastGroup(group, ports))
+                group = _new_group(config, ports)
                 base, count = result.slot_ranges.get((job.name, sw), (0, 0))
                 action, params = result_action(jp, base, count, group)
                 config.entries.append(TableEntry("ina_result", action, (job.job_id, group_ip), params))
                 for child, port in zip(children, ports):
                     node = topo.node(child)
-                    if node.kind == "host" and (sw, port) not in rewritten:
-                        rewritten.add((sw, port))
-                        config.entries.append(TableEntry("ina_mcast_rewrite", "mcast_rewrite", (port,),
-                                                         (("dstAddr", node.mac), ("ipDstAddr", node.ip))))
+                    if node.kind == "host":
+                        _host_rewrite(config, port, node)
 
 
 def _host_rewrite(config, port: int, node):

@@ -1,9 +1,10 @@
-"""What the worker, ring and PS agents share: the UDP endpoint, readiness handshake, records, straggler
-delays and the sending-rate metric."""
+"""What the worker, ring and PS agents share: the UDP endpoint and the drain of its datagrams, readiness
+handshake, records, straggler delays and the sending-rate metric."""
 
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import time
@@ -40,6 +41,23 @@ def open_endpoint(ip: str, port: int = INA_UDP_PORT, bind_ip: str = "") -> socke
     sock.bind((bind_ip or "0.0.0.0", port))
     sock.setblocking(False)
     return sock
+
+
+def pending_datagrams(sock):
+    """Every datagram waiting on the non-blocking ``sock`` now, as (data, ancillary, sender): its TOS byte
+    (IP_RECVTOS, :func:`arrived_ce`) comes with it."""
+    recvmsg = sock.recvmsg
+    while True:
+        try:
+            data, ancillary, _, sender = recvmsg(4096, TOS_CMSG_BYTES)
+        except BlockingIOError:
+            return
+        yield data, ancillary, sender
+
+
+def arrived_ce(ancillary) -> bool:
+    """Whether a datagram's ancillary data (:func:`pending_datagrams`) says a switch queue marked it CE."""
+    return bool(ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE)
 
 
 def announce_ready_and_wait(run_dir: str, name: str, deadline_s: float) -> float:
@@ -141,6 +159,11 @@ def install_status_dump(run_dir: str, name: str, describe):
         os.replace(tmp, path)
 
     signal.signal(signal.SIGUSR1, dump)
+
+
+def straggler_rng(config) -> random.Random:
+    """The RNG of a worker's straggler delays (:func:`straggler_delay_s`), seeded by (seed, job, worker)."""
+    return random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
 
 
 def straggler_delay_s(compute_delay: dict, rng) -> float:

@@ -36,7 +36,7 @@ import select
 
 import numpy as np
 
-from testbed.agents.common import AgentClock, ECN_CE, TOS_CMSG_BYTES, agent_session, install_status_dump
+from testbed.agents.common import AgentClock, agent_session, arrived_ce, install_status_dump, pending_datagrams
 from testbed.agents.gradients import expected_sum
 from testbed.dataplane.program import PA_ATP_TRANSPORTS
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
@@ -151,7 +151,7 @@ class ParameterServer:
         t_first = None
         clock = self.clock
         deadline = clock.now_s() + cfg.deadline_s
-        sock, recvmsg, sendto = self.sock, self.sock.recvmsg, self.sock.sendto
+        sock, sendto = self.sock, self.sock.sendto
         owned, gacks = self.owned, self.gacks
         while len(results) < len(owned):
             ready, _, _ = select.select([sock], [], [], 0.2)
@@ -160,11 +160,7 @@ class ParameterServer:
                                    f"{len(owned)} fragments incomplete after {cfg.deadline_s:.0f}s")
             if not ready:
                 continue
-            while True:
-                try:
-                    data, ancillary, _, sender = recvmsg(4096, TOS_CMSG_BYTES)
-                except BlockingIOError:
-                    break
+            for data, ancillary, sender in pending_datagrams(sock):
                 if len(data) < INA_HEADER_BYTES:
                     continue
                 header = INA_HEADER.unpack_from(data)
@@ -173,7 +169,7 @@ class ParameterServer:
                     continue
                 stats["ingress_pkts"] += 1
                 stats["ingress_bytes"] += len(data) + FRAME_OVERHEAD_BYTES
-                ce = bool(ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE)
+                ce = arrived_ce(ancillary)
                 if ce:
                     stats["ce_marked_pkts"] += 1
                     self.echo_congestion = True

@@ -49,15 +49,14 @@ RAR when an agent fails. Exactness is checked by every worker, as RAR's
 are.
 """
 
-import random
 import select
 
 import numpy as np
 
-from testbed.agents.common import (FRAME_OVERHEAD_BYTES, TOS_CMSG_BYTES, AgentClock, agent_session,
-                                   install_status_dump, sending_rate_bps, straggler_delay_s)
-from testbed.agents.gradients import expected_sum, worker_fragments
-from testbed.agents.ring import IDLE_WAIT_S, LINGER_QUIET_S, RingWorker
+from testbed.agents.common import (FRAME_OVERHEAD_BYTES, AgentClock, agent_session, install_status_dump,
+                                   pending_datagrams, sending_rate_bps, straggler_delay_s, straggler_rng)
+from testbed.agents.gradients import worker_fragments
+from testbed.agents.ring import IDLE_WAIT_S, AnsweringPeer, RingWorker, mismatched_fragments
 from testbed.agents.ring_schedule import rar_steps
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_GATHER, FLAG_PULL, FLAG_REPAIR, FLAG_RESULT,
                                     FLAG_RETX, FLAG_TASK, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
@@ -115,12 +114,8 @@ class RinaMember(RingWorker):
                                 rina_seq(st.step, index), 0, bitmap, 0) + out[index].tobytes())
 
     def _receive(self, now: float):
-        recvmsg, cfg = self.sock.recvmsg, self.cfg
-        while True:
-            try:
-                data, ancillary, _, sender = recvmsg(4096, TOS_CMSG_BYTES)
-            except BlockingIOError:
-                return
+        cfg = self.cfg
+        for data, ancillary, sender in pending_datagrams(self.sock):
             self.last_arrival_s = now
             if len(data) < INA_HEADER_BYTES:
                 continue
@@ -173,7 +168,8 @@ class RinaMember(RingWorker):
                 if now - asked >= wait_s:
                     for index in range(end - first):
                         if index not in got:
-                            self.sock.sendto(*reversed(self._data_packet(st, iteration, shards, index, True)))
+                            addr, data = self._data_packet(st, iteration, shards, index, True)
+                            self.sock.sendto(data, addr)
                     asked = now
                 self.serve(asked + wait_s - now)
             rows = b"".join(got[i] for i in range(end - first))
@@ -198,7 +194,7 @@ class RinaMember(RingWorker):
                 "member": self.cfg.member_index, "repairs_answered": self.repairs_answered}
 
 
-class RinaRackWorker:
+class RinaRackWorker(AnsweringPeer):
     """A Rina rack's worker other than its agent: shards on pull, finished chunks from the ToR."""
 
     def __init__(self, config, sock, records, clock=None):
@@ -215,7 +211,7 @@ class RinaRackWorker:
         predecessor = self.steps[0].receive_from
         self.predecessor_ips = {members[predecessor], tors[predecessor]} - {""}
         self.bitmap = 1 << config.rack_rank
-        self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
+        self.delay_rng = straggler_rng(config)
         self.gradient = None        # (iteration, fragments) once computed
         self.waiting_pulls = []     # (iteration, seq, flags, agg_node, fanin) of pulls before their gradient
         self.result = None          # (iteration, fragments, have) being collected
@@ -232,17 +228,9 @@ class RinaRackWorker:
         if ready:
             self._receive(self.clock.now_s())
 
-    def serve_until(self, deadline_s: float):
-        while (now := self.clock.now_s()) < deadline_s:
-            self.serve(deadline_s - now)
-
     def _receive(self, now: float):
-        recvmsg, cfg = self.sock.recvmsg, self.cfg
-        while True:
-            try:
-                data, _, _, sender = recvmsg(4096, TOS_CMSG_BYTES)
-            except BlockingIOError:
-                return
+        cfg = self.cfg
+        for data, _, sender in pending_datagrams(self.sock):
             self.last_arrival_s = now
             if len(data) < INA_HEADER_BYTES:
                 continue
@@ -336,8 +324,7 @@ class RinaRackWorker:
             self.serve(max(self.progress_s, asked) + wait_s - now)
         t_end = clock.now_s()
         _, rows, _ = self.result
-        mismatched = int(np.any(rows != expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, iteration, cfg.layout,
-                                                     cfg.lanes, cfg.gradient_bound, cfg.scale_bits), axis=1).sum())
+        mismatched = mismatched_fragments(cfg, iteration, rows)
         pkts, resent, frame_bytes, first_pull_s, last_s = self.tally
         return {"iteration": iteration, "participant": True, "superseded": False,
                 "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
@@ -361,12 +348,6 @@ class RinaRackWorker:
         return {"role": "rina rack worker", "iteration": self.result[0] if self.result else None,
                 "phase": self.phase, "missing": self.missing, "waiting_pulls": len(self.waiting_pulls),
                 "repairs_asked": self.repairs_asked}
-
-    def linger(self):
-        """Answer pulls (a resent task) until nothing has arrived for ``LINGER_QUIET_S``."""
-        self.phase = "lingering"
-        while (quiet_until := self.last_arrival_s + LINGER_QUIET_S) > (now := self.clock.now_s()):
-            self.serve(quiet_until - now)
 
 
 def run(config) -> int:

@@ -46,8 +46,8 @@ from functools import partial
 
 import numpy as np
 
-from testbed.agents.common import (ECN_CE, TOS_CMSG_BYTES, AgentClock, SendTally, agent_session, install_status_dump,
-                                   straggler_delay_s)
+from testbed.agents.common import (AgentClock, SendTally, agent_session, arrived_ce, install_status_dump,
+                                   pending_datagrams, straggler_delay_s, straggler_rng)
 from testbed.agents.gradients import expected_sum, worker_fragments
 from testbed.agents.ring_acks import DelayedAcks
 from testbed.agents.ring_schedule import worker_steps
@@ -60,7 +60,31 @@ IDLE_WAIT_S = 0.05          # longest sleep without a timer due, wall seconds
 LINGER_QUIET_S = MAX_RTO_S + 0.5   # virtual seconds
 
 
-class RingWorker:
+def mismatched_fragments(cfg, iteration: int, rows) -> int:
+    """How many fragments of ``rows`` (the job's whole gradient, as a ring worker holds it after
+    ``iteration``) differ from the exact sum of every worker's (:func:`expected_sum`)."""
+    expected = expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, iteration, cfg.layout, cfg.lanes,
+                            cfg.gradient_bound, cfg.scale_bits)
+    return int(np.any(rows != expected, axis=1).sum())
+
+
+class AnsweringPeer:
+    """What every ring agent does when it is not sending its own range: answer its peers (``serve``) until a
+    deadline, and after its last iteration until they have been quiet for ``LINGER_QUIET_S``."""
+
+    def serve_until(self, deadline_s: float):
+        """Answer the peers (computing, or waiting for the job's start) until ``deadline_s``."""
+        while (now := self.clock.now_s()) < deadline_s:
+            self.serve(deadline_s - now)
+
+    def linger(self):
+        """Keep answering until nothing has arrived for ``LINGER_QUIET_S``."""
+        self.phase = "lingering"
+        while (quiet_until := self.last_arrival_s + LINGER_QUIET_S) > (now := self.clock.now_s()):
+            self.serve(quiet_until - now)
+
+
+class RingWorker(AnsweringPeer):
     def __init__(self, config, sock, records, clock=None):
         self.cfg = config
         self.sock = sock
@@ -69,7 +93,7 @@ class RingWorker:
         self.rank = config.worker_index
         self.steps, self.ips = self._ring(config)
         self.frame_bytes = self._frame_bytes(config.lanes)
-        self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
+        self.delay_rng = straggler_rng(config)
         self.step_rng = random.Random(config.seed * 1_000_033 + config.job_id * 1013 + config.worker_index)
         self.transport = make_transport(config.transport, window_cap=config.window,
                                         link_rate_bps=config.link_rate_bps, frame_bytes=self.frame_bytes,
@@ -123,12 +147,7 @@ class RingWorker:
             self._send_ack(ack)
 
     def _receive(self, now: float):
-        recvmsg = self.sock.recvmsg
-        while True:
-            try:
-                data, ancillary, _, sender = recvmsg(4096, TOS_CMSG_BYTES)
-            except BlockingIOError:
-                return
+        for data, ancillary, sender in pending_datagrams(self.sock):
             self.last_arrival_s = now
             if len(data) < RING_HEADER_BYTES:
                 continue
@@ -151,7 +170,7 @@ class RingWorker:
         if not self._from_peer(step, sender[0]):
             return
         key = (iteration, step)
-        ce = bool(ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE)
+        ce = arrived_ce(ancillary)
         chunk = self.received.setdefault(key, {}) if key >= self.position else None
         duplicate = chunk is None or index in chunk
         if not duplicate:
@@ -170,11 +189,6 @@ class RingWorker:
         """Fragments this worker receives in ``step``."""
         first, end = self.steps[step].receive
         return end - first
-
-    def serve_until(self, deadline_s: float):
-        """Answer the peers (computing, or waiting for the job's start) until ``deadline_s``."""
-        while (now := self.clock.now_s()) < deadline_s:
-            self.serve(deadline_s - now)
 
     # -- one iteration -------------------------------------------------------------------
     def run_iteration(self, iteration: int) -> dict:
@@ -223,8 +237,7 @@ class RingWorker:
         self.position = (iteration + 1, -1)       # every step of this iteration is applied
         buf = self._finish(iteration, buf)
         t_end = clock.now_s()
-        mismatched = int(np.any(buf != expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, iteration, cfg.layout,
-                                                    lanes, cfg.gradient_bound, cfg.scale_bits), axis=1).sum())
+        mismatched = mismatched_fragments(cfg, iteration, buf)
         counts = {k: v - before[k] for k, v in transport.stats.items() if k not in ("sent", "retransmitted")}
         return {"iteration": iteration, "participant": True, "superseded": False,
                 "compute_s": t_comm - t0, "straggler_delay_s": delay_s,
@@ -254,11 +267,8 @@ class RingWorker:
         return state
 
     def linger(self):
-        """Keep answering until the ring has been quiet for ``LINGER_QUIET_S``."""
-        self.phase = "lingering"
-        self.position = (self.cfg.iterations, 0)
-        while (quiet_until := self.last_arrival_s + LINGER_QUIET_S) > (now := self.clock.now_s()):
-            self.serve(quiet_until - now)
+        self.position = (self.cfg.iterations, 0)      # every step of every iteration is applied
+        super().linger()
 
 
 def run(config) -> int:

@@ -39,10 +39,10 @@ slot that ``wire.shadow_slot`` names for the iteration, flagged SHADOW when
 it is copy 1.
 """
 
-import random
 import select
 
-from testbed.agents.common import AgentClock, SendTally, agent_session, install_status_dump, straggler_delay_s
+from testbed.agents.common import (AgentClock, SendTally, agent_session, install_status_dump, straggler_delay_s,
+                                   straggler_rng)
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
@@ -63,7 +63,7 @@ class Worker:
         self.early_results = {}
         self.newest_iteration = -1
         self.iteration, self.phase = 0, "starting"
-        self.delay_rng = random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
+        self.delay_rng = straggler_rng(config)
         # Per fragment: (destination address, header fields that do not change).
         seqs_of = fragment_seqs([n for _, n in config.layout])
         self.targets = [None] * config.total_fragments
