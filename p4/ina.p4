@@ -1200,8 +1200,9 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
                 }
             }
         }
-        /* gradient packets (raw, aggregate, bypassed) leaving each port; RESULTs and GACKs are not counted */
-        if (hdr.ina.isValid() && (hdr.ina.flags & (FLAG_RESULT | FLAG_GACK)) == 0 &&
+        /* gradient packets (flag DATA: raw, aggregate, bypassed, a Rina rack's sum or finished chunk) leaving
+           each port; RESULTs, GACKs and header-only packets (a Rina pull, a repair request) are not counted */
+        if (hdr.ina.isValid() && (hdr.ina.flags & (FLAG_DATA | FLAG_RESULT | FLAG_GACK)) == FLAG_DATA &&
                 standard_metadata.egress_port < INA_PORTS) {
             port_ina_tx.count((bit<32>)standard_metadata.egress_port);
         }

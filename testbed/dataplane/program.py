@@ -303,7 +303,7 @@ STAT_INDICES = {
 COUNTERS = {
     c.name: c for c in (
         Counter("ina_stats", "Ingress", "STATS", STAT_INDICES),
-        Counter("port_ina_tx", "Egress", "PORTS"),      # INA gradient packets (not RESULTs) leaving each port
+        Counter("port_ina_tx", "Egress", "PORTS"),      # INA gradient packets (flag DATA, not RESULT/GACK) out of each port
         Counter("port_ecn_marked", "Egress", "PORTS"),  # packets marked CE on each port (Egress sees enq_qdepth)
         Counter("port_impair_dropped", "Egress", "PORTS"),     # packets the port's impairment dropped
         Counter("port_impair_duplicated", "Egress", "PORTS"),  # packets it duplicated (the copy is not counted)

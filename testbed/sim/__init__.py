@@ -54,7 +54,7 @@ from testbed.dataplane import program
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.models import fragments_per_submodel
 from testbed.sim.bom import bom_rate_bps
-from testbed.sim.fluid import RINA_PHASES, FluidModel, ring_phases
+from testbed.sim.fluid import RINA_PHASES, FluidModel, rina_phase_steps, rina_streams, ring_phases
 from testbed.sim.fragments import FragmentModel
 from testbed.sim.routes import Routes, link_name
 
@@ -255,35 +255,61 @@ def _ring_sent(phases) -> int:
 
 def _rina_job(scenario, policy, jp, job, routes, rates) -> dict:
     """Rina's figures (§IV): RAR over its M members (``notes["members"]``, :func:`testbed.sim.fluid.rina_streams`),
-    max(1, M - 1) ScatterReduce steps then as many AllGather steps, each moving the largest M-th of the
-    model per member, at the rate the fluid model gives that phase's streams (the slowest worker's). Per
-    step, as :func:`_ring_job`, a frame's and an ACK's time on the slowest host link and the step's mean
-    delay, and in a job with a Rina rack two header frames more on it: the agent's task to its ToR and the
-    ToR's pull to the rack's workers (§IV-B). Sent: every worker's shard in each ScatterReduce step, only
-    a member's agent in AllGather (its ToR replicates to the rack)."""
+    M - 1 ScatterReduce steps, the first AllGather step (where a Rina rack's ToR sums the rack's own shards
+    of the chunk its member finishes and sends it to the rack and on) and M - 2 more AllGather steps
+    (:func:`testbed.sim.fluid.rina_phase_steps`), each moving the largest M-th of the model per member, at
+    the rate the fluid model gives that phase's streams (the slowest worker's). In INA frames
+    (``wire.ina_frame_bytes``: Rina's wire). Per step, as :func:`_ring_job`, a frame's and an ACK's time on
+    the slowest host link and the step's mean delay, and in a step that pulls a Rina rack's shards two
+    header frames more on it: the agent's task to its ToR and the ToR's pull to the rack's workers
+    (§IV-B). Sent: every worker's shard in each step that pulls them (a Rina rack's workers, an autonomous
+    worker's chunk), only a member's agent in the other AllGather steps (its ToR replicates to the rack).
+    ``min_sending_rate_bps`` as :func:`_ring_job`'s: the slowest worker's frames over its sending time
+    summed over the phases it sends in. Switch egress: every stream's fragments once per switch port they
+    leave by (:func:`_switch_egress`; a Rina rack's sum and finished chunk are INA gradients, its pulls
+    headers alone)."""
     lanes = scenario.switch.lanes
     members = jp.notes["members"]
-    steps = max(1, len(members) - 1)
+    agents = {m["workers"][0] for m in members}
     chunk = -(-sum(fragments_per_submodel(job.submodel_elements, lanes)) // len(members))
-    frame_bytes, header_bytes = ring_frame_bytes(lanes), ring_frame_bytes(0)
+    frame_bytes, header_bytes = ina_frame_bytes(lanes), ina_frame_bytes(0)
     step_delay_s = job.policy_options.get(job.policy, {}).get("step_overhead_s", 0.0)
     slowest_link_bps = min(scenario.topology.host_link(w).rate_bps for w in job.workers)
-    headers = 2 if any(m["tor"] for m in members) else 0
-    step_s = 8 * (frame_bytes + header_bytes * (1 + headers)) / slowest_link_bps + step_delay_s
-    sent = steps * chunk * (len(job.workers) + len(members))
-    phase_rates_bps = [min(_phase_rates(scenario, policy, routes, job, index, rates)[w] for w in job.workers)
-                       for index in range(len(RINA_PHASES))]
-    if min(phase_rates_bps) <= 0:
-        return _ring_result(jp, job, sent, frame_bytes, 0.0, float("inf"))
-    comm_time_s = sum(steps * (chunk * 8 * frame_bytes / rate_bps + step_s) for rate_bps in phase_rates_bps)
-    return _ring_result(jp, job, sent, frame_bytes, min(phase_rates_bps), comm_time_s)
+    pulls = 2 if any(m["tor"] for m in members) else 0
+    sent = egress = 0
+    comm_time_s, sending_s, sent_bits = 0.0, dict.fromkeys(job.workers, 0.0), dict.fromkeys(job.workers, 0)
+    for index, steps in enumerate(rina_phase_steps(len(members))):
+        if not steps:
+            continue
+        phase_rates = _phase_rates(scenario, policy, routes, job, index, rates)
+        # ScatterReduce and the first AllGather step send every worker's shard; the other AllGather steps the agents'
+        senders = [w for w in job.workers if RINA_PHASES[index] != "all-gather" or w in agents]
+        sent += steps * chunk * len(senders)
+        egress += steps * chunk * _switch_egress(scenario.topology, routes, rina_streams(jp, RINA_PHASES[index]))
+        rate_bps = min(phase_rates[w] for w in job.workers)
+        if rate_bps <= 0:
+            return _ring_result(jp, job, sent, frame_bytes, 0.0, float("inf"))
+        headers = 1 + (pulls if RINA_PHASES[index] != "all-gather" else 0)
+        step_s = 8 * (frame_bytes + header_bytes * headers) / slowest_link_bps + step_delay_s
+        comm_time_s += steps * (chunk * 8 * frame_bytes / rate_bps + step_s)
+        for w in senders:
+            sent_bits[w] += steps * chunk * 8 * frame_bytes
+            sending_s[w] += steps * chunk * 8 * frame_bytes / phase_rates[w]
+    return _ring_result(jp, job, sent, frame_bytes, min(sent_bits[w] / sending_s[w] for w in job.workers),
+                        comm_time_s, egress)
 
 
-def _ring_result(jp, job, sent, frame_bytes, rate_bps, comm_time_s) -> dict:
+def _switch_egress(topology, routes, streams) -> int:
+    """Switch ports one fragment of each of ``streams`` (:func:`testbed.sim.fluid.rina_streams`) leaves by."""
+    return sum(sum(1 for node in routes.walk(src, dst)[:-1] if topology.nodes[node].kind == "switch")
+               for src, dst, _, _ in streams)
+
+
+def _ring_result(jp, job, sent, frame_bytes, rate_bps, comm_time_s, switch_egress_fragments=0) -> dict:
     return {"scheme": jp.scheme, "solver": None, "solve_s": 0.0, "policy_s": jp.notes.get("policy_s", 0.0),
             "min_sending_rate_bps": rate_bps, "comm_time_s": comm_time_s,
-            "ps_ingress_fragments": 0, "ps_ingress_bytes": 0, "switch_egress_fragments": 0,
-            "communication_overhead_bytes": 0, "sent_fragments": sent, "sent_bytes": sent * frame_bytes,
+            "ps_ingress_fragments": 0, "ps_ingress_bytes": 0, "switch_egress_fragments": switch_egress_fragments,
+            "communication_overhead_bytes": switch_egress_fragments * frame_bytes, "sent_fragments": sent, "sent_bytes": sent * frame_bytes,
             "ina_amount_bytes": 0, "participants": [], "transport": job.transport, "bom_rate_bps": None,
             "overflow_modelled": True, "ring": True}
 

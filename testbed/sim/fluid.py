@@ -46,13 +46,18 @@ r_w (ring frames, ``wire.ring_frame_bytes``), and the peer's ACKs come back
 at one 58-byte frame per ``ring_acks.ACK_EVERY`` fragments. Its peers change
 from phase to phase (``ring_schedule.job_phases``: RAR has one, H-AR three);
 a model rates one phase of each ring job (``ring_phase``, default the first).
-Rina (``policy: rina``, :func:`rina_streams`) runs RAR over its members: in
-ScatterReduce a Rina rack's workers each send their shard to their ToR,
-which sends the rack's sum on to the next member's agent; in AllGather each
-member's agent sends the finished shard on, and a Rina rack's ToR
-replicates it to every worker of its rack; an autonomous worker sends to the
-next member as a RAR worker does. A stream leaving a ToR runs at its rack
-agent's rate and counts every worker of the rack as its contributor.
+Rina (``policy: rina``, :func:`rina_streams`) runs RAR over its members,
+in three phases (:data:`RINA_PHASES`): in ScatterReduce a Rina rack's
+workers each send their shard to their ToR, which sends the rack's sum on
+to the next member's agent; in the first AllGather step a Rina rack's
+workers send their shard of the chunk the member finishes, and its ToR
+sends the finished chunk to every worker of the rack and on to the next
+member (an autonomous worker sends its finished chunk on, as in RAR); in
+the other AllGather steps each member's agent sends the finished chunk on,
+and a Rina rack's ToR replicates it to every worker of its rack; an
+autonomous worker sends to the next member as a RAR worker does. A stream
+leaving a ToR runs at its rack agent's rate and counts every worker of the
+rack as its contributor.
 
 Rates: all workers rise together until a link saturates; the workers whose
 streams (raw, bypassed, or inside an aggregate) cross a saturated link stop
@@ -83,8 +88,16 @@ RESULTS = "results"      # touch[RESULTS, link]: the workers setting the RESULT 
 BISECTION_STEPS = 64
 
 
-#: Rina's two phases (:func:`rina_streams`): ScatterReduce, then AllGather.
-RINA_PHASES = ("scatter-reduce", "all-gather")
+#: Rina's phases (:func:`rina_streams`, :func:`rina_phase_steps`): ScatterReduce, the first AllGather step (where a
+#: Rina rack's own shards of the chunk its member finishes are summed, testbed.agents.rina), the other AllGather
+#: steps.
+RINA_PHASES = ("scatter-reduce", "reduce-gather", "all-gather")
+
+
+def rina_phase_steps(members: int) -> tuple:
+    """Steps of each of :data:`RINA_PHASES` in a ring of ``members`` members (RAR's 2 (M - 1) in all; one
+    step, the rack's own sum, for a ring of one)."""
+    return max(0, members - 1), 1, max(0, members - 2)
 
 
 def ring_phases(job, jp, lanes: int) -> list:
@@ -107,10 +120,19 @@ def rina_streams(jp, phase: str) -> list:
             else:
                 streams += [(w, tor, w, frozenset([w])) for w in member["workers"]]
                 streams.append((tor, nxt, agent, rack))
-        elif following["tor"] is None:
-            streams.append((agent, following["workers"][0], agent, rack))
+            continue
+        sender = agent
+        if phase == RINA_PHASES[1] and tor is not None:
+            # the rack's shards summed at its ToR, the finished chunk to the whole rack and on from the ToR
+            streams += [(w, tor, w, frozenset([w])) for w in member["workers"]]
+            streams += [(tor, w, agent, rack) for w in member["workers"]]
+            sender = tor
+            if following is member:
+                continue
+        if following["tor"] is None:
+            streams.append((sender, following["workers"][0], agent, rack))
         else:
-            streams.append((agent, following["tor"], agent, rack))
+            streams.append((sender, following["tor"], agent, rack))
             streams += [(following["tor"], w, agent, rack) for w in following["workers"]]
     return streams
 

@@ -1126,6 +1126,8 @@ def test_rina_task_pulls_the_rack_and_the_rack_sum_goes_on_to_the_next_member(ta
     assert (stat(target, "aggregated"), stat(target, "emitted"), stat(target, "duplicate_dropped"),
             stat(target, "rina_reemitted"), stat(target, "rina_stale_dropped")) == (3, 2, 2, 1, 1)
     assert stat(target, "multicast") == 1               # the pull; the sums went on as unicast
+    # port_ina_tx counts gradients: the two sums, not the pull's two header-only copies
+    assert [rt.counter_read("port_ina_tx", p)[0] for p in (2, 3, PS_PORT)] == [0, 0, 2]
 
 
 def test_rina_resent_task_pulls_again_and_only_a_newer_task_reclaims_the_slot(target):

@@ -99,10 +99,14 @@ def test_pa_atps_gacks_cost_what_the_simulator_says(transport, emulation, tmp_pa
     assert summary["jobs"][0]["comm_time_s"] == pytest.approx(simulated, rel=0.05)
 
 
-@pytest.mark.parametrize("policy", ["rar", "h-ar"])
-def test_rinas_testbed_ring_all_reduce_agrees_with_the_simulator(policy, emulation, tmp_path, quiet):
+@pytest.mark.parametrize("overrides", [["policy=rar"], ["policy=h-ar"], ["policy=rina", "topology.programmable=none"],
+                                       ["policy=rina", "topology.programmable=[t1]"], ["policy=rina"]],
+                         ids=["rar", "h-ar", "rina-0%", "rina-50%", "rina-100%"])
+def test_rinas_testbed_ring_all_reduce_agrees_with_the_simulator(overrides, emulation, tmp_path, quiet):
+    """RAR, H-AR and Rina with no, one and both ToRs summing their racks (Rina's switch egress included: its
+    racks' sums and finished chunks, not its header-only pulls)."""
     check_fidelity(load_scenario(REPO / "scenarios" / "papers" / "rina" / "testbed.yaml",
-                                 [f"policy={policy}", "jobs.0.iterations=6", "metrics.warmup_iterations=1"]),
+                                 overrides + ["jobs.0.iterations=6", "metrics.warmup_iterations=1"]),
                    tmp_path, quiet)
 
 

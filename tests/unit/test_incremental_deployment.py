@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 
 from testbed.agents.ring_acks import ACK_EVERY
-from testbed.dataplane.wire import ring_frame_bytes
+from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.errors import ScenarioError, TopologyError
 from testbed.models import fragments_per_submodel
 from testbed.policy import compute_policy
@@ -111,6 +111,11 @@ def test_rina_makes_a_rack_under_a_programmable_tor_one_member_of_the_ring():
     streams = rina_streams(compute_policy(scenario).jobs["j"], "scatter-reduce")
     assert [(src, dst) for src, dst, _, _ in streams] == [("w3", "w1"), ("w1", "t1"), ("w2", "t1"), ("t1", "w4"),
                                                           ("w4", "w3")]  # shards to the ToR, its sum on
+    first_gather = rina_streams(compute_policy(scenario).jobs["j"], "reduce-gather")
+    assert [(src, dst) for src, dst, _, _ in first_gather] == [
+        ("w3", "t1"), ("t1", "w1"), ("t1", "w2"),                  # w3's finished chunk, replicated to the rack
+        ("w1", "t1"), ("w2", "t1"), ("t1", "w1"), ("t1", "w2"),   # the rack's shards, its finished chunk to it
+        ("t1", "w4"), ("w4", "w3")]                               # ... and on from its ToR
     gather = rina_streams(compute_policy(scenario).jobs["j"], "all-gather")
     assert [(src, dst) for src, dst, _, _ in gather] == [("w3", "t1"), ("t1", "w1"), ("t1", "w2"), ("w1", "w4"),
                                                          ("w4", "w3")]   # the ToR replicates to its rack
@@ -119,19 +124,39 @@ def test_rina_makes_a_rack_under_a_programmable_tor_one_member_of_the_ring():
 def test_rina_in_the_simulator_by_hand():
     scenario = parse_scenario(RINA_RACKS % "w1, w2, w3, w4")
     result = evaluate(scenario, compute_policy(scenario))["jobs"]["j"]
-    frame, header = ring_frame_bytes(scenario.switch.lanes), ring_frame_bytes(0)
-    ack_share = header / ACK_EVERY / frame
-    # Three members, two steps a phase. Every link carries one stream and another stream's ACKs at most
-    # (t1 -> w1: the sum coming back from w4 and the ACKs of w1's shard), so every stream runs at
-    # 1 Gb/s / (1 + the ACK share).
-    rate = 1e9 / (1 + ack_share)
+    frame, header = ina_frame_bytes(scenario.switch.lanes), ina_frame_bytes(0)
+    ack_share = ring_frame_bytes(0) / ACK_EVERY / ring_frame_bytes(scenario.switch.lanes)
+    # Three members (w1 and w2 under t1, w3, w4): two ScatterReduce steps, the first AllGather step, one
+    # more AllGather step. In ScatterReduce and the last step every link carries one stream and another
+    # stream's ACKs at most, so every stream runs at 1 Gb/s / (1 + the ACK share); in the first AllGather
+    # step t1 -> w1 carries the rack's own finished chunk, w4's (replicated by t1) and the ACKs of w1's
+    # shard, so w1, w2 and w4 run at 1 Gb/s / (2 + the ACK share).
+    rate, first_gather_rate = 1e9 / (1 + ack_share), 1e9 / (2 + ack_share)
     chunk = -(-sum(fragments_per_submodel(scenario.jobs[0].submodel_elements, scenario.switch.lanes)) // 3)
-    step_s = 8 * (frame + 3 * header) / 1e9                  # a frame, an ACK, the agent's task and the pull
-    assert result["comm_time_s"] == pytest.approx(2 * 2 * (chunk * 8 * frame / rate + step_s), rel=1e-9)
-    assert result["min_sending_rate_bps"] == pytest.approx(rate, rel=1e-9)
-    assert result["sent_fragments"] == 2 * chunk * (4 + 3) and result["ring"]
+    pull_step_s = 8 * (frame + 3 * header) / 1e9             # a frame, an ACK, the agent's task and the pull
+    step_s = 8 * (frame + header) / 1e9                      # a frame and an ACK
+    assert result["comm_time_s"] == pytest.approx(2 * (chunk * 8 * frame / rate + pull_step_s)
+                                                  + chunk * 8 * frame / first_gather_rate + pull_step_s
+                                                  + chunk * 8 * frame / rate + step_s, rel=1e-9)
+    # the slowest sender is w2, a rack worker: its shard in the three pulling steps, one of them at the lower rate
+    assert result["min_sending_rate_bps"] == pytest.approx(3 / (2 / rate + 1 / first_gather_rate), rel=1e-9)
+    # every worker's shard in the pulling steps (three), the three members' chunks in the last
+    assert result["sent_fragments"] == chunk * (3 * 4 + 3) and result["ring"]
+    assert result["sent_bytes"] == result["sent_fragments"] * frame
+    # switch ports a fragment leaves by: per ScatterReduce step t1's sum to w3 (t1, t2), w3's chunk to w4 (t2)
+    # and w4's to w1 (t2, t1): 5; in the first AllGather step t1's finished chunk to w1, w2 and w3 (4), w3's
+    # to w4 (1), w4's to the rack (3): 8; in the last w1's chunk to w3 (2), w3's (1), w4's to the rack (3): 6
+    assert result["switch_egress_fragments"] == chunk * (2 * 5 + 8 + 6)
+    assert result["communication_overhead_bytes"] == result["switch_egress_fragments"] * frame
+    # RAR's six steps of a quarter of the model at 1 Gb/s / (1 + the ACK share) take less: here one rack
+    # of two saves two steps of its ring and costs a step at half the rate
     rar = parse_scenario((RINA_RACKS % "w1, w2, w3, w4").replace("policy: rina", "policy: rar"))
-    assert evaluate(rar, compute_policy(rar))["jobs"]["j"]["comm_time_s"] > result["comm_time_s"]  # six steps
+    assert evaluate(rar, compute_policy(rar))["jobs"]["j"]["comm_time_s"] < result["comm_time_s"]
+    # both ToRs programmable: two members, one ScatterReduce step and the first AllGather step
+    both = parse_scenario((RINA_RACKS % "w1, w2, w3, w4").replace("{name: t2, programmable: false}", "t2"))
+    two = evaluate(both, compute_policy(both))["jobs"]["j"]
+    half = -(-sum(fragments_per_submodel(both.jobs[0].submodel_elements, both.switch.lanes)) // 2)
+    assert two["sent_fragments"] == half * (4 + 4)
 
 
 def test_the_emulation_runs_rina_but_refuses_a_ring_of_one_member():

@@ -30,7 +30,8 @@ Egress, in ina.p4's order:
    checksum 0);
 4. ECN-capable packets (ECT(0)/ECT(1)) that found at least ``ecn_threshold``
    packets ahead of them get CE (DCTCP-style), counted in ``port_ecn_marked``;
-5. INA gradient packets (not RESULTs, not GACKs) are counted in ``port_ina_tx``;
+5. INA gradient packets (flag DATA; not RESULTs, not GACKs, not header-only
+   Rina pulls or repair requests) are counted in ``port_ina_tx``;
 6. link impairments, per port, each drawn only where its threshold is not 0:
    ``impair_drop`` (the packet is lost: ``port_impair_dropped``), else
    ``impair_duplicate`` (a copy, as the packet leaves, joins the tail of the
@@ -62,13 +63,14 @@ import random
 import struct
 
 from testbed.dataplane import program
-from testbed.dataplane.wire import FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, INA_OFFSET, INA_UDP_PORT, PAYLOAD_OFFSET
+from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, INA_OFFSET, INA_UDP_PORT,
+                                    PAYLOAD_OFFSET)
 
 _H10 = struct.Struct("!10H")
 _U16 = struct.Struct("!H")
 _U32 = struct.Struct("!I")
 _INA_PORT_HI, _INA_PORT_LO = INA_UDP_PORT >> 8, INA_UDP_PORT & 0xFF
-_NOT_GRADIENT = FLAG_RESULT | FLAG_GACK     # flags of INA packets port_ina_tx does not count (low byte)
+_GRADIENT_FLAGS = FLAG_DATA | FLAG_RESULT | FLAG_GACK     # port_ina_tx counts DATA alone of these (low byte)
 
 
 def fix_ipv4_checksum(buf: bytearray):
@@ -219,7 +221,7 @@ class Egress:
             if port < program.MAX_PORTS:
                 self.port_ecn_marked[port] += 1
         if buf[23] == 17 and len(buf) >= PAYLOAD_OFFSET and buf[36] == _INA_PORT_HI and buf[37] == _INA_PORT_LO \
-                and not buf[INA_OFFSET + 3] & _NOT_GRADIENT and port < program.MAX_PORTS:
+                and buf[INA_OFFSET + 3] & _GRADIENT_FLAGS == FLAG_DATA and port < program.MAX_PORTS:
             self.port_ina_tx[port] += 1     # gradient packets only, as ina.p4 counts them
         fix_ipv4_checksum(buf)
         if port >= program.MAX_PORTS:
