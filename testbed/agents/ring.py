@@ -121,7 +121,8 @@ class RingWorker(AnsweringPeer):
         """(address, datagram) of fragment ``index`` of step ``st``'s range ``out``."""
         flags = FLAG_DATA | (FLAG_RETX if retransmission else 0)
         return ((self.ips[st.send_to], RING_UDP_PORT),
-                RING_HEADER.pack(self.cfg.job_id, flags, self.cfg.lanes, st.step, iteration, index) + out[index].tobytes())
+                RING_HEADER.pack(self.cfg.job_id, flags, self.cfg.lanes, st.step, iteration, index)
+                + out[index].tobytes())
 
     def _from_peer(self, step: int, address: str) -> bool:
         """Whether data of ``step`` from ``address`` comes from the peer this worker receives from then."""

@@ -309,7 +309,8 @@ def _ring_result(jp, job, sent, frame_bytes, rate_bps, comm_time_s, switch_egres
     return {"scheme": jp.scheme, "solver": None, "solve_s": 0.0, "policy_s": jp.notes.get("policy_s", 0.0),
             "min_sending_rate_bps": rate_bps, "comm_time_s": comm_time_s,
             "ps_ingress_fragments": 0, "ps_ingress_bytes": 0, "switch_egress_fragments": switch_egress_fragments,
-            "communication_overhead_bytes": switch_egress_fragments * frame_bytes, "sent_fragments": sent, "sent_bytes": sent * frame_bytes,
+            "communication_overhead_bytes": switch_egress_fragments * frame_bytes, "sent_fragments": sent,
+            "sent_bytes": sent * frame_bytes,
             "ina_amount_bytes": 0, "participants": [], "transport": job.transport, "bom_rate_bps": None,
             "overflow_modelled": True, "ring": True}
 
