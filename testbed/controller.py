@@ -577,16 +577,23 @@ def _ring_agents(scenario, job, jp, common: dict, result, planned_rate_bps: floa
     measured RTT from the first fragment."""
     topo = scenario.topology
     ring = [(index, topo.node(w).ip) for index, w in enumerate(job.workers)]
-    options = job.policy_options.get(job.policy, {})
     for index, w in enumerate(job.workers):
         result.agents.append(AgentConfig(
-            role="ring", name=w, ip=topo.node(w).ip, worker_index=index, submodels=[], workers=ring,
-            schedule=jp.scheme, racks=jp.notes.get("racks", []), step_overhead_s=options.get("step_overhead_s", 0.0),
-            step_jitter_s=options.get("step_jitter_s", 0.0),
-            compute_time_s=job.compute_time_s, start_s=job.start_s, compute_delay=_compute_delay_of(scenario, w),
-            window=job.window,
-            transport=job.transport, transport_options=_paced_rate(job, planned_rate_bps),
-            link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=0.0, **common))
+            role="ring", worker_index=index, workers=ring, schedule=jp.scheme, racks=jp.notes.get("racks", []),
+            window=job.window, **_ring_worker_fields(scenario, job, w, planned_rate_bps), **common))
+
+
+def _ring_worker_fields(scenario, job, w: str, planned_rate_bps: float = None) -> dict:
+    """What every ring worker's config (RAR, H-AR, Rina) says alike: its name and address, its steps'
+    overhead and jitter (the scheme's options), compute, start, straggler delay, transport and host link;
+    no sub-models, and no first-RESULT allowance (a peer acknowledges within 2 ms)."""
+    options = job.policy_options.get(job.policy, {})
+    node = scenario.topology.node(w)
+    return dict(name=w, ip=node.ip, submodels=[], step_overhead_s=options.get("step_overhead_s", 0.0),
+                step_jitter_s=options.get("step_jitter_s", 0.0), compute_time_s=job.compute_time_s,
+                start_s=job.start_s, compute_delay=_compute_delay_of(scenario, w), transport=job.transport,
+                transport_options=_paced_rate(job, planned_rate_bps),
+                link_rate_bps=scenario.topology.host_link(w).rate_bps, first_result_timeout_s=0.0)
 
 
 def _rina_agents(scenario, job, jp, common: dict, result, planned_rate_bps: float = None):
@@ -598,7 +605,6 @@ def _rina_agents(scenario, job, jp, common: dict, result, planned_rate_bps: floa
     members = jp.notes["members"]
     ring = [(m, topo.node(member["workers"][0]).ip) for m, member in enumerate(members)]
     tors = [(m, topo.node(member["tor"]).ip if member["tor"] else "") for m, member in enumerate(members)]
-    options = job.policy_options.get(job.policy, {})
     for m, member in enumerate(members):
         tor = member["tor"]
         window = job.window
@@ -606,14 +612,10 @@ def _rina_agents(scenario, job, jp, common: dict, result, planned_rate_bps: floa
             window = min(window, result.slot_ranges[(job.name, tor)][1])
         for rank, w in enumerate(member["workers"]):
             result.agents.append(AgentConfig(
-                role="rina", name=w, ip=topo.node(w).ip, worker_index=job.workers.index(w), submodels=[],
-                workers=ring, member_index=m, schedule="rar",
+                role="rina", worker_index=job.workers.index(w), workers=ring, member_index=m, schedule="rar",
                 rack_tor_node=topo.node(tor).node_id if tor else 0, rack_size=len(member["workers"]) if tor else 0,
-                rack_rank=rank, agent_ip=ring[m][1], member_tors=tors,
-                step_overhead_s=options.get("step_overhead_s", 0.0), step_jitter_s=options.get("step_jitter_s", 0.0),
-                compute_time_s=job.compute_time_s, start_s=job.start_s, compute_delay=_compute_delay_of(scenario, w),
-                window=window, transport=job.transport, transport_options=_paced_rate(job, planned_rate_bps),
-                link_rate_bps=topo.host_link(w).rate_bps, first_result_timeout_s=0.0, **common))
+                rack_rank=rank, agent_ip=ring[m][1], member_tors=tors, window=window,
+                **_ring_worker_fields(scenario, job, w, planned_rate_bps), **common))
 
 
 def _rates_to_ps(scenario, routes, job, worker) -> list:

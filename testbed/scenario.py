@@ -1378,8 +1378,6 @@ def _resolve_host_link_draw(c, item, scale):
 #: and bmv2 compiles them into registers; 64x the default (1024 x 64) is the most a small VM holds.
 MAX_EMULATED_AGGREGATOR_CELLS = 1 << 22
 SIMULATE_ONLY = "valid for `inatb simulate` only"
-#: Schemes the flow-level simulator models and the data plane does not run yet, and what it lacks (none now).
-SIMULATED_POLICIES = {}
 
 
 def emulation_limits(scenario) -> list:
@@ -1389,8 +1387,7 @@ def emulation_limits(scenario) -> list:
     the checks that would otherwise fail only once the network is built (htb's
     rate ceiling, switch memory) or that the emulation would silently ignore
     (the simulator's ``simulation:`` inputs, a transport whose switch side the
-    data plane does not implement yet, a scheme it does not run yet:
-    ``SIMULATED_POLICIES``, a PS on one of its job's worker hosts). Empty:
+    data plane does not implement yet, a Rina ring of one member). Empty:
     nothing stops a run.
     Pure: reads the scenario, touches nothing. ``require_emulable`` raises on
     the first.
@@ -1428,8 +1425,6 @@ def _emulation_limit_fields(scenario) -> list:
                                                  "are a model input of the simulator"))
     topology = scenario.topology
     for i, job in enumerate(scenario.jobs):
-        if job.policy in SIMULATED_POLICIES:
-            found.append((f"jobs.{i}.policy", f"policy {job.policy}: {SIMULATED_POLICIES[job.policy]}"))
         tors = {topology.neighbor(w, topology.host_link(w)) for w in job.workers}
         if job.policy == "rina" and len(tors) == 1 and topology.nodes[next(iter(tors))].programmable:
             found.append((f"jobs.{i}.workers", f"policy rina: every worker is under one programmable ToR "

@@ -53,8 +53,8 @@ import select
 
 import numpy as np
 
-from testbed.agents.common import (FRAME_OVERHEAD_BYTES, AgentClock, agent_session, install_status_dump,
-                                   pending_datagrams, sending_rate_bps, straggler_delay_s, straggler_rng)
+from testbed.agents.common import (FRAME_OVERHEAD_BYTES, agent_session, install_status_dump, pending_datagrams,
+                                   sending_rate_bps, straggler_delay_s, straggler_rng)
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.ring import IDLE_WAIT_S, AnsweringPeer, RingWorker, mismatched_fragments
 from testbed.agents.ring_schedule import rar_steps
@@ -198,10 +198,7 @@ class RinaRackWorker(AnsweringPeer):
     """A Rina rack's worker other than its agent: shards on pull, finished chunks from the ToR."""
 
     def __init__(self, config, sock, records, clock=None):
-        self.cfg = config
-        self.sock = sock
-        self.records = records
-        self.clock = clock or AgentClock(config.time_dilation)
+        super().__init__(config, sock, records, clock)
         members = dict(config.workers)
         self.steps = rar_steps(config.member_index, len(members), config.total_fragments)
         self.gather_from = len(members) - 1
@@ -219,8 +216,7 @@ class RinaRackWorker(AnsweringPeer):
         self.answered = set()       # seqs of the current iteration answered (a second answer is a resend)
         self.tally = [0, 0, 0, None, 0.0]     # packets, resent packets, frame bytes, first pull's time, last send's
         self.repairs_asked = 0
-        self.last_arrival_s = self.progress_s = self.clock.now_s()
-        self.phase = "starting"
+        self.progress_s = self.last_arrival_s
 
     # -- packets ----------------------------------------------------------------------------
     def serve(self, wait_s: float):

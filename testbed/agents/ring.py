@@ -69,8 +69,17 @@ def mismatched_fragments(cfg, iteration: int, rows) -> int:
 
 
 class AnsweringPeer:
-    """What every ring agent does when it is not sending its own range: answer its peers (``serve``) until a
-    deadline, and after its last iteration until they have been quiet for ``LINGER_QUIET_S``."""
+    """What every ring agent does when it is not sending its own range: answer its peers (``serve``, the
+    subclass's: it sets ``last_arrival_s`` when a datagram arrives) until a deadline, and after its last
+    iteration until they have been quiet for ``LINGER_QUIET_S``."""
+
+    def __init__(self, config, sock, records, clock=None):
+        self.cfg = config
+        self.sock = sock
+        self.records = records
+        self.clock = clock or AgentClock(config.time_dilation)
+        self.last_arrival_s = self.clock.now_s()
+        self.phase = "starting"
 
     def serve_until(self, deadline_s: float):
         """Answer the peers (computing, or waiting for the job's start) until ``deadline_s``."""
@@ -86,10 +95,7 @@ class AnsweringPeer:
 
 class RingWorker(AnsweringPeer):
     def __init__(self, config, sock, records, clock=None):
-        self.cfg = config
-        self.sock = sock
-        self.records = records
-        self.clock = clock or AgentClock(config.time_dilation)
+        super().__init__(config, sock, records, clock)
         self.rank = config.worker_index
         self.steps, self.ips = self._ring(config)
         self.frame_bytes = self._frame_bytes(config.lanes)
@@ -103,8 +109,6 @@ class RingWorker(AnsweringPeer):
         self.received = {}             # (iteration, step) -> {index: lanes as bytes}, steps not yet applied
         self.position = (0, -1)        # (iteration, step) being worked on; earlier ones are applied
         self.acks = DelayedAcks()
-        self.last_arrival_s = self.clock.now_s()
-        self.phase = "starting"
 
     # -- what a ring scheme's member says differently (testbed.agents.rina overrides these) ---------
     @staticmethod

@@ -69,8 +69,8 @@ class Peer(AnsweringPeer):
     """Serves by advancing the clock; a datagram arrives at each instant in ``arrivals_s``."""
 
     def __init__(self, arrivals_s):
-        self.clock, self.arrivals_s, self.last_arrival_s, self.waits = FakeClock(), list(arrivals_s), 0.0, []
-        self.phase = "communicating"
+        super().__init__(SimpleNamespace(), sock=None, records=None, clock=FakeClock())
+        self.arrivals_s, self.waits = list(arrivals_s), []
 
     def serve(self, wait_s):
         self.waits.append(wait_s)
@@ -82,6 +82,7 @@ class Peer(AnsweringPeer):
 
 def test_a_ring_peer_serves_until_its_deadline_and_lingers_until_quiet():
     peer = Peer([0.1, 1.0])
+    assert (peer.phase, peer.last_arrival_s) == ("starting", 0.0)
     peer.serve_until(0.5)
     assert peer.clock.t == 0.5 and peer.waits[0] == 0.5 and peer.last_arrival_s == 0.1
     peer.linger()

@@ -87,13 +87,19 @@ def gack_rewrite(buf: bytearray, progress: int):
     """ina.p4's GACK, in place: the gradient in ``buf`` (its lanes already cut) becomes the header its sender
     gets back, carrying ``progress`` (S_sum) and ECN_ECHO when the gradient arrived CE."""
     _U16.pack_into(buf, INA_OFFSET + 2, FLAG_GACK | FLAG_ECN_ECHO if buf[15] & 3 == 3 else FLAG_GACK)
-    buf[INA_OFFSET + 4] = 0                                   # elems
     _U32.pack_into(buf, INA_OFFSET + 34, progress)
     buf[0:6], buf[6:12] = buf[6:12], buf[0:6]                 # Ethernet destination <-> source
     buf[26:30], buf[30:34] = buf[30:34], buf[26:30]           # IPv4 source <-> destination
     buf[34:36], buf[36:38] = buf[36:38], buf[34:36]           # UDP source <-> destination port
     buf[15] &= 0xFC                                           # not ECN-capable
     buf[22] = program.GACK_TTL
+    headers_alone(buf)
+
+
+def headers_alone(buf: bytearray):
+    """ina.p4's Egress for a packet that leaves without its lanes (``meta.strip_lanes``: a GACK, a Rina pull),
+    in place, its lanes already cut: elems 0, the IPv4 and UDP lengths of the headers, UDP checksum 0."""
+    buf[INA_OFFSET + 4] = 0                                   # elems
     _U16.pack_into(buf, 16, program.GACK_IPV4_BYTES)
     _U16.pack_into(buf, 38, program.GACK_UDP_BYTES)
     buf[40] = buf[41] = 0

@@ -153,6 +153,7 @@ import numpy as np
 
 from testbed.dataplane import program
 from testbed.dataplane.entries import encode_value
+from testbed.dataplane.pyswitch.egress import headers_alone
 from testbed.dataplane.pyswitch.tables import Table
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_GACK, FLAG_GATHER,
                                     FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_TASK, INA_HEADER, INA_OFFSET,
@@ -288,13 +289,13 @@ class Ingress:
             return self._result(buf, job, flags, iteration, seq, pa)
         if flags & FLAG_GACK:
             return True     # a GACK on its way back to a worker: forwarded, never aggregated
+        job_node = bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[INA_OFFSET + 6:INA_OFFSET + 8])  # job, agg_node
         if flags & FLAG_DATA and self._rina_rack:
-            rack = self._rina_rack.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[INA_OFFSET + 6:INA_OFFSET + 8]))
+            rack = self._rina_rack.get(job_node)
             if rack is not None and rack[0] == "rina_aggregate":
                 return self._rina(buf, rack[1], job, flags, elems, fanin, count, iteration, seq, bitmap)
         # ina_filter key: job, agg_node, submodel (header offsets 0, 6, 12)
-        entry = self._ina_filter.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[INA_OFFSET + 6:INA_OFFSET + 8]) +
-                                     bytes(buf[INA_OFFSET + 12:INA_OFFSET + 14]))
+        entry = self._ina_filter.get(job_node + bytes(buf[INA_OFFSET + 12:INA_OFFSET + 14]))
         if entry is None or entry[0] != "ina_aggregate":
             if flags & FLAG_GATHER and self._rina_gather:
                 # Rina: a finished chunk arriving for a Rina rack's agent: to every worker of the rack.
@@ -445,7 +446,7 @@ class Ingress:
         if not slot_count:
             stats[ST_RANGE] += 1
             return None
-        slot = slot_base + seq % slot_count
+        slot = slot_index(seq, slot_base, slot_count)
         if slot >= self.slots:
             stats[ST_RANGE] += 1
             return None
@@ -502,11 +503,8 @@ class Ingress:
             # The task's pull: its header alone to the rack's other workers.
             stats[ST_RINA_PULLED] += 1
             _U16.pack_into(buf, INA_OFFSET + 2, FLAG_PULL | (flags & FLAG_GATHER))
-            buf[INA_OFFSET + 4] = 0                               # elems
             del buf[PAYLOAD_OFFSET:]
-            _U16.pack_into(buf, 16, program.GACK_IPV4_BYTES)
-            _U16.pack_into(buf, 38, program.GACK_UDP_BYTES)
-            buf[40] = buf[41] = 0
+            headers_alone(buf)
             return self._multicast(buf, pull_grp)
         return None     # absorbed into the slot
 
