@@ -30,15 +30,33 @@ from testbed.scenario import AUTO_DILATION, require_emulable
 TARGET_BUDGET_PPS = {"pyswitch": 20000.0, "bmv2": 2500.0}
 #: Packets/s (sent plus received) one worker or PS agent keeps up with in a run.
 AGENT_BUDGET_PPS = 20000.0
-#: What a packet costs, as packets per CPU-second, when the planner adds up the machine: the marginal cost
-#: measured in runs (benchmarks/bench_packet_costs.py: CPU seconds of a 25-iteration run less a 5-iteration
-#: one, per packet handled): pyswitch 44-46k ingress packets, bmv2 6.9k (at time dilation 75), a worker
-#: 45-50k and a PS 39-41k packets sent plus received.
-SWITCH_CORE_PPS = {"pyswitch": 45000.0, "bmv2": 6900.0}
-AGENT_CORE_PPS = 40000.0
-#: The share of the machine's cores the switches and agents may keep busy together; the rest is the
-#: kernel's (veths, htb, UDP sockets) and the run's own monitors.
-USABLE_CORE_SHARE = 0.8
+#: What a packet costs a process, as packets per CPU-second, by the packet rate the planner predicts for it
+#: (packets per wall second while its job communicates, time dilation included): points (wall packets/s,
+#: packets per CPU-second), log-linear between them, the nearest point's cost beyond them. A process that
+#: sleeps between packets wakes for each one (a context switch and an epoll or select round); at higher
+#: rates one wake-up serves several, so the slower packets come, the dearer each is, down to a floor where
+#: every packet wakes its process. Measured on the quickstart at 1/1000 (`benchmarks/bench_packet_costs.py
+#: --time-dilation 8,16,32,64`: CPU seconds of a 25-iteration run less a 5-iteration one, less the idling
+#: charged apart below, per packet handled): the pyswitch switch 42.7k at 23.3k packets/s (N = 8), 30.3k,
+#: 28.1k and 26.5k at 11.6k, 5.8k and 2.9k (N = 16, 32, 64: the floor, their median 28.1k at 11.6k);
+#: workers 48.6k at 9.3k, 38.6k, 31.6k and 36.3k below (floor 36.3k at 4.65k); the PS 39.6k at 9.3k,
+#: 30.8k, 33.1k and 35.2k below (floor 33.1k at 4.65k). bmv2: one point, 6.9k at 2.5k packets/s (N = 75,
+#: idling not taken off), its cost at every rate. Costs are kept at the fastest point's above it (no more
+#: batching is assumed than was measured).
+PACKET_COST_CURVES = {
+    "pyswitch": ((11_600.0, 28_100.0), (23_300.0, 42_700.0)),
+    "bmv2": ((2_500.0, 6_900.0),),
+    "worker": ((4_650.0, 36_300.0), (9_300.0, 48_600.0)),
+    "ps": ((4_650.0, 33_100.0), (9_300.0, 39_600.0)),
+}
+#: The share of the machine's cores the switches and agents may keep busy together; the rest is the kernel's
+#: work outside their system calls (htb's timers, softirqs), the run's monitors, and the slack a machine
+#: needs before processes queue for a core and every packet costs more. Measured on InArt's 54-server
+#: fat-tree with VGG19 (`inatb run scenarios/papers/inart/emulation.yaml --target pyswitch --set
+#: jobs.0.model=vgg19 --set time_dilation=N`): planned at 77% of the cores (N = 14) the machine ran 93%
+#: busy (distorted: processes 1.56 cores, the rest 0.31); at 69% (N = 16) 64%, at 66% (N = 17) 58%, the
+#: rest 0.03-0.04 cores, communication the same 1.30 s at all three.
+USABLE_CORE_SHARE = 0.7
 #: What a switch or agent process costs while no packet moves (its select timeouts, the agents' clocks), in
 #: cores: InArt's 54-server fat-tree (45 pyswitch processes, 54 agents) with every agent computing and no
 #: packet in flight measured 0.0028 per switch and 0.0029 per agent (`inatb run
@@ -48,6 +66,20 @@ USABLE_CORE_SHARE = 0.8
 PROCESS_IDLE_CORES = 0.003
 #: The least of the machine the packets' work is planned on, however many processes idle.
 MIN_WORKING_CORE_SHARE = 0.05
+
+
+def packets_per_cpu_s(curve, wall_pps: float) -> float:
+    """What one of ``PACKET_COST_CURVES`` gives a process that handles ``wall_pps`` packets per wall second:
+    log-linear between the curve's points, the nearest point's cost outside them."""
+    (low_pps, low_cost), (high_pps, high_cost) = curve[0], curve[-1]
+    if wall_pps <= low_pps:
+        return low_cost
+    if wall_pps >= high_pps:
+        return high_cost
+    for (r0, c0), (r1, c1) in zip(curve, curve[1:]):
+        if wall_pps <= r1:
+            return c0 + (c1 - c0) * math.log(wall_pps / r0) / math.log(r1 / r0)
+    raise AssertionError("unreachable: wall_pps is inside the curve")
 
 
 def resolve_target(requested: str) -> str:
@@ -64,16 +96,44 @@ class PacketBudget:
 
     ``switch_pps`` and ``agent_pps``: packets per second each switch takes in and each worker or PS agent
     sends plus receives while its job communicates, at time dilation 1 (the fluid model's rates,
-    :func:`testbed.sim.node_packet_rates`). Time dilation N divides them all by N. Three budgets bound
-    them: the busiest switch at most its target's ``TARGET_BUDGET_PPS``, every agent at most
-    ``AGENT_BUDGET_PPS``, and all of them together, each packet costing a core's share by
-    ``SWITCH_CORE_PPS`` / ``AGENT_CORE_PPS`` and each process ``PROCESS_IDLE_CORES`` whatever N, at most
-    ``USABLE_CORE_SHARE`` of the machine's cores.
+    :func:`testbed.sim.node_packet_rates`); ``ps_names``: which agents are parameter servers (the rest are
+    workers). Time dilation N divides the rates by N. Three budgets bound them: the busiest switch at most
+    its target's ``TARGET_BUDGET_PPS``, every agent at most ``AGENT_BUDGET_PPS``, and all of them together
+    at most ``USABLE_CORE_SHARE`` of the machine's cores less ``PROCESS_IDLE_CORES`` per process (whatever
+    N), each packet costing a core's share by its process's ``PACKET_COST_CURVES`` at the rate it sees at N.
     """
     target: str
     cores: int
     switch_pps: dict
     agent_pps: dict
+    ps_names: frozenset = frozenset()
+
+    def cores_busy(self, factor: float) -> float:
+        """The cores the packets keep busy at time dilation ``factor``."""
+        def work(pps, curve):
+            return (pps / factor) / packets_per_cpu_s(curve, pps / factor)
+        return sum(work(pps, PACKET_COST_CURVES[self.target]) for pps in self.switch_pps.values()) + \
+            sum(work(pps, PACKET_COST_CURVES["ps" if name in self.ps_names else "worker"])
+                for name, pps in self.agent_pps.items())
+
+    def working_cores(self) -> float:
+        """The cores the packets' work is planned on: the usable share less every process's idling."""
+        idle = (len(self.switch_pps) + len(self.agent_pps)) * PROCESS_IDLE_CORES
+        return max(USABLE_CORE_SHARE * self.cores - idle, MIN_WORKING_CORE_SHARE * self.cores)
+
+    def machine_needs(self) -> float:
+        """The smallest time dilation (>= 1) at which the packets' work fits the working cores. The work
+        falls as N grows (the rate falls by N, a packet's cost rises less), so bisection finds it."""
+        working = self.working_cores()
+        if self.cores_busy(1.0) <= working:
+            return 1.0
+        low, high = 1.0, 2.0
+        while self.cores_busy(high) > working:
+            low, high = high, high * 2
+        while high - low > 1e-6 * high:
+            middle = (low + high) / 2
+            low, high = (middle, high) if self.cores_busy(middle) > working else (low, middle)
+        return high
 
     def needs(self) -> dict:
         """Each budget (as a phrase) -> the time dilation it alone needs."""
@@ -86,13 +146,10 @@ class PacketBudget:
             agent = max(self.agent_pps, key=self.agent_pps.get)
             needs[f"agent {agent} ({self.agent_pps[agent]:,.0f} packets/s at time dilation 1, budget "
                   f"{AGENT_BUDGET_PPS:,.0f}/s)"] = self.agent_pps[agent] / AGENT_BUDGET_PPS
-        cores = sum(self.switch_pps.values()) / SWITCH_CORE_PPS[self.target] + \
-            sum(self.agent_pps.values()) / AGENT_CORE_PPS
         processes = len(self.switch_pps) + len(self.agent_pps)
-        idle = processes * PROCESS_IDLE_CORES
-        working = max(USABLE_CORE_SHARE * self.cores - idle, MIN_WORKING_CORE_SHARE * self.cores)
-        needs[f"the machine ({cores:.1f} cores' work at time dilation 1 and {processes} processes idling on "
-              f"{idle:.2f}, {USABLE_CORE_SHARE:.0%} of {self.cores} cores usable)"] = cores / working
+        needs[f"the machine ({self.cores_busy(1.0):.1f} cores' work at time dilation 1 and {processes} processes "
+              f"idling on {processes * PROCESS_IDLE_CORES:.2f}, {USABLE_CORE_SHARE:.0%} of {self.cores} cores "
+              f"usable)"] = self.machine_needs()
         return needs
 
     def needed(self) -> float:
@@ -130,7 +187,8 @@ def packet_budget(scenario, target: str, policy=None, cores: int = None) -> Pack
     agents = {h for job in scenario.jobs for h in list(job.workers) + list(job.ps)}
     return PacketBudget(resolve_target(target), cores or os.cpu_count() or 1,
                         {n: pps for n, pps in rates.items() if scenario.topology.nodes[n].kind == "switch"},
-                        {n: pps for n, pps in rates.items() if n in agents})
+                        {n: pps for n, pps in rates.items() if n in agents},
+                        frozenset(h for job in scenario.jobs for h in job.ps))
 
 
 def dilation_factor(scenario, budget: PacketBudget) -> float:

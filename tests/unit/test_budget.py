@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from testbed import budget, sim
-from testbed.budget import (AGENT_BUDGET_PPS, AGENT_CORE_PPS, PROCESS_IDLE_CORES, SWITCH_CORE_PPS, TARGET_BUDGET_PPS,
+from testbed.budget import (AGENT_BUDGET_PPS, PACKET_COST_CURVES, PROCESS_IDLE_CORES, TARGET_BUDGET_PPS,
                             USABLE_CORE_SHARE, PacketBudget, dilation_factor, expected_wall_s, packet_budget,
-                            resolve_target)
+                            packets_per_cpu_s, resolve_target)
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.policy import compute_policy
 from testbed.scenario import load_scenario
@@ -41,8 +41,10 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
     switch, machine = packet_budget(scenario, "bmv2", cores=2).warnings(1)
     assert switch.startswith("switch s1 (9,301 packets/s at time dilation 1, bmv2 budget 2,500/s) needs time "
                              "dilation 3.72, the run uses 1")
-    assert machine.startswith("the machine (1.8 cores' work at time dilation 1 and 6 processes idling on 0.02, 80% "
-                              "of 2 cores usable) needs time dilation 1.15")
+    # bmv2 at 6,900 packets per CPU-second: 1.35 cores; the agents' 3,720 packets/s each, below their curves'
+    # first points, at the floor: 4 x 3,720 / 36,300 + 3,720 / 33,100 = 0.52 cores; 1.87 / (1.4 - 6 x 0.003).
+    assert machine.startswith("the machine (1.9 cores' work at time dilation 1 and 6 processes idling on 0.02, 70% "
+                              "of 2 cores usable) needs time dilation 1.35")
     monkeypatch.setattr(budget.shutil, "which", lambda name: f"/x/{name}")
     assert packet_budget(scenario, "auto", cores=2).target == "bmv2"      # auto resolves to bmv2 here
     monkeypatch.setattr(budget.shutil, "which", lambda name: None)
@@ -52,22 +54,25 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
 def test_auto_takes_the_smallest_whole_dilation_inside_every_budget():
     # At 1/1000 the quickstart's links are 100 Mb/s: 37,202 frames/s. s1 takes four workers' and the RESULTs:
     # 186,012/s, 9.3 x its budget; each agent sends and receives 74,405/s, 3.7 x its own; the machine holds
-    # 186,012 / 45,000 + 5 x 74,405 / 40,000 = 13.43 cores' work, 8.5 x 80% of two cores less six processes'
-    # idling.
+    # 186,012 / 42,700 + 4 x 74,405 / 48,600 + 74,405 / 39,600 = 12.36 cores' work at N = 1 (every rate above
+    # its curve's last point), and fits 70% of two cores less six processes' idling from N = 9.66 on.
     scenario = load_scenario(QUICKSTART, ["scale=0.001", "time_dilation=auto"])
     plan = packet_budget(scenario, "pyswitch", cores=2)
     link = frames_per_s(100e6)
     assert plan.switch_pps == {"s1": pytest.approx(5 * link)}
     assert plan.agent_pps == {h: pytest.approx(2 * link) for h in ("w1", "w2", "w3", "w4", "ps")}
+    assert plan.cores_busy(1.0) == pytest.approx(5 * link / 42700 + 4 * 2 * link / 48600 + 2 * link / 39600)
+    working = USABLE_CORE_SHARE * 2 - 6 * PROCESS_IDLE_CORES
+    machine = plan.machine_needs()
+    assert plan.cores_busy(machine) == pytest.approx(working, rel=1e-5) and machine == pytest.approx(9.66, abs=0.01)
     needs = sorted(plan.needs().values())
-    cores = 5 * link / SWITCH_CORE_PPS["pyswitch"] + 5 * 2 * link / AGENT_CORE_PPS
     assert needs == pytest.approx(sorted([5 * link / TARGET_BUDGET_PPS["pyswitch"], 2 * link / AGENT_BUDGET_PPS,
-                                          cores / (USABLE_CORE_SHARE * 2 - 6 * PROCESS_IDLE_CORES)]))
-    assert plan.binding().startswith("switch s1 (186,012 packets/s")
+                                          machine]))
+    assert plan.binding().startswith("the machine (12.4 cores' work at time dilation 1")
     assert dilation_factor(scenario, plan) == 10.0 == plan.auto_factor()
-    assert plan.warnings(10) == [] and len(plan.warnings(9)) == 1
+    assert plan.warnings(10) == [] and len(plan.warnings(9)) == 2
     assert dilation_factor(load_scenario(QUICKSTART, ["time_dilation=3"]), plan) == 3.0   # a number is kept
-    # With four cores the machine needs 4.2, the switch still 9.3.
+    # With four cores the machine needs 4.4, the switch still 9.3.
     assert packet_budget(scenario, "pyswitch", cores=4).auto_factor() == 10.0
     assert packet_budget(scenario, "bmv2", cores=2).binding().startswith("switch s1 (186,012 packets/s at time "
                                                                          "dilation 1, bmv2 budget 2,500/s)")
@@ -84,7 +89,7 @@ def test_a_jobs_workers_are_predicted_at_its_slowest_workers_rate():
     plan = packet_budget(scenario, "pyswitch", policy, cores=2)
     assert set(plan.switch_pps) == {"s1", "s2", "s3"} and set(plan.agent_pps) == {f"w{i}" for i in range(1, 9)} | {
         "ps"}
-    assert plan.auto_factor() == 5.0
+    assert plan.auto_factor() == 8.0
 
 
 def test_the_expected_wall_time_is_the_simulated_iterations_times_the_dilation():
@@ -97,13 +102,33 @@ def test_the_expected_wall_time_is_the_simulated_iterations_times_the_dilation()
 def test_idle_processes_take_their_share_of_the_machine_before_the_packets_do():
     # InArt's fat-tree: 45 switches and 54 agents idle on 0.3 cores whatever N, which the packets' work
     # cannot use; without that share auto's N left its VGG19 and LSTM runs CPU-bound (90-98% of two cores).
-    busy = {f"w{i}": 8000.0 for i in range(8)}                        # 64,000 packets/s: 1.6 cores' work
+    busy = {f"w{i}": 4000.0 for i in range(16)}       # 64,000 packets/s, 4,000 each: 1.76 cores at N = 1
     few = PacketBudget("pyswitch", 2, {"s1": 0.0}, busy)
     many = PacketBudget("pyswitch", 2, {f"s{i}": 0.0 for i in range(45)}, {**busy, **{
-        f"h{i}": 0.0 for i in range(46)}})
-    work = 64000.0 / AGENT_CORE_PPS
-    assert few.needed() == pytest.approx(work / (1.6 - 9 * PROCESS_IDLE_CORES))
-    assert many.needed() == pytest.approx(work / (1.6 - 99 * PROCESS_IDLE_CORES))
+        f"h{i}": 0.0 for i in range(38)}})
+    # Below 4,650 packets/s a worker's packet costs the floor, 1/36,300 of a core-second.
+    assert few.cores_busy(2.0) == pytest.approx(32000.0 / 36300)
+    assert few.needed() == pytest.approx(64000.0 / 36300 / (1.4 - 17 * PROCESS_IDLE_CORES), rel=1e-5)
+    assert many.needed() == pytest.approx(64000.0 / 36300 / (1.4 - 99 * PROCESS_IDLE_CORES), rel=1e-5)
     assert many.auto_factor() == 2.0 and "99 processes idling on 0.30" in many.binding()
     crowd = PacketBudget("pyswitch", 2, {f"s{i}": 0.0 for i in range(1000)}, busy)
-    assert crowd.needed() == pytest.approx(work / (0.05 * 2))          # never planned on less than 5% of it
+    assert crowd.needed() == pytest.approx(64000.0 / 36300 / (0.05 * 2), rel=1e-5)   # never less than 5% of it
+
+
+def test_a_packet_costs_more_the_slower_packets_come_to_its_process():
+    # pyswitch: 28,100 packets per CPU-second at 11,600 packets/s and below, 42,700 at 23,300 and above,
+    # log-linear between: at their geometric mean, the mean of the two.
+    curve = PACKET_COST_CURVES["pyswitch"]
+    assert packets_per_cpu_s(curve, 1000.0) == 28100.0 == packets_per_cpu_s(curve, 11600.0)
+    assert packets_per_cpu_s(curve, 1e6) == 42700.0 == packets_per_cpu_s(curve, 23300.0)
+    assert packets_per_cpu_s(curve, (11600.0 * 23300.0) ** 0.5) == pytest.approx((28100.0 + 42700.0) / 2)
+    assert packets_per_cpu_s(PACKET_COST_CURVES["bmv2"], 10.0) == 6900.0 == packets_per_cpu_s(
+        PACKET_COST_CURVES["bmv2"], 1e6)
+    # A PS's packets cost by the PS's curve, a worker's by the workers'.
+    as_worker = PacketBudget("pyswitch", 2, {}, {"h1": 9300.0})
+    as_ps = PacketBudget("pyswitch", 2, {}, {"h1": 9300.0}, frozenset({"h1"}))
+    assert as_worker.cores_busy(1.0) == pytest.approx(9300.0 / 48600) and as_ps.cores_busy(1.0) == pytest.approx(
+        9300.0 / 39600)
+    # Doubling N halves the packets and raises a packet's cost by less than twice: the work falls.
+    plan = PacketBudget("pyswitch", 2, {"s1": 186012.0}, {"w1": 74405.0})
+    assert all(plan.cores_busy(2 * n) < plan.cores_busy(n) for n in (1, 2, 4, 8, 16, 32))
