@@ -77,6 +77,12 @@ def predicted_wall_pps(summary: dict) -> dict:
             for name, pps in {**plan["switch_pps"], **plan["agent_pps"]}.items()}
 
 
+def marginal_cost(role: str, packets: float, cpu_s: float, wall_pps: float) -> dict:
+    """One process's (or the unattributed share's) marginal cost, in packets per CPU-second."""
+    return {"role": role, "packets": packets, "cpu_s": cpu_s, "wall_pps": wall_pps,
+            "packets_per_cpu_s": packets / cpu_s if cpu_s > 0 else None}
+
+
 def costs(few: dict, many: dict) -> dict:
     """Per process: packets it handled more in the longer run over its CPU seconds more (its idling over the
     extra wall time taken off), with the wall packet rate the planner predicts for it."""
@@ -89,14 +95,9 @@ def costs(few: dict, many: dict) -> dict:
     for name in cpu_many:
         role, node = name.split()
         extra_cpu_s = cpu_many[name] - cpu_few.get(name, 0.0) - PROCESS_IDLE_CORES * extra_wall_s
-        packets = PACKETS_PER_FRAGMENT[role] * extra_fragments
-        out[name] = {"role": role, "packets": packets, "cpu_s": extra_cpu_s, "wall_pps": wall_pps[node],
-                     "packets_per_cpu_s": packets / extra_cpu_s if extra_cpu_s > 0 else None}
-    out["unattributed"] = {"role": "unattributed", "cpu_s": unattributed_cpu_s(many) - unattributed_cpu_s(few),
-                           "packets": PACKETS_PER_FRAGMENT["switch"] * extra_fragments,
-                           "wall_pps": sum(wall_pps.values())}
-    extra = out["unattributed"]
-    extra["packets_per_cpu_s"] = extra["packets"] / extra["cpu_s"] if extra["cpu_s"] > 0 else None
+        out[name] = marginal_cost(role, PACKETS_PER_FRAGMENT[role] * extra_fragments, extra_cpu_s, wall_pps[node])
+    out["unattributed"] = marginal_cost("unattributed", PACKETS_PER_FRAGMENT["switch"] * extra_fragments,
+                                        unattributed_cpu_s(many) - unattributed_cpu_s(few), sum(wall_pps.values()))
     return out
 
 

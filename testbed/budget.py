@@ -184,11 +184,11 @@ def packet_budget(scenario, target: str, policy=None, cores: int = None) -> Pack
     from testbed import sim
     from testbed.policy import compute_policy
     rates = sim.node_packet_rates(scenario, policy or compute_policy(scenario))
-    agents = {h for job in scenario.jobs for h in list(job.workers) + list(job.ps)}
+    ps_names = frozenset(h for job in scenario.jobs for h in job.ps)
+    agents = ps_names | {w for job in scenario.jobs for w in job.workers}
     return PacketBudget(resolve_target(target), cores or os.cpu_count() or 1,
                         {n: pps for n, pps in rates.items() if scenario.topology.nodes[n].kind == "switch"},
-                        {n: pps for n, pps in rates.items() if n in agents},
-                        frozenset(h for job in scenario.jobs for h in job.ps))
+                        {n: pps for n, pps in rates.items() if n in agents}, ps_names)
 
 
 def dilation_factor(scenario, budget: PacketBudget) -> float:
