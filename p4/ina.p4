@@ -43,7 +43,7 @@
 #endif
 
 #define INA_PORTS 64        /* per-port counters: ports 0..63 (program.MAX_PORTS) */
-#define INA_STATS 23        /* entries of ina_stats (len(program.STAT_INDICES)) */
+#define INA_STATS 24        /* entries of ina_stats (len(program.STAT_INDICES)) */
 #define INA_PA_JOBS 16      /* PA-ATP register rows: opted-in jobs per switch (program.PA_JOBS) */
 #define INA_PA_WORKERS 64   /* pa_seq entries per row: one per bitmap bit (program.PA_WORKERS) */
 #define INA_PA_SEQS 1024    /* pa_overflow cells per row, a power of two (program.PA_SEQS) */
@@ -69,6 +69,7 @@ const bit<16> FLAG_CAPACITY  = 0x0400;
 const bit<16> FLAG_TASK      = 0x0800;   /* Rina: a rack agent's shard that starts an aggregation (pulls) */
 const bit<16> FLAG_PULL      = 0x1000;   /* Rina: a task's header-only copy to the rack's other workers */
 const bit<16> FLAG_GATHER    = 0x2000;   /* Rina: a finished chunk, multicast to a Rina rack */
+const bit<16> FLAG_EVICTED   = 0x8000;   /* ESA: a partial evicted from its slot by a contribution of higher rank */
 
 /* ina_aggregate's release_mode (program.RELEASE_*) */
 const bit<8> RELEASE_ON_EMIT   = 0;
@@ -124,6 +125,7 @@ const bit<32> ST_OVERFLOW_FOLLOWED  = 19;
 const bit<32> ST_RINA_PULLED        = 20;
 const bit<32> ST_RINA_STALE_DROPPED = 21;
 const bit<32> ST_RINA_REEMITTED     = 22;
+const bit<32> ST_ESA_EVICTED        = 23;
 
 /* ---------------------------------------------------------------- headers */
 
@@ -245,6 +247,21 @@ struct metadata_t {
     bit<32> held_iteration;
     bit<32> held_seq;
     bit<64> held_bitmap;
+    bit<16> held_submodel;    /* agg_submodel of the slot (ESA: the occupant's esa_evict key) */
+    bit<8>  held_elems;       /* agg_elems of the slot */
+    /* ESA: esa_job (the colliding contribution's job) and esa_evict (the occupant's) action data */
+    bit<1>  esa_hit;
+    bit<16> esa_priority;
+    bit<1>  evict_hit;
+    bit<16> evict_priority;
+    bit<16> evict_fanin;      /* the occupant's fan-in here: a complete slot is never evicted */
+    bit<32> evict_dst;        /* the occupant's overflow target, where its evicted partial goes */
+    bit<16> evict_agg_node;
+    bit<16> evict_target_fanin;
+    bit<32> evict_slot_base;
+    bit<32> evict_slot_count;
+    bit<1>  evict;            /* this contribution takes the slot; the packet leaves as the evicted partial */
+    bit<16> evicted_count;
     bit<16> new_count;
     bit<64> new_bitmap;
     bit<1>  go_on;            /* still aggregating (not bypassed) */
@@ -335,7 +352,7 @@ control InaVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
 /* One lane of the slot arithmetic (unrolled by ina_lanes.p4). A valid lane i becomes
    (slot lane & keep_mask) + (packet lane & add_mask), is written back to the slot and into the
    packet (which may leave as the aggregate). Claiming a slot zeroes the lanes the packet lacks. */
-#define INA_LANE(i)                                                                             \
+#define INA_LANE_SUM(i)                                                                         \
     if (hdr.lanes[i].isValid()) {                                                               \
         agg_value.read(meta.lane_value, meta.value_base + i);                                   \
         meta.lane_value = (meta.lane_value & meta.keep_mask) + (hdr.lanes[i].value & meta.add_mask); \
@@ -344,6 +361,15 @@ control InaVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     } else if (meta.claim == 1) {                                                               \
         agg_value.write(meta.value_base + i, 0);                                                \
     }
+/* ESA's eviction: the slot takes the packet's lane, the packet the slot's (the same elems: lanes past them
+   are 0 in the slot already) */
+#define INA_LANE_SWAP(i)                                                                        \
+    if (hdr.lanes[i].isValid()) {                                                               \
+        agg_value.read(meta.lane_value, meta.value_base + i);                                   \
+        agg_value.write(meta.value_base + i, hdr.lanes[i].value);                               \
+        hdr.lanes[i].value = meta.lane_value;                                                   \
+    }
+#define INA_LANE(i) INA_LANE_SUM(i)
 
 /* v1model.p4 declares the control *types* Ingress and Egress (the parameters of V1Switch), so
    controls of those names would be duplicate declarations (p4c: "Ingress duplicates Ingress").
@@ -359,6 +385,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     @name(".Ingress.agg_iteration") register<bit<32>>(INA_SLOTS) agg_iteration;
     @name(".Ingress.agg_seq")       register<bit<32>>(INA_SLOTS) agg_seq;
     @name(".Ingress.agg_resulted")  register<bit<1>>(INA_SLOTS) agg_resulted;             /* RELEASE_SHADOW: RESULT passed */
+    @name(".Ingress.agg_submodel")  register<bit<16>>(INA_SLOTS) agg_submodel;            /* the claimant's sub-model */
+    @name(".Ingress.agg_elems")     register<bit<8>>(INA_SLOTS) agg_elems;                /* the claimant's lanes */
     @name(".Ingress.ina_stats")     counter(INA_STATS, CounterType.packets) ina_stats;
     @name(".Ingress.agg_capacity")  meter(1, MeterType.packets) agg_capacity;
     /* PA-ATP: row r = a job's pa_index (pa_job); worker n = the bit of its raw gradients' bitmap */
@@ -444,6 +472,25 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.pa_aecn = aecn;
     }
 
+    @name(".Ingress.esa_enable")
+    action esa_enable(bit<16> priority) {
+        meta.esa_hit = 1;
+        meta.esa_priority = priority;
+    }
+
+    @name(".Ingress.esa_evict_to")
+    action esa_evict_to(bit<16> priority, bit<16> fanin, bit<32> overflow_dst, bit<16> overflow_agg_node,
+                        bit<16> overflow_fanin, bit<32> overflow_slot_base, bit<32> overflow_slot_count) {
+        meta.evict_hit = 1;
+        meta.evict_priority = priority;
+        meta.evict_fanin = fanin;
+        meta.evict_dst = overflow_dst;
+        meta.evict_agg_node = overflow_agg_node;
+        meta.evict_target_fanin = overflow_fanin;
+        meta.evict_slot_base = overflow_slot_base;
+        meta.evict_slot_count = overflow_slot_count;
+    }
+
     @name(".Ingress.rina_aggregate")
     action rina_aggregate(bit<32> switch_addr, bit<32> slot_base, bit<32> slot_count, bit<16> pull_grp,
                           bit<16> gather_grp) {
@@ -521,6 +568,35 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         }
         actions = {
             pa_enable;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    /* ESA: the priority of a colliding contribution's job (applied on a collision only) */
+    @name(".Ingress.esa_job")
+    table esa_job {
+        key = {
+            hdr.ina.job: exact;
+        }
+        actions = {
+            esa_enable;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    /* ESA: the occupant of a slot, by the job and sub-model it holds: its rank, fan-in and overflow target */
+    @name(".Ingress.esa_evict")
+    table esa_evict {
+        key = {
+            meta.held_job: exact;
+            meta.held_submodel: exact;
+        }
+        actions = {
+            esa_evict_to;
             NoAction;
         }
         default_action = NoAction();
@@ -849,18 +925,51 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             meta.held_count = 0;
                         } else if (meta.held_job != hdr.ina.job || meta.held_iteration > hdr.ina.iteration ||
                                 (meta.held_seq != hdr.ina.seq && meta.held_iteration >= hdr.ina.iteration)) {
-                            /* slot held by another tag: COLLISION, on to the overflow target (below) */
-                            ina_stats.count(ST_COLLISION_BYPASSED);
-                            hdr.ina.flags = hdr.ina.flags | FLAG_COLLISION;
-                            meta.overflow = 1;
-                            meta.go_on = 0;
-                            if (meta.pa_hit == 1 && meta.pa_aecn != 0) {
-                                /* PA-ATP: an overflowed gradient, outstanding until a RESULT of its seq cell */
-                                meta.pa_cell = meta.pa_index * INA_PA_SEQS + (hdr.ina.seq & (INA_PA_SEQS - 1));
-                                pa_overflow.read(meta.pa_cell_count, meta.pa_cell);
-                                pa_overflow.write(meta.pa_cell, meta.pa_cell_count + 1);
-                                pa_overflowed.read(meta.pa_overflowed, meta.pa_index);
-                                pa_overflowed.write(meta.pa_index, meta.pa_overflowed + 1);
+                            /* slot held by another tag. ESA: a first-time contribution (not RETX, not
+                               PA-ATP's, not complete on its own) of an opted-in job that outranks the
+                               occupant, an incomplete partial of the same lanes, evicts it
+                               (program.esa_preempts: higher job priority; at equal priority the same
+                               job's older fragment of the same iteration, a lower seq) */
+                            if ((hdr.ina.flags & FLAG_RETX) == 0 && meta.pa_hit == 0 &&
+                                    hdr.ina.count < hdr.ina.fanin) {
+                                esa_job.apply();
+                                if (meta.esa_hit == 1) {
+                                    agg_submodel.read(meta.held_submodel, meta.slot);
+                                    agg_elems.read(meta.held_elems, meta.slot);
+                                    esa_evict.apply();
+                                    if (meta.evict_hit == 1 && meta.held_elems == hdr.ina.elems &&
+                                            meta.held_count < meta.evict_fanin &&
+                                            (meta.esa_priority > meta.evict_priority ||
+                                             (meta.esa_priority == meta.evict_priority &&
+                                              meta.held_job == hdr.ina.job &&
+                                              meta.held_iteration == hdr.ina.iteration &&
+                                              hdr.ina.seq < meta.held_seq))) {
+                                        meta.evict = 1;
+                                    }
+                                }
+                            }
+                            if (meta.evict == 1) {
+                                /* the contribution claims the slot as if free (below); the packet leaves
+                                   with the evicted partial, swapped lane by lane */
+                                ina_stats.count(ST_ESA_EVICTED);
+                                agg_bitmap.read(meta.held_bitmap, meta.slot);
+                                meta.evicted_count = meta.held_count;
+                                meta.held_count = 0;
+                            } else {
+                                /* COLLISION, on to the overflow target (below) */
+                                ina_stats.count(ST_COLLISION_BYPASSED);
+                                hdr.ina.flags = hdr.ina.flags | FLAG_COLLISION;
+                                meta.overflow = 1;
+                                meta.go_on = 0;
+                                if (meta.pa_hit == 1 && meta.pa_aecn != 0) {
+                                    /* PA-ATP: an overflowed gradient, outstanding until a RESULT of its seq
+                                       cell */
+                                    meta.pa_cell = meta.pa_index * INA_PA_SEQS + (hdr.ina.seq & (INA_PA_SEQS - 1));
+                                    pa_overflow.read(meta.pa_cell_count, meta.pa_cell);
+                                    pa_overflow.write(meta.pa_cell, meta.pa_cell_count + 1);
+                                    pa_overflowed.read(meta.pa_overflowed, meta.pa_index);
+                                    pa_overflowed.write(meta.pa_index, meta.pa_overflowed + 1);
+                                }
                             }
                         } else if (meta.held_iteration < hdr.ina.iteration) {
                             /* an older iteration of the same job: reclaim */
@@ -942,6 +1051,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             agg_iteration.write(meta.slot, hdr.ina.iteration);
                             agg_seq.write(meta.slot, hdr.ina.seq);
                             agg_resulted.write(meta.slot, 0);
+                            agg_submodel.write(meta.slot, hdr.ina.submodel);
+                            agg_elems.write(meta.slot, hdr.ina.elems);
                         } else {
                             agg_bitmap.read(meta.held_bitmap, meta.slot);
                             if ((meta.held_bitmap & hdr.ina.bitmap) != 0) {
@@ -987,7 +1098,15 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             }
                         }
 
+                        if (meta.evict == 1) {
+#undef INA_LANE
+#define INA_LANE(i) INA_LANE_SWAP(i)
 #include "ina_lanes.p4"
+#undef INA_LANE
+#define INA_LANE(i) INA_LANE_SUM(i)
+                        } else {
+#include "ina_lanes.p4"
+                        }
 
                         if (meta.emit == 1 && (meta.release_mode == RELEASE_ON_EMIT || meta.flush_to_ps == 1)) {
                             agg_count.write(meta.slot, 0);
@@ -1018,6 +1137,31 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
                             hdr.ipv4.srcAddr = meta.switch_addr;
                             hdr.udp.checksum = 0;
+                        } else if (meta.evict == 1) {
+                            /* ESA: the evicted partial, from this switch, toward its occupant's overflow
+                               target (esa_evict_to; to a switch addressed as its contribution, to the PS
+                               with agg_node, fanin and slot as they are); its tag, count and bitmap were the
+                               slot's, its lanes too (swapped above); level: the evicting packet's + 1 */
+                            hdr.ina.job = meta.held_job;
+                            hdr.ina.flags = FLAG_DATA | FLAG_EVICTED;
+                            if (hdr.ina.level != 255) {
+                                hdr.ina.level = hdr.ina.level + 1;
+                            }
+                            hdr.ina.submodel = meta.held_submodel;
+                            hdr.ina.iteration = meta.held_iteration;
+                            hdr.ina.seq = meta.held_seq;
+                            hdr.ina.count = meta.evicted_count;
+                            hdr.ina.bitmap = meta.held_bitmap;
+                            hdr.ipv4.srcAddr = meta.switch_addr;
+                            hdr.ipv4.dstAddr = meta.evict_dst;
+                            hdr.udp.checksum = 0;
+                            if (meta.evict_slot_count != 0) {
+                                hdr.ina.agg_node = meta.evict_agg_node;
+                                hdr.ina.fanin = meta.evict_target_fanin;
+                                /* wire.slot_index: evict_slot_base + seq mod evict_slot_count */
+                                hash(hdr.ina.slot, HashAlgorithm.identity, meta.evict_slot_base, { meta.held_seq },
+                                     meta.evict_slot_count);
+                            }
                         } else if (meta.emit == 0) {
                             if (meta.pa_raw == 1) {
                                 /* PA-ATP: absorbed into the slot, the gradient goes back out of its ingress

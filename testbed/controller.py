@@ -29,7 +29,14 @@ Choices:
   in job order; more than the switch has is a PolicyError naming the switch.
   A RELEASE_SHADOW job (SwitchML) has two copies per pool slot: its range is
   twice its pool, and its workers get the pool (``shadow_pool``, the copies'
-  layout is ``wire.shadow_slot``) and a window of at most the pool.
+  layout is ``wire.shadow_slot``) and a window of at most the pool. Jobs that
+  preempt (ESA) share one range where two or more of them aggregate
+  (``Policy.shared_slot_ranges``): each gets the whole shared range.
+- ESA (:func:`_esa_preemption`): at each switch aggregating a job whose
+  policy preempts, an ``esa_job`` entry (its ``policy_options.esa.priority``)
+  and, per sub-model it aggregates there, an ``esa_evict`` entry: the same
+  priority, its fan-in there, and its overflow target (as ``ina_aggregate``'s
+  ``overflow_*``), where a partial of it that a higher rank evicts goes.
 - A switch egress is shaped by the switch itself at the link's rate (hosts
   shape their own egress with htb): no link direction is shaped twice.
 - Workers get their job's ``transport`` and ``transport_options`` as the
@@ -115,6 +122,7 @@ def plan(scenario, policy, time_dilation: float = 1.0) -> ControlPlan:
     _result_releases(scenario, policy, result)
     _result_multicast(scenario, routes, policy, result)
     _pa_atp(scenario, routes, policy, result)
+    _esa_preemption(scenario, policy, result)
     _rina_racks(scenario, routes, policy, result)
     _ports(scenario, result, time_dilation)
     _agents(scenario, routes, policy, result, time_dilation)
@@ -206,13 +214,19 @@ def _parallel_link_routes(topo, routes, result):
 
 def _allocate_slots(scenario, policy, result):
     used = {}
+    shared = policy.shared_slot_ranges([job.name for job in scenario.jobs])
     for job in scenario.jobs:
-        for sw, count in sorted(policy.jobs[job.name].slots.items()):
+        for sw in sorted(policy.jobs[job.name].slots):
+            if (job.name, sw) in result.slot_ranges:
+                continue            # a range it shares, allocated with the first job sharing it
+            together = shared[sw] if job.name in shared.get(sw, ()) else [job.name]
+            count = sum(policy.jobs[name].slots[sw] for name in together)
             base = used.get(sw, 0)
             if base + count > scenario.switch.slots:
                 raise PolicyError(f"{job.policy}: switch {sw} needs {base + count} aggregator slots for its jobs, "
                                   f"it has {scenario.switch.slots} (switch.slots)")
-            result.slot_ranges[(job.name, sw)] = (base, count)
+            for name in together:
+                result.slot_ranges[(name, sw)] = (base, count)
             used[sw] = base + count
 
 
@@ -230,10 +244,35 @@ def _ina_filters(scenario, policy, result):
                 values = {"switch_addr": node.ip, "slot_base": base, "slot_count": count,
                           "release_mode": jp.release_mode, "bypass_dst": topo.ps_ip(ps),
                           **_addressed(topo, jp, job, g, nxt, result, "next_"),
-                          **_addressed(topo, jp, job, g, jp.bypass_hop.get(sw, {}).get(g, ps), result, "overflow_")}
+                          **_overflow_target(topo, jp, job, g, sw, result)}
                 result.switches[sw].entries.append(TableEntry(
                     "ina_filter", "ina_aggregate", (job.job_id, node.node_id, g),
                     tuple((param.name, values[param.name]) for param in program.ACTIONS["ina_aggregate"].params)))
+
+
+def _esa_preemption(scenario, policy, result):
+    """ESA's entries (the module docstring has the choices): who may evict, and where an evicted partial goes."""
+    topo = scenario.topology
+    for job in scenario.jobs:
+        jp = policy.jobs[job.name]
+        if jp.collision != "preempt":
+            continue
+        priority = jp.notes.get("priority", 0)
+        for sw in jp.aggregating_switches():
+            config = result.switches[sw]
+            config.entries.append(TableEntry("esa_job", "esa_enable", (job.job_id,), (("priority", priority),)))
+            for g in sorted(jp.next_hop[sw]):
+                values = {"priority": priority, "fanin": jp.fanin(g, sw),
+                          **_overflow_target(topo, jp, job, g, sw, result)}
+                config.entries.append(TableEntry(
+                    "esa_evict", "esa_evict_to", (job.job_id, g),
+                    tuple((param.name, values[param.name]) for param in program.ACTIONS["esa_evict_to"].params)))
+
+
+def _overflow_target(topo, jp, job, g, sw, result) -> dict:
+    """The ``overflow_*`` parameters of sub-model ``g`` at switch ``sw``: its ``bypass_hop`` there (ATP's level 2),
+    else its PS."""
+    return _addressed(topo, jp, job, g, jp.bypass_hop.get(sw, {}).get(g, jp.ps_of_submodel[g]), result, "overflow_")
 
 
 def _addressed(topo, jp, job, g, node_name, result, prefix: str) -> dict:

@@ -45,6 +45,16 @@ threshold are the job's. Jobs whose transport is in ``PA_ATP_TRANSPORTS`` get
 the entry (testbed/controller.py), and their PS answers raw gradients with
 GACKs (testbed/agents/ps.py).
 
+ESA's preemption (p4/README.md has the semantics), per job, opt-in: when a
+contribution collides with the slot's holder, an ``esa_job`` entry gives its
+job's priority and an ``esa_evict`` entry (the holder's job and sub-model,
+read from ``agg_job`` and ``agg_submodel``) the holder's priority, fan-in
+and overflow target. If the contribution outranks an incomplete holder
+(:func:`esa_preempts`), it takes the slot and the packet leaves carrying the
+evicted partial (``FLAG_EVICTED``) toward the holder's overflow target.
+Jobs whose policy collides by preemption share one slot range per switch
+(``Policy.shared_slot_ranges``), so that their fragments meet at all.
+
 Rina's switch side (Rina §IV-B, §V-1; p4/README.md has the semantics): a
 ``rina_rack`` entry (job, the ToR's agg_node) makes the ToR aggregate its
 rack's shards in the job's contiguous slots (``slot_base + seq mod
@@ -216,6 +226,19 @@ ACTIONS = {
         # PA-ATP opt-in of a job at this switch: its register row, and whether it takes part in AECN here
         # (1: its RESULTs cross this switch, so its overflowed gradients are counted and its RESULTs marked)
         Action("pa_enable", (Param("pa_index", 32), Param("aecn", 8))),
+        # ESA (collision preemption): the job of a colliding contribution is ranked (opt-in per job here)
+        Action("esa_enable", (Param("priority", 16),)),
+        # ESA: what the switch needs of the (job, sub-model) holding a slot to evict it: its rank, its fan-in
+        # here (a complete slot is never evicted), and its overflow target, where the evicted partial goes
+        Action("esa_evict_to", (
+            Param("priority", 16),
+            Param("fanin", 16),
+            Param("overflow_dst", 32, "ip"),
+            Param("overflow_agg_node", 16),
+            Param("overflow_fanin", 16),
+            Param("overflow_slot_base", 32),
+            Param("overflow_slot_count", 32),     # 0: the target is the PS, the header is left as it is
+        )),
         # Rina (§IV-B): this ToR aggregates its rack's shards of a job (see RINA below)
         Action("rina_aggregate", (
             Param("switch_addr", 32, "ip"),       # IPv4 source of the rack's sums: this switch
@@ -244,6 +267,11 @@ TABLES = {
         Table("ina_mcast_rewrite", "Egress", (Key("standard_metadata.egress_port", "exact", 9),),
               ("mcast_rewrite", "NoAction"), "NoAction"),
         Table("pa_job", "Ingress", (Key("hdr.ina.job", "exact", 16),), ("pa_enable", "NoAction"), "NoAction"),
+        # ESA: the colliding contribution's job (looked up on a collision only)
+        Table("esa_job", "Ingress", (Key("hdr.ina.job", "exact", 16),), ("esa_enable", "NoAction"), "NoAction"),
+        # ESA: the slot's occupant, by the job and sub-model the slot holds (agg_job, agg_submodel)
+        Table("esa_evict", "Ingress", (Key("meta.held_job", "exact", 16), Key("meta.held_submodel", "exact", 16)),
+              ("esa_evict_to", "NoAction"), "NoAction"),
         Table("rina_rack", "Ingress", (Key("hdr.ina.job", "exact", 16), Key("hdr.ina.agg_node", "exact", 16)),
               ("rina_aggregate", "NoAction"), "NoAction"),
         # Rina: a finished chunk (GATHER) addressed to this rack's agent goes to every worker of the rack
@@ -261,6 +289,8 @@ REGISTERS = {
         Register("agg_iteration", "Ingress", 32, "SLOTS"),
         Register("agg_seq", "Ingress", 32, "SLOTS"),
         Register("agg_resulted", "Ingress", 1, "SLOTS"),  # RELEASE_SHADOW: the PS's RESULT of the held tag passed
+        Register("agg_submodel", "Ingress", 16, "SLOTS"),  # the claiming packet's sub-model (ESA: whom to evict)
+        Register("agg_elems", "Ingress", 8, "SLOTS"),      # the claiming packet's lanes (ESA: an evicted partial's)
         Register("ecn_threshold", "Egress", 32, "1"),    # queue depth (packets) that marks CE; 0 = off
         Register("impair_drop", "Egress", 32, "PORTS"),       # per port: loss threshold out of IMPAIR_SCALE
         Register("impair_duplicate", "Egress", 32, "PORTS"),  # per port: duplication threshold
@@ -298,6 +328,7 @@ STAT_INDICES = {
     "rina_pulled": 20,        # Rina: tasks multicast to their rack as pulls (a resent task's re-pull too)
     "rina_stale_dropped": 21, # Rina: a shard or task for a tag its slot does not hold, or older than it holds
     "rina_reemitted": 22,     # Rina: a resent task of a complete slot sent the rack's sum again
+    "esa_evicted": 23,        # ESA: a contribution of higher rank took a held slot; the partial left in its place
 }
 
 COUNTERS = {
@@ -342,6 +373,16 @@ def pa_seq_cell(pa_index: int, seq: int) -> int:
     """The ``pa_overflow`` cell of seq ``seq`` in row ``pa_index``
     (ina.p4: ``pa_index * INA_PA_SEQS + (seq & (INA_PA_SEQS - 1))``)."""
     return pa_index * PA_SEQS + (seq & (PA_SEQS - 1))
+
+
+def esa_preempts(priority: int, job: int, iteration: int, seq: int,
+                 held_priority: int, held_job: int, held_iteration: int, held_seq: int) -> bool:
+    """ESA's rank (ina.p4's collision branch): does a contribution evict the incomplete partial its slot holds?
+    A higher job priority wins; at equal priority, only an older fragment of the same job and iteration (a
+    lower ``seq``, ESA's aging: older first) does. Jobs of equal priority never evict each other."""
+    if priority != held_priority:
+        return priority > held_priority
+    return job == held_job and iteration == held_iteration and seq < held_seq
 
 
 def qualified_name(control: str, name: str) -> str:

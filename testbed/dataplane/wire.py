@@ -87,13 +87,14 @@ FLAG_TASK = 0x0800        # Rina: a rack agent's shard that starts an aggregatio
 FLAG_PULL = 0x1000        # Rina: the ToR's pull of a task to the rack's other workers (header only)
 FLAG_GATHER = 0x2000      # Rina: a finished chunk (AllGather): a Rina ToR multicasts it to its rack
 FLAG_REPAIR = 0x4000      # Rina: a rack worker asks its agent for finished fragments it missed, and the answer
+FLAG_EVICTED = 0x8000     # ESA: a partial aggregate evicted from its slot by a contribution of higher rank
 
 FLAG_NAMES = {
     FLAG_DATA: "DATA", FLAG_GACK: "GACK", FLAG_RESULT: "RESULT", FLAG_RETX: "RETX",
     FLAG_ECN_ECHO: "ECN_ECHO", FLAG_AECN: "AECN", FLAG_COLLISION: "COLLISION",
     FLAG_OVERFLOW: "OVERFLOW", FLAG_LAST: "LAST", FLAG_SHADOW: "SHADOW",
     FLAG_CAPACITY: "CAPACITY", FLAG_TASK: "TASK", FLAG_PULL: "PULL", FLAG_GATHER: "GATHER",
-    FLAG_REPAIR: "REPAIR",
+    FLAG_REPAIR: "REPAIR", FLAG_EVICTED: "EVICTED",
 }
 
 MAX_WORKERS_PER_JOB = 64  # one bitmap bit per worker

@@ -36,6 +36,7 @@ import yaml
 
 from testbed import __version__, controller, dilation
 from testbed.atomic_io import write_text_atomic
+from testbed.agents.transport import TRANSPORTS
 from testbed.budget import plan_run, resolve_target as resolve_auto
 from testbed.dataplane import program
 from testbed.dataplane.entries import queue_rate_pps
@@ -173,20 +174,15 @@ def check_host_supports(scenario):
 
 
 def check_emulable(scenario, policy):
-    """Refuse, before any network exists, what the emulation would silently run as something else:
-    ESA's slot preemption between jobs sharing a switch is not a data-plane feature."""
-    sharing = {}
+    """Refuse, before any network exists, what the emulation would silently run as something else: the
+    data plane never evicts for a contribution whose job reads GACKs (PA-ATP's switch side would owe it
+    one), so a preempting (ESA) job with such a transport would run without ESA's preemption."""
     for job in scenario.jobs:
-        for sw in policy.jobs[job.name].aggregating_switches():
-            sharing.setdefault(sw, []).append(job.name)
-    for job in scenario.jobs:
-        jp = policy.jobs[job.name]
-        shared = [sw for sw in jp.aggregating_switches() if len(sharing[sw]) > 1]
-        if jp.scheme == "esa" and shared:
-            # ESA differs from ATP only when jobs contend for a switch's slots, and the data
-            # plane has no preemption: its collisions bypass to the PS as ATP's do.
-            raise PolicyError(f"esa: job {job.name} shares switch {shared[0]} with another job; slot preemption "
-                              f"between jobs is modelled by `inatb simulate`, not by the emulated data plane")
+        if policy.jobs[job.name].collision == "preempt" and job.transport in program.PA_ATP_TRANSPORTS:
+            others = sorted(set(TRANSPORTS) - set(program.PA_ATP_TRANSPORTS))
+            raise PolicyError(f"jobs.{job.name}.transport: {job.policy} preempts slots, which the data plane does "
+                              f"not do for a job whose transport reads GACKs ({job.transport}); expected one of "
+                              f"{', '.join(others)}")
 
 
 def git_commit() -> str:

@@ -25,7 +25,9 @@ Per job (:class:`JobPolicy`):
 - ``collision``: what a fragment does when its slot holds another one:
   ``bypass`` (ATP's best effort, and every scheme whose slots are dedicated),
   ``preempt`` (ESA: the higher priority keeps the slot), ``wait``
-  (SwitchML's self-clocked workers never collide);
+  (SwitchML's self-clocked workers never collide). Jobs that preempt share
+  one slot range at every switch where two or more of them aggregate
+  (:meth:`Policy.shared_slot_ranges`), so they meet in its slots;
 
 Fan-in is derived, not stored (:meth:`JobPolicy.fanin`), so the policy
 cannot contradict itself. A switch compares the contribution ``count`` it has
@@ -126,6 +128,19 @@ class Policy:
     def to_json(self) -> str:
         return json.dumps({"version": POLICY_FORMAT_VERSION, "seed": self.seed,
                            "jobs": {n: j.to_dict() for n, j in self.jobs.items()}}, indent=2, sort_keys=True)
+
+    def shared_slot_ranges(self, job_order) -> dict:
+        """{switch: [job, ...]} (jobs in ``job_order``) where two or more jobs that collide by preemption
+        (ESA) aggregate: there they share one slot range, as many slots as they would hold apart, so that
+        their fragments meet and the higher rank keeps the slot (ESA's memory shared by priority). The
+        controller allocates these ranges and the fragment model simulates them."""
+        pooled = {}
+        for name in job_order:
+            jp = self.jobs[name]
+            if jp.collision == "preempt":
+                for sw in sorted(jp.slots):
+                    pooled.setdefault(sw, []).append(name)
+        return {sw: names for sw, names in pooled.items() if len(names) > 1}
 
     @classmethod
     def from_json(cls, text: str) -> "Policy":

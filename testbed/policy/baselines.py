@@ -48,13 +48,18 @@ counts are the same under both (the simulator's fragment model implements
 both).
 
 ``esa`` (ESA, Wang et al. 2022): ATP's two-level tree and hash slots; on a
-slot collision a fragment of higher priority evicts the occupant, whose
-partial aggregate goes on toward its PS (``collision = "preempt"``). ESA
-ranks jobs (nearer completion first, with aging); within one job we rank
-fragments of earlier iterations, then lower ``seq``, first ("older first",
-the aging rule); ``policy_options.esa.priority`` (default 0, higher wins)
-ranks jobs. In a single-job run where fragments arrive in ``seq`` order ESA
-behaves as ATP.
+slot collision a contribution of higher rank evicts the incomplete partial
+in the slot, which goes on toward the occupant's overflow target (its level
+2, or its PS) (``collision = "preempt"``), in the data plane of both
+targets as in the simulator. ESA shares a switch's memory between jobs:
+the ESA jobs aggregating at a switch share one slot range there, as large
+as their ranges apart (``Policy.shared_slot_ranges``). ESA ranks jobs
+(nearer completion first, with aging); here ``policy_options.esa.priority``
+(default 0, higher wins) ranks jobs, and within one job and iteration the
+lower ``seq`` (the older fragment, the aging rule) wins
+(``program.esa_preempts``); jobs of equal priority never evict each other.
+In a single-job run where fragments arrive in ``seq`` order ESA behaves as
+ATP.
 
 ``switchml`` (SwitchML, NSDI'21): one rack: every worker's first programmable
 switch must be the same switch (else PolicyError); a slot pool of

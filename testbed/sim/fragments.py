@@ -23,10 +23,14 @@ job's range there (``JobPolicy.slots``, the data plane's hash):
   switch one time unit per hop later);
 - slot held by another fragment (``collision``): ``bypass`` sends the packet
   on unaggregated to ``bypass_hop`` (ATP's level 2, which may aggregate it)
-  or the PS; ``preempt`` (ESA) lets the packet of higher priority (job
-  priority, then older iteration, then lower seq) take the slot and sends the
-  evicted partial aggregate to its PS; ``wait`` (SwitchML's self-clocked
-  workers) queues the packet until the slot is free.
+  or the PS; ``preempt`` (ESA) lets a contribution that outranks the
+  incomplete partial in the slot (``program.esa_preempts``: job priority,
+  then, in one job, the lower seq) and would not complete on its own take the
+  slot, and sends the evicted partial on toward the occupant's ``bypass_hop``
+  or PS, as the data plane does; ``wait`` (SwitchML's self-clocked workers)
+  queues the packet until the slot is free. Preempting jobs share one slot
+  range where two or more of them aggregate (``Policy.shared_slot_ranges``,
+  as the controller allocates it), so their fragments meet there.
 
 A partial aggregate whose other contributions went elsewhere would wait
 forever; the data plane flushes it on a retransmission. Here, once no packet
@@ -65,6 +69,7 @@ class Packet:
 
 @dataclass
 class Slot:
+    job: str
     seq: int
     g: int
     count: int
@@ -137,8 +142,9 @@ class FragmentModel:
         heap = []
         order = itertools.count()
         egress, ps_in = {}, {}
-        slots = {}                # (switch, job) -> {index: Slot}
-        waiting = {}              # (switch, job, index) -> [Packet]
+        slots = {}                # (switch, range) -> {index: Slot}; a range is a job, or the jobs sharing one
+        waiting = {}              # (switch, range, index) -> [Packet]
+        shared = self.policy.shared_slot_ranges(list(self.jobs))
         ps_bits = {}              # (job, seq) -> frozenset
         sent = {}
         starts = self.scenario.simulation.worker_start_fragments
@@ -174,39 +180,55 @@ class FragmentModel:
         def expected(job, jp):
             return frozenset(jp.participants or job.workers)
 
+        def slot_range(node, jp):
+            """(key, slots) of ``jp``'s slot range at ``node``: its own, or the range it shares there."""
+            together = shared.get(node, ())
+            if jp.job in together:
+                return tuple(together), sum(self.jobs[name][1].slots[node] for name in together)
+            return jp.job, jp.slots.get(node, 0)
+
+        def overflow_hop(jp, node, g):
+            return jp.bypass_hop.get(node, {}).get(g, jp.ps_of_submodel[g])
+
         def emit(time, node, jp, slot):
             nxt = jp.next_hop[node][slot.g]
             forward(time, node, Packet(jp.job, node, nxt, slot.g, slot.seq, slot.count, slot.bitmap))
 
         def free(time, node, jp, index):
-            table = slots[(node, jp.job)]
-            table.pop(index, None)
-            queue = waiting.get((node, jp.job, index))
+            key = slot_range(node, jp)[0]
+            slots[(node, key)].pop(index, None)
+            queue = waiting.get((node, key, index))
             if queue:
                 aggregate(time, node, queue.pop(0))
 
-        def priority(jp, seq):
-            return (jp.notes.get("priority", 0), -seq)
+        def preempts(jp, packet, node, slot):
+            """ESA's eviction, on the data plane's conditions (p4/README.md): ranks, an incomplete occupant of
+            a preempting job, a contribution that does not complete on its own."""
+            held = self.jobs[slot.job][1]
+            return jp.collision == held.collision == "preempt" and not slot.done and \
+                packet.count < fanin(jp, packet.g, node) and program.esa_preempts(
+                    jp.notes.get("priority", 0), packet.job, 0, packet.seq,
+                    held.notes.get("priority", 0), slot.job, 0, slot.seq)
 
         def aggregate(time, node, packet):
             job, jp = self.jobs[packet.job]
-            count = jp.slots.get(node, 0)
-            by = jp.bypass_hop.get(node, {}).get(packet.g, jp.ps_of_submodel[packet.g])
+            key, count = slot_range(node, jp)
+            by = overflow_hop(jp, node, packet.g)
             if count <= 0:
                 forward(time, node, Packet(packet.job, packet.src, by, packet.g, packet.seq, packet.count,
                                            packet.bitmap))
                 return
-            table = slots.setdefault((node, jp.job), {})
+            table = slots.setdefault((node, key), {})
             index = packet.seq % count
             slot = table.get(index)
-            if slot is not None and (slot.seq != packet.seq or slot.done):
+            if slot is not None and (slot.job != packet.job or slot.seq != packet.seq or slot.done):
                 if jp.collision == "wait":
-                    waiting.setdefault((node, jp.job, index), []).append(packet)
+                    waiting.setdefault((node, key, index), []).append(packet)
                     return
-                if jp.collision == "preempt" and not slot.done and \
-                        priority(jp, packet.seq) > priority(jp, slot.seq):
-                    owner = jp.ps_of_submodel[slot.g]
-                    forward(time, node, Packet(jp.job, node, owner, slot.g, slot.seq, slot.count, slot.bitmap))
+                if preempts(jp, packet, node, slot):
+                    held = self.jobs[slot.job][1]
+                    forward(time, node, Packet(slot.job, node, overflow_hop(held, node, slot.g), slot.g, slot.seq,
+                                               slot.count, slot.bitmap))
                     table.pop(index)
                     slot = None
                 else:
@@ -214,7 +236,7 @@ class FragmentModel:
                                                packet.bitmap))
                     return
             if slot is None:
-                slot = table[index] = Slot(packet.seq, packet.g, packet.count, packet.bitmap)
+                slot = table[index] = Slot(packet.job, packet.seq, packet.g, packet.count, packet.bitmap)
             else:
                 fresh = packet.bitmap - slot.bitmap
                 if not fresh:
@@ -234,11 +256,9 @@ class FragmentModel:
             key = (packet.job, packet.seq)
             ps_bits[key] = ps_bits.get(key, frozenset()) | packet.bitmap
             if jp.release_mode == program.RELEASE_ON_RESULT and ps_bits[key] >= expected(job, jp):
-                for (sw, name), table in slots.items():
-                    if name != packet.job:
-                        continue
+                for (sw, _), table in slots.items():
                     for index, slot in table.items():
-                        if slot.seq == packet.seq and slot.done:
+                        if slot.job == packet.job and slot.seq == packet.seq and slot.done:
                             heapq.heappush(heap, (time + self.routes.hops(node, sw), next(order), "release",
                                                   sw, (jp, index, packet.seq)))
 
@@ -248,8 +268,8 @@ class FragmentModel:
                 latest = max(latest, time)
                 if kind == "release":
                     jp, index, seq = item
-                    slot = slots.get((node, jp.job), {}).get(index)
-                    if slot is not None and slot.seq == seq and slot.done:
+                    slot = slots.get((node, slot_range(node, jp)[0]), {}).get(index)
+                    if slot is not None and slot.job == jp.job and slot.seq == seq and slot.done:
                         free(time, node, jp, index)
                     continue
                 packet = item
@@ -264,21 +284,19 @@ class FragmentModel:
 
         now = drain(0)
         for level in self._flush_levels():
-            for node, name in sorted(slots):
+            for node, key in sorted(slots, key=str):
                 if node not in level:
                     continue
-                job, jp = self.jobs[name]
-                table = slots[(node, name)]
+                table = slots[(node, key)]
                 for index in sorted(table):
                     slot = table[index]
                     if not slot.done:
-                        emit(now, node, jp, slot)
+                        emit(now, node, self.jobs[slot.job][1], slot)
                 table.clear()
             for key in list(waiting):
                 if key[0] in level:
                     for packet in waiting.pop(key):
-                        _, jp = self.jobs[packet.job]
-                        by = jp.bypass_hop.get(key[0], {}).get(packet.g, jp.ps_of_submodel[packet.g])
+                        by = overflow_hop(self.jobs[packet.job][1], key[0], packet.g)
                         forward(now, key[0], Packet(packet.job, packet.src, by, packet.g, packet.seq,
                                                     packet.count, packet.bitmap))
             now = drain(now)

@@ -19,8 +19,8 @@ import pytest
 
 from testbed.dataplane import program
 from testbed.dataplane.entries import TableEntry
-from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK,
-                                    FLAG_GATHER, FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_SHADOW, FLAG_TASK, INA_OFFSET,
+from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_EVICTED,
+                                    FLAG_GACK, FLAG_GATHER, FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_SHADOW, FLAG_TASK, INA_OFFSET,
                                     INA_UDP_PORT, PAYLOAD_OFFSET, InaHeader, build_frame, build_ina_frame,
                                     ipv4_checksum, parse_frame, rina_seq, shadow_slot, slot_index)
 from testbed.errors import DataplaneError
@@ -650,6 +650,102 @@ def test_a_capacity_refusal_and_its_siblings_overflow_to_level_two_and_resent_fr
     assert to_level2 == [(1 << 1, FLAG_DATA | FLAG_CAPACITY, 7, 5), (1 << 2, FLAG_DATA, 7, 5)]
     ((_, resent),) = [(port, p) for port, p in out if port == PS_PORT]
     assert resent.ina.flags == FLAG_DATA | FLAG_RETX and (resent.ina.agg_node, resent.ina.fanin) == (SW_NODE, 2)
+
+
+# -- ESA: preemption of a slot by a contribution of higher rank -------------------------------------
+
+def esa_setup(rt, jobs):
+    """``jobs``: {job: (priority, submodel, fanin here, overflow target)}; every job's range is slots 0-3."""
+    install_routes(rt)
+    for job, (priority, submodel, fanin, overflow) in jobs.items():
+        rt.table_add(aggregate_entry(job=job, count=4, submodel=submodel, overflow=overflow,
+                                     release_mode=program.RELEASE_ON_RESULT))
+        rt.table_add(TableEntry("esa_job", "esa_enable", (job,), (("priority", priority),)))
+        rt.table_add(TableEntry("esa_evict", "esa_evict_to", (job, submodel), tuple(zip(
+            ("priority", "fanin", "overflow_dst", "overflow_agg_node", "overflow_fanin", "overflow_slot_base",
+             "overflow_slot_count"), (priority, fanin) + tuple(overflow)))))
+
+
+def test_esa_a_job_of_higher_priority_evicts_the_partial_toward_its_overflow_target(target):
+    """Job 2 (priority 5) collides with job 1's partial (priority 0, sub-model 1, two of three contributions):
+    the slot takes job 2's contribution, and the packet leaves as job 1's partial (its tag, sub-model, count,
+    bitmap and lanes; flags DATA | EVICTED, level 1, from the switch) toward job 1's overflow target (ATP's
+    level 2, addressed as its contribution). Job 1's late sibling then collides; job 2 completes in the slot."""
+    rt = target.runtime
+    esa_setup(rt, {1: (0, 1, 3, LEVEL2), 2: (5, 0, 3, (PS_IP, 0, 0, 0, 0))})
+    a = {w: lanes_of(90 + w) for w in (1, 2, 3)}
+    b = {w: lanes_of(95 + w) for w in (1, 2, 3)}
+    target.send_seq([(1, contribution(1, 1, 4, a[1], count=4, submodel=1)),
+                     (2, contribution(2, 1, 4, a[2], count=4, submodel=1)),
+                     (3, contribution(3, 2, 0, b[3], count=4))])              # slot 0: job 2 outranks job 1
+    pkt, frame = only(target.recv(1), port=3)
+    assert (pkt.src_ip, pkt.dst_ip, udp_checksum_of(frame)) == (SW_ADDR, LEVEL2[0], 0)
+    assert (pkt.ina.job, pkt.ina.flags, pkt.ina.level, pkt.ina.submodel, pkt.ina.seq) == \
+        (1, FLAG_DATA | FLAG_EVICTED, 1, 1, 4)
+    assert (pkt.ina.count, pkt.ina.bitmap) == (2, 0b110)
+    assert (pkt.ina.agg_node, pkt.ina.fanin, pkt.ina.slot) == (7, 5, 100 + 4 % 16)
+    assert np.array_equal(pkt.lanes, wrap_sum(a[1], a[2]))
+    assert [rt.register_read(name, 0) for name in ("agg_job", "agg_seq", "agg_count", "agg_bitmap",
+                                                   "agg_submodel", "agg_elems")] == [2, 0, 1, 1 << 3, 0, LANES]
+    assert (stat(target, "esa_evicted"), stat(target, "collision_bypassed")) == (1, 0)
+    target.send(3, contribution(3, 1, 4, a[3], count=4, submodel=1))         # job 1's sibling: outranked
+    pkt, _ = only(target.recv(1), port=3)
+    assert (pkt.ina.job, pkt.ina.flags, pkt.ina.agg_node) == (1, FLAG_DATA | FLAG_COLLISION, 7)
+    target.send_seq([(1, contribution(1, 2, 0, b[1], count=4)), (2, contribution(2, 2, 0, b[2], count=4))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert (pkt.ina.job, pkt.ina.flags, pkt.ina.count, pkt.ina.bitmap) == (2, FLAG_DATA, 3, 0b1110)
+    assert np.array_equal(pkt.lanes, wrap_sum(b[1], b[2], b[3]))
+    assert (stat(target, "esa_evicted"), stat(target, "collision_bypassed")) == (1, 1)
+
+
+def test_esa_within_a_job_the_older_fragment_evicts_and_equal_ranks_collide(target):
+    """Same priority: job 1's seq 0 evicts its own seq 4 (older first; to the PS, header otherwise as it
+    was), a newer seq 8 collides, and job 2 (another job of equal priority) collides too."""
+    rt = target.runtime
+    to_ps = (PS_IP, 0, 0, 0, 0)
+    esa_setup(rt, {1: (0, 0, 3, to_ps), 2: (0, 0, 3, to_ps)})
+    newer, older = lanes_of(70), lanes_of(71)
+    target.send_seq([(1, contribution(1, 1, 4, newer, count=4)), (2, contribution(2, 1, 0, older, count=4))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert (pkt.ina.job, pkt.ina.seq, pkt.ina.flags, pkt.ina.count, pkt.ina.bitmap) == \
+        (1, 4, FLAG_DATA | FLAG_EVICTED, 1, 1 << 1)
+    assert (pkt.ina.agg_node, pkt.ina.fanin, pkt.src_ip) == (SW_NODE, 3, SW_ADDR)
+    assert np.array_equal(pkt.lanes, newer)
+    assert (rt.register_read("agg_seq", 0), rt.register_read("agg_bitmap", 0)) == (0, 1 << 2)
+    target.send_seq([(3, contribution(3, 1, 8, lanes_of(72), count=4)),
+                     (3, contribution(3, 2, 0, lanes_of(73), count=4))])
+    out = sorted((p.ina.job, p.ina.seq, p.ina.flags) for p in (parse_frame(f) for _, f in target.recv(2)))
+    assert out == [(1, 8, FLAG_DATA | FLAG_COLLISION), (2, 0, FLAG_DATA | FLAG_COLLISION)]
+    assert (stat(target, "esa_evicted"), stat(target, "collision_bypassed")) == (1, 2)
+
+
+def test_esa_never_evicts_a_complete_slot_for_a_retransmission_or_without_both_entries(target):
+    rt = target.runtime
+    to_ps = (PS_IP, 0, 0, 0, 0)
+    esa_setup(rt, {1: (0, 0, 2, to_ps), 2: (5, 0, 3, to_ps)})
+    rt.table_add(aggregate_entry(job=3, count=4))               # no esa_job / esa_evict entry
+    rt.table_add(TableEntry("esa_job", "esa_enable", (4,), (("priority", 9),)))
+    rt.table_add(aggregate_entry(job=4, count=4))               # opted in, but its slots are not evictable
+    # slot 0: job 1's seq 0 completes (kept until its RESULT); slot 1: job 1's seq 1, incomplete;
+    # slot 2: job 3's seq 2, incomplete; slot 3: job 4's seq 3, incomplete
+    target.send_seq([(1, contribution(1, 1, 0, lanes_of(1), fanin=2, count=4)),
+                     (2, contribution(2, 1, 0, lanes_of(2), fanin=2, count=4)),
+                     (1, contribution(1, 1, 1, lanes_of(3), fanin=2, count=4)),
+                     (1, contribution(1, 3, 2, lanes_of(4), count=4)),
+                     (1, contribution(1, 4, 3, lanes_of(5), count=4))])
+    only(target.recv(1), port=PS_PORT)                           # job 1's seq 0 aggregate
+    target.send_seq([(3, contribution(3, 2, 0, lanes_of(6), count=4)),          # complete: not evicted
+                     (3, contribution(3, 2, 1, lanes_of(7), count=4, flags=FLAG_DATA | FLAG_RETX)),  # a RETX
+                     (3, contribution(3, 2, 5, lanes_of(8), count=4, fanin=1)),  # would complete on its own
+                     (3, contribution(3, 2, 1, lanes_of(9)[:LANES - 1], count=4)),  # other lanes
+                     (3, contribution(3, 2, 2, lanes_of(10), count=4)),         # job 3 has no esa_evict entry
+                     (2, contribution(2, 3, 1, lanes_of(11), count=4)),         # job 3 has no esa_job entry
+                     (2, contribution(2, 2, 3, lanes_of(12), count=4))])        # job 4 has no esa_evict entry
+    out = [parse_frame(f) for _, f in target.recv(7)]
+    assert sorted((p.ina.job, p.ina.seq) for p in out) == [(2, 0), (2, 1), (2, 1), (2, 2), (2, 3), (2, 5), (3, 1)]
+    assert all(p.ina.flags & FLAG_COLLISION and not p.ina.flags & FLAG_EVICTED for p in out)
+    assert (stat(target, "esa_evicted"), stat(target, "collision_bypassed")) == (0, 7)
+    assert [rt.register_read("agg_job", slot) for slot in range(4)] == [1, 1, 3, 4]
 
 
 # -- link impairments ------------------------------------------------------------------------

@@ -122,7 +122,8 @@ def test_tables(p4):
 
 def test_table_key_widths(p4):
     widths = {"hdr.ipv4.srcAddr": 32, "hdr.ipv4.dstAddr": 32, "hdr.ina.job": 16, "hdr.ina.agg_node": 16,
-              "hdr.ina.submodel": 16, "standard_metadata.egress_port": 9}
+              "hdr.ina.submodel": 16, "standard_metadata.egress_port": 9, "meta.held_job": 16,
+              "meta.held_submodel": 16}
     for table in program.TABLES.values():
         for key in table.keys:
             assert widths[key.field] == key.bits, f"table {table.name} key {key.field}: {key.bits} bits"
@@ -165,7 +166,8 @@ def test_stat_indices(p4):
 def test_flags_and_release_modes_match_wire_and_program():
     from testbed.dataplane import wire
     text = P4_SOURCE.read_text()
-    for name in ("DATA", "GACK", "RESULT", "RETX", "ECN_ECHO", "AECN", "COLLISION", "CAPACITY"):
+    for name in ("DATA", "GACK", "RESULT", "RETX", "ECN_ECHO", "AECN", "COLLISION", "CAPACITY", "TASK", "PULL",
+                 "GATHER", "EVICTED"):
         value = int(re.search(rf"const bit<16> FLAG_{name}\s*=\s*(0x[0-9A-Fa-f]+);", text).group(1), 16)
         assert value == getattr(wire, f"FLAG_{name}"), name
     for name in ("RELEASE_ON_EMIT", "RELEASE_ON_RESULT"):

@@ -24,8 +24,6 @@ REFUSED = {
     ("switchml", "leaf-spine"): "workers sit under 2 aggregation switches (lf1, lf2); SwitchML aggregates in a "
                                 "single rack",
     ("switchml", "fat-tree"): "no programmable switch between worker h1 and its PS",
-    ("esa", "leaf-spine"): "shares switch lf1 with another job; slot preemption between jobs is modelled by "
-                           "`inatb simulate`",
     ("lbmm", "goat-testbed"): "has one parameter server (ps); lbmm splits the model among several",
     ("inart", "goat-testbed"): "has one parameter server (ps); inart splits the model among several",
     ("inart-equal", "goat-testbed"): "has one parameter server (ps); inart-equal splits the model among several",

@@ -127,24 +127,58 @@ def test_k_of_n_workers_left_out_send_to_the_ps_which_counts_only_participants()
     assert agents["ps"].participants == [0, 1, 2]
 
 
-def test_emulation_refuses_esa_preemption_between_jobs():
+ESA_TWO_JOBS = textwrap.dedent("""\
+    version: 1
+    scale: 0.0001
+    topology: {kind: explicit, switches: [s1, s2], hosts: [w1, w2, w3, w4, w5, w6, ps, p2, p3],
+               links: [[w1, s1], [w2, s1], [w3, s1], [w4, s1], [w5, s1], [w6, s1], [s1, s2], [ps, s2], [p2, s2],
+                       [p3, s2]]}
+    jobs: [{workers: [w1, w2], ps: ps, policy: esa, window: 16, submodels: 2,
+            policy_options: {esa: {priority: 3}}},
+           {workers: [w3, w4], ps: p2, policy: esa, window: 12, submodels: 1},
+           {workers: [w5, w6], ps: p3, policy: atp, window: 8}]
+    """)
+
+
+def test_esa_jobs_share_a_slot_range_per_switch_and_get_their_eviction_entries():
+    """Two ESA jobs aggregating at s1 and s2 share one range there (16 + 12 slots), the ATP job keeps its own;
+    each ESA job gets its priority (esa_job) and, per sub-model, its priority, fan-in and overflow target
+    (esa_evict: ATP's level 2 at s1, the PS at s2)."""
+    scenario, policy, plan = plan_for(ESA_TWO_JOBS)
+    assert policy.shared_slot_ranges(["job0", "job1", "job2"]) == {"s1": ["job0", "job1"], "s2": ["job0", "job1"]}
+    for sw in ("s1", "s2"):
+        assert plan.slot_ranges[("job0", sw)] == plan.slot_ranges[("job1", sw)] == (0, 28)
+        assert plan.slot_ranges[("job2", sw)] == (28, 8)
+    topo = scenario.topology
+    ids = {job.name: job.job_id for job in scenario.jobs}
+
+    def entries(sw, table):
+        return {e.match: dict(e.params) for e in plan.switches[sw].entries if e.table == table}
+
+    assert entries("s1", "esa_job") == {(ids["job0"],): {"priority": 3}, (ids["job1"],): {"priority": 0}}
+    evict = entries("s1", "esa_evict")
+    assert sorted(evict) == [(ids["job0"], 0), (ids["job0"], 1), (ids["job1"], 0)]
+    assert evict[(ids["job0"], 1)] == {"priority": 3, "fanin": 2, "overflow_dst": topo.node("s2").ip,
+                                       "overflow_agg_node": topo.node("s2").node_id, "overflow_fanin": 2,
+                                       "overflow_slot_base": 0, "overflow_slot_count": 28}
+    assert entries("s2", "esa_evict")[(ids["job1"], 0)] == {
+        "priority": 0, "fanin": 2, "overflow_dst": topo.ps_ip("p2"), "overflow_agg_node": topo.node("p2").node_id,
+        "overflow_fanin": 1, "overflow_slot_base": 0, "overflow_slot_count": 0}
+    filters = entries("s1", "ina_filter")
+    assert {(f["slot_base"], f["slot_count"]) for (job, _, _), f in filters.items() if job != ids["job2"]} == {(0, 28)}
+
+
+def test_emulation_refuses_esa_with_a_transport_that_reads_gacks():
     import pytest
 
     from testbed.emulation.orchestrator import check_emulable
     from testbed.errors import PolicyError
-    two_jobs = textwrap.dedent("""\
-        version: 1
-        scale: 0.0001
-        topology: {kind: explicit, switches: [s1, s2], hosts: [w1, w2, w3, w4, ps, p2],
-                   links: [[w1, s1], [w2, s1], [w3, s1], [w4, s1], [s1, s2], [ps, s2], [p2, s2]]}
-        jobs: [{workers: [w1, w2], ps: ps, policy: esa, window: 16},
-               {workers: [w3, w4], ps: p2, policy: esa, window: 16}]
-        """)
-    scenario, policy, _ = plan_for(two_jobs)
-    with pytest.raises(PolicyError, match="esa: job job0 shares switch"):
+    scenario, policy, _ = plan_for(ESA_TWO_JOBS)
+    check_emulable(scenario, policy)
+    scenario, policy, _ = plan_for(ESA_TWO_JOBS, "jobs.1.transport=pa-atp")
+    with pytest.raises(PolicyError, match=r"jobs.job1.transport: esa preempts slots, .* \(pa-atp\); expected one "
+                                          r"of atp, paced, switchml"):
         check_emulable(scenario, policy)
-    one_job = plan_for(RACK, "policy=esa")
-    check_emulable(one_job[0], one_job[1])
 
 
 def test_a_colocated_ps_answers_at_its_hosts_second_address():

@@ -240,3 +240,38 @@ def test_simulate_json_stays_json_when_an_lp_solver_runs(capfd):
     assert main(["simulate", str(motivation), "--set", "policy=inart", "--json"]) == 0
     result = json.loads(capfd.readouterr().out)
     assert result["schemes"] == {"fig1": "inart"} and result["min_sending_rate_bps"] == pytest.approx(2.5e9)
+
+
+ESA_TWO_JOBS = textwrap.dedent("""\
+    version: 1
+    scale: 1
+    topology:
+      kind: explicit
+      link_rate: 10Gbps
+      switches: [s1]
+      hosts: [w1, w2, w3, w4, pa, pb]
+      links: [[w1, s1], [w2, s1], [w3, s1], [w4, s1], [pa, s1], [pb, s1]]
+    switch: {slots: 64}
+    simulation: {worker_start: {w2: 3, w3: 1, w4: 1}}
+    jobs:
+      - {name: a, workers: [w1, w2], ps: pa, policy: esa, submodel_elements: [64], window: 1,
+         policy_options: {esa: {release: emit}}}
+      - {name: b, workers: [w3, w4], ps: pb, policy: esa, submodel_elements: [64], window: 1,
+         policy_options: {esa: {release: emit}}}
+    """)
+
+
+@pytest.mark.parametrize("priority_b,ps_ingress", [
+    # b outranks a: w3 (time 2) evicts a's partial of w1 (to pa) and completes with w4; w2 (time 4) starts a
+    # partial alone, flushed at the end: pa receives 2, pb 1
+    (1, {("pa", "a"): 2, ("pb", "b"): 1}),
+    # equal ranks: w3 and w4 collide with a's partial and bypass to pb; w2 completes a's: pa 1, pb 2
+    (0, {("pa", "a"): 1, ("pb", "b"): 2}),
+])
+def test_esa_jobs_share_slots_and_the_higher_priority_evicts_in_the_fragment_model(priority_b, ps_ingress):
+    scenario = parse_scenario(ESA_TWO_JOBS, "t.yaml", [f"jobs.1.policy_options.esa.priority={priority_b}"])
+    policy = compute_policy(scenario)
+    assert policy.shared_slot_ranges(["a", "b"]) == {"s1": ["a", "b"]}
+    counts = FragmentModel(scenario, policy, Routes(scenario.topology, policy)).run()
+    assert counts["ps_ingress"] == ps_ingress
+    assert counts["switch_egress"] == {("s1", "a"): ps_ingress[("pa", "a")], ("s1", "b"): ps_ingress[("pb", "b")]}

@@ -40,7 +40,12 @@ Per packet, in the order the P4 program applies them:
      freed (ATP's loss recovery). No partial aggregate ever goes up a level,
      so an upper level never holds contributions a fuller aggregate overlaps;
    - slot held by another tag: COLLISION, the packet overflows (below),
-     ATP's best-effort rule;
+     ATP's best-effort rule; unless it evicts the holder (ESA, per job:
+     ``esa_job`` for the packet's job, ``esa_evict`` for the holder's job and
+     sub-model; :meth:`Ingress._eviction` has the conditions, p4/README.md
+     the rule): the packet claims the slot as if free, and leaves carrying
+     the evicted partial (its tag, sub-model, count, bitmap and lanes, flags
+     DATA | EVICTED) toward the holder's overflow target (``esa_evicted``);
    - a RETX packet that finds no slot holding its tag goes to ``bypass_dst``
      too (``retx_bypassed``; ATP forwards resent packets to the PS), and any
      other contribution that finds its own tag in a free slot overflows: its
@@ -155,8 +160,8 @@ from testbed.dataplane import program
 from testbed.dataplane.entries import encode_value
 from testbed.dataplane.pyswitch.egress import headers_alone
 from testbed.dataplane.pyswitch.tables import Table
-from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_GACK, FLAG_GATHER,
-                                    FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_TASK, INA_HEADER, INA_OFFSET,
+from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_EVICTED, FLAG_GACK,
+                                    FLAG_GATHER, FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_TASK, INA_HEADER, INA_OFFSET,
                                     PAYLOAD_OFFSET, slot_index)
 
 S = program.STAT_INDICES
@@ -170,6 +175,7 @@ ST_LEAD_BYPASS, ST_GACKED, ST_AECN = S["lead_bypassed"], S["gacked"], S["aecn_ma
 ST_SHADOW = S["shadow_answered"]
 ST_FOLLOWED = S["overflow_followed"]
 ST_RINA_PULLED, ST_RINA_STALE, ST_RINA_REEMIT = S["rina_pulled"], S["rina_stale_dropped"], S["rina_reemitted"]
+ST_EVICTED = S["esa_evicted"]
 _TASK_RETX = FLAG_TASK | FLAG_RETX
 RELEASE_ON_EMIT, RELEASE_SHADOW = program.RELEASE_ON_EMIT, program.RELEASE_SHADOW
 MAX_ITERATION_LEAD = program.MAX_ITERATION_LEAD
@@ -213,6 +219,8 @@ class Ingress:
         self._pa_job = self.tables["pa_job"].exact
         self._rina_rack = self.tables["rina_rack"].exact
         self._rina_gather = self.tables["rina_gather"].exact
+        self._esa_job = self.tables["esa_job"].exact
+        self._esa_evict = self.tables["esa_evict"].exact
         # Registers, named as in ina.p4; agg_value is [slot][lane] here, flat in P4.
         self.agg_value = np.zeros((slots, lanes), dtype=np.int32)
         self.agg_bitmap = [0] * slots
@@ -221,6 +229,8 @@ class Ingress:
         self.agg_iteration = [0] * slots
         self.agg_seq = [0] * slots
         self.agg_resulted = [0] * slots                       # RELEASE_SHADOW: the held tag's RESULT passed
+        self.agg_submodel = [0] * slots                       # the claimant's sub-model (ESA: whom to evict)
+        self.agg_elems = [0] * slots                          # the claimant's lanes
         self.agg_used = [0] * program.PA_JOBS                 # slots with agg_count != 0, per pa_index
         self.pa_seq = [0] * (program.PA_JOBS * PA_WORKERS)    # S_n at pa_index * PA_WORKERS + worker
         self.pa_seq_sum = [0] * program.PA_JOBS               # S_sum per pa_index
@@ -332,6 +342,7 @@ class Ingress:
             stats[ST_LEAD_BYPASS] += 1
             return self._bypass(buf, flags, bypass_dst)
         shadow = release_mode == RELEASE_SHADOW
+        evict = None
         if held:
             if shadow and self.agg_job[slot] == job and (held_iteration < iteration or (
                     held_iteration == iteration and self.agg_seq[slot] < seq)):
@@ -340,10 +351,16 @@ class Ingress:
                 held = 0
             elif self.agg_job[slot] != job or held_iteration > iteration or \
                     (self.agg_seq[slot] != seq and held_iteration >= iteration):
-                stats[ST_COLL] += 1
-                if pa is not None and pa[1]:
-                    self._count_overflow(pa[0], seq)
-                return self._overflow(buf, flags | FLAG_COLLISION, overflow, seq)
+                if self._esa_evict and not flags & FLAG_RETX and pa is None and count < fanin:
+                    evict = self._eviction(buf, slot, job, iteration, seq, elems)
+                if evict is None:
+                    stats[ST_COLL] += 1
+                    if pa is not None and pa[1]:
+                        self._count_overflow(pa[0], seq)
+                    return self._overflow(buf, flags | FLAG_COLLISION, overflow, seq)
+                # ESA: this contribution claims the slot (below); the packet leaves with the evicted partial.
+                stats[ST_EVICTED] += 1
+                held = 0
             elif held_iteration < iteration:
                 stats[ST_STALE] += 1
                 held = 0
@@ -374,6 +391,8 @@ class Ingress:
             return self._overflow(buf, flags | FLAG_CAPACITY, overflow, seq)
         if not held:
             row = self.agg_value[slot]
+            if evict is not None:
+                evicted_lanes = row[:elems].astype(">i4").tobytes()
             row[:elems] = np.frombuffer(buf, dtype=">i4", count=elems, offset=PAYLOAD_OFFSET)
             if elems < self.lanes:
                 row[elems:] = 0
@@ -383,6 +402,8 @@ class Ingress:
             self.agg_iteration[slot] = iteration
             self.agg_seq[slot] = seq
             self.agg_resulted[slot] = 0
+            self.agg_submodel[slot] = submodel
+            self.agg_elems[slot] = elems
         elif self.agg_bitmap[slot] & bitmap:
             stats[ST_DUP] += 1
             if not flags & FLAG_RETX:
@@ -431,6 +452,9 @@ class Ingress:
             self._track_used(was_held, slot, pa)
             return verdict
         self._track_used(was_held, slot, pa)
+        if evict is not None:
+            buf[PAYLOAD_OFFSET:PAYLOAD_OFFSET + 4 * elems] = evicted_lanes
+            return self._evicted(buf, level, switch_addr, evict)
         if raw:
             # PA-ATP: absorbed, the gradient goes back out of its ingress port as its sender's GACK.
             stats[ST_GACKED] += 1
@@ -507,6 +531,42 @@ class Ingress:
             headers_alone(buf)
             return self._multicast(buf, pull_grp)
         return None     # absorbed into the slot
+
+    def _eviction(self, buf, slot, job, iteration, seq, elems):
+        """ESA: the occupant of ``slot`` that a colliding contribution evicts, as (job, sub-model, iteration,
+        seq, count, bitmap, its esa_evict_to parameters), or None (the contribution collides as in ATP):
+        its job opted in (``esa_job``), the occupant's has an ``esa_evict`` entry, is incomplete, has the
+        same lanes and is outranked (:func:`program.esa_preempts`)."""
+        esa = self._esa_job.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2]))
+        if esa is None or esa[0] != "esa_enable":
+            return None
+        held_job, held_submodel = self.agg_job[slot], self.agg_submodel[slot]
+        target = self._esa_evict.get(_U16.pack(held_job) + _U16.pack(held_submodel))
+        if target is None or target[0] != "esa_evict_to":
+            return None
+        held_priority, held_fanin = target[1][0], target[1][1]
+        count = self.agg_count[slot]
+        if self.agg_elems[slot] != elems or count >= held_fanin or not program.esa_preempts(
+                esa[1][0], job, iteration, seq, held_priority, held_job, self.agg_iteration[slot], self.agg_seq[slot]):
+            return None
+        return (held_job, held_submodel, self.agg_iteration[slot], self.agg_seq[slot], count, self.agg_bitmap[slot],
+                target[1][2:])
+
+    def _evicted(self, buf, level, switch_addr, evict):
+        """``buf`` (its lanes already the evicted partial's) becomes the partial ESA evicted: the occupant's
+        tag, count and bitmap, flags DATA and EVICTED, level one above the evicting packet's, from this switch
+        toward the occupant's overflow target."""
+        job, submodel, iteration, seq, count, bitmap, overflow = evict
+        _U16.pack_into(buf, INA_OFFSET, job)
+        if level != 255:
+            buf[INA_OFFSET + 5] = level + 1
+        _U16.pack_into(buf, INA_OFFSET + 10, count)
+        _U16.pack_into(buf, INA_OFFSET + 12, submodel)
+        _U32.pack_into(buf, INA_OFFSET + 14, iteration)
+        _U32.pack_into(buf, INA_OFFSET + 18, seq)
+        _U64.pack_into(buf, INA_OFFSET + 26, bitmap)
+        buf[26:30] = switch_addr
+        return self._overflow(buf, FLAG_DATA | FLAG_EVICTED, overflow, seq)
 
     def _multicast(self, buf, group):
         """Replicate ``buf`` to multicast ``group`` (TTL - 1): the ports of the group."""
