@@ -46,8 +46,10 @@ def test_rinas_testbed_runs_a_ring_all_reduce_exactly(target, policy, emulation,
     steps = 14 if policy == "rar" else 8
     assert all(0.5 * steps * 1e-3 < r["step_delays_s"] < 1.5 * steps * 1e-3 < r["comm_s"] for r in records)
     if target == "pyswitch" and policy == "rar":
-        # Link-bound: the frames at the link rate plus the steps' round trips and overheads (measured 1.12x).
-        assert frames_time_s(scenario) < job["comm_time_s"] < 1.3 * frames_time_s(scenario)
+        # Link-bound: the frames at the link rate plus the steps' waits, and the round trips (measured 1.07x the
+        # frames and waits; 1.14x on a loaded CI machine).
+        link_bound_s = frames_time_s(scenario) + sum(r["step_delays_s"] for r in records) / len(records)
+        assert link_bound_s < job["comm_time_s"] < 1.25 * link_bound_s
     assert_clean()
 
 
