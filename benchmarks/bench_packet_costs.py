@@ -23,9 +23,13 @@ job communicates), the rate the planner looks the cost up by. The slower packets
 costs: a process that sleeps between packets wakes for each one (a context switch and an epoll or select
 round), where at higher rates one wake-up serves several.
 
+``--calibrate`` keeps the switch's, the workers' and the PS's costs as this machine's
+(``testbed.budget.write_packet_costs``: per role the fastest point and the floor of the slower ones), which
+the planner then uses here instead of the reference (``inatb validate`` says which it uses).
+
 Root (it builds the network).
 
-    sudo .venv/bin/python benchmarks/bench_packet_costs.py --target pyswitch --time-dilation 8,16,32,64
+    sudo .venv/bin/python benchmarks/bench_packet_costs.py --target pyswitch --time-dilation 8,16,32,64 --calibrate
 """
 
 import argparse
@@ -40,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_report  # noqa: E402
-from testbed.budget import PROCESS_IDLE_CORES  # noqa: E402
+from testbed.budget import PROCESS_IDLE_CORES, write_packet_costs  # noqa: E402
 from testbed.emulation.orchestrator import run_scenario  # noqa: E402
 from testbed.scenario import load_scenario  # noqa: E402
 
@@ -119,6 +123,8 @@ def main(argv=None):
     parser.add_argument("--few", type=int, default=5)
     parser.add_argument("--many", type=int, default=25)
     parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "bench_packet_costs.json"))
+    parser.add_argument("--calibrate", action="store_true",
+                        help="keep the switch's, workers' and PS's costs as this machine's, for the planner")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         raise SystemExit("bench_packet_costs: needs root (it builds the network)")
@@ -142,6 +148,11 @@ def main(argv=None):
                            for m in measured if role in m["by_role"])
         print(f"  {role:7s} {points}")
     write_report(args.out, {"target": args.target, "iterations": [args.few, args.many], "runs": measured})
+    if args.calibrate:
+        roles = {"switch": args.target, "worker": "worker", "ps": "ps"}
+        path = write_packet_costs({roles[role]: [m["by_role"][role] for m in measured if role in m["by_role"]]
+                                   for role in roles})
+        print(f"this machine's packet costs ({', '.join(sorted(roles.values()))}) kept in {path}")
     return 0
 
 

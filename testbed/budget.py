@@ -12,12 +12,27 @@ slower), and ``inatb validate`` prints that N, the budget that binds and the
 expected wall time, and warns when an explicit N does not fit. The
 prediction errs on the slow side (every worker at its job's rate at once);
 what a run measured decides its ``distorted`` mark.
+
+What a packet costs depends on the machine: the reference costs
+(``PACKET_COST_CURVES``) were measured on one, and a slower one runs the
+same plan busier. ``benchmarks/bench_packet_costs.py --calibrate`` measures
+this machine's and keeps them (:func:`packet_costs_path`, keyed by the CPU
+model and core count, :func:`machine_id`); :func:`load_packet_costs` gives
+the planner this machine's costs where they were measured, else the
+reference, and says which (``inatb validate``, the summary's
+``packet_budget``).
 """
 
+import datetime
+import json
 import math
 import os
 import shutil
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testbed.atomic_io import write_text_atomic
 
 from testbed.dilation import network_scenario
 from testbed.scenario import AUTO_DILATION, require_emulable
@@ -49,6 +64,10 @@ PACKET_COST_CURVES = {
     "worker": ((4_650.0, 36_300.0), (9_300.0, 48_600.0)),
     "ps": ((4_650.0, 33_100.0), (9_300.0, 39_600.0)),
 }
+#: Where the reference costs come from, as the planner reports it.
+REFERENCE_COSTS = ("reference costs (measured on another machine; `sudo .venv/bin/python "
+                   "benchmarks/bench_packet_costs.py --time-dilation 8,16,32,64 --calibrate` measures this one's)")
+PACKET_COSTS_FORMAT_VERSION = 1
 #: The share of the machine's cores the switches and agents may keep busy together; the rest is the kernel's
 #: work outside their system calls (htb's timers, softirqs), the run's monitors, and the slack a machine
 #: needs before processes queue for a core and every packet costs more. Measured on InArt's 54-server
@@ -82,6 +101,102 @@ def packets_per_cpu_s(curve, wall_pps: float) -> float:
     raise AssertionError("unreachable: wall_pps is inside the curve")
 
 
+def curve_from_points(points) -> tuple:
+    """A curve as ``PACKET_COST_CURVES`` holds them from (packets per wall second, packets per CPU-second)
+    measured at several time dilations: the fastest point and, below it, the floor: the median cost of the
+    slower points, at the fastest of their rates. One point is its own curve."""
+    points = sorted(((float(r), float(c)) for r, c in points), reverse=True)
+    if not points:
+        raise ValueError("no measured point")
+    if len(points) == 1:
+        return (points[0],)
+    slower = points[1:]
+    return ((slower[0][0], statistics.median(c for _, c in slower)), points[0])
+
+
+def packet_costs_path() -> Path:
+    """This machine's measured packet costs: ``$INATB_PACKET_COSTS``, else
+    ``$XDG_CACHE_HOME/inatb/packet_costs.json`` (``~/.cache`` without it)."""
+    if os.environ.get("INATB_PACKET_COSTS"):
+        return Path(os.environ["INATB_PACKET_COSTS"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "inatb" / "packet_costs.json"
+
+
+def machine_id() -> str:
+    """The CPU model and core count: what packet costs measured on one machine hold for."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"{model} x {os.cpu_count() or 1}"
+
+
+@dataclass(frozen=True)
+class PacketCosts:
+    """The per-packet costs the planner uses: role -> curve (``PACKET_COST_CURVES``' form), and where from."""
+    curves: dict
+    source: str
+
+
+def _read_packet_costs(path: Path) -> dict:
+    """A packet-costs file (:func:`write_packet_costs`), its curves as tuples; ValueError says what is wrong."""
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("version") != PACKET_COSTS_FORMAT_VERSION:
+            raise ValueError(f"version {doc.get('version')!r}, expected {PACKET_COSTS_FORMAT_VERSION}")
+        curves = {}
+        for role, curve in doc["curves"].items():
+            if role not in PACKET_COST_CURVES:
+                raise ValueError(f"unknown role {role!r}")
+            curves[role] = tuple((float(r), float(c)) for r, c in curve)
+            if not curves[role] or any(r <= 0 or c <= 0 for r, c in curves[role]) or \
+                    list(curves[role]) != sorted(curves[role]):
+                raise ValueError(f"{role}: expected (packets/s, packets per CPU-second) pairs, positive, by rate")
+        return {"machine": str(doc["machine"]), "measured": str(doc.get("measured", "?")), "curves": curves}
+    except (OSError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(exc) from None
+
+
+def load_packet_costs(path=None) -> PacketCosts:
+    """This machine's measured costs (:func:`packet_costs_path`) for the roles measured, the reference for
+    the others; the reference alone when none were measured here (another machine's file, or an unreadable
+    one, is named in ``source``)."""
+    path = Path(path) if path else packet_costs_path()
+    if not path.exists():
+        return PacketCosts(PACKET_COST_CURVES, REFERENCE_COSTS)
+    try:
+        doc = _read_packet_costs(path)
+    except ValueError as exc:
+        return PacketCosts(PACKET_COST_CURVES, f"{REFERENCE_COSTS}; {path} is unreadable: {exc}")
+    if doc["machine"] != machine_id():
+        return PacketCosts(PACKET_COST_CURVES, f"{REFERENCE_COSTS}; {path} holds {doc['machine']}'s")
+    return PacketCosts({**PACKET_COST_CURVES, **doc["curves"]},
+                       f"measured on this machine ({', '.join(sorted(doc['curves']))}; {doc['measured']})")
+
+
+def write_packet_costs(points_by_role: dict, path=None) -> Path:
+    """Keep this machine's costs, role -> measured (packets per wall second, packets per CPU-second) points
+    (:func:`curve_from_points`), beside the roles measured here before (another machine's or an unreadable
+    file is replaced)."""
+    path = Path(path) if path else packet_costs_path()
+    curves = {}
+    if path.exists():
+        try:
+            old = _read_packet_costs(path)
+            curves = old["curves"] if old["machine"] == machine_id() else {}
+        except ValueError:
+            pass
+    curves = {**curves, **{role: curve_from_points(points) for role, points in points_by_role.items()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"version": PACKET_COSTS_FORMAT_VERSION, "machine": machine_id(),
+           "measured": datetime.date.today().isoformat(),
+           "curves": {role: [list(point) for point in curve] for role, curve in curves.items()}}
+    return write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
 def resolve_target(requested: str) -> str:
     """The target a run uses: ``auto`` is bmv2 where simple_switch and p4c are on PATH, else pyswitch.
     One rule for ``inatb run`` and ``inatb validate`` (which budgets the target it resolves)."""
@@ -100,20 +215,23 @@ class PacketBudget:
     workers). Time dilation N divides the rates by N. Three budgets bound them: the busiest switch at most
     its target's ``TARGET_BUDGET_PPS``, every agent at most ``AGENT_BUDGET_PPS``, and all of them together
     at most ``USABLE_CORE_SHARE`` of the machine's cores less ``PROCESS_IDLE_CORES`` per process (whatever
-    N), each packet costing a core's share by its process's ``PACKET_COST_CURVES`` at the rate it sees at N.
+    N), each packet costing a core's share by its process's curve (``costs``: this machine's where measured,
+    else ``PACKET_COST_CURVES``) at the rate it sees at N.
     """
     target: str
     cores: int
     switch_pps: dict
     agent_pps: dict
     ps_names: frozenset = frozenset()
+    costs: PacketCosts = field(default_factory=lambda: PacketCosts(PACKET_COST_CURVES, REFERENCE_COSTS))
 
     def cores_busy(self, factor: float) -> float:
         """The cores the packets keep busy at time dilation ``factor``."""
         def work(pps, curve):
             return (pps / factor) / packets_per_cpu_s(curve, pps / factor)
-        return sum(work(pps, PACKET_COST_CURVES[self.target]) for pps in self.switch_pps.values()) + \
-            sum(work(pps, PACKET_COST_CURVES["ps" if name in self.ps_names else "worker"])
+        curves = self.costs.curves
+        return sum(work(pps, curves[self.target]) for pps in self.switch_pps.values()) + \
+            sum(work(pps, curves["ps" if name in self.ps_names else "worker"])
                 for name, pps in self.agent_pps.items())
 
     def working_cores(self) -> float:
@@ -175,7 +293,7 @@ class PacketBudget:
                 "needed_time_dilation": round(self.needed(), 2), "binding": self.binding(),
                 "switch_pps": {k: round(v) for k, v in sorted(self.switch_pps.items())},
                 "agent_pps": {k: round(v) for k, v in sorted(self.agent_pps.items())},
-                "warnings": self.warnings(factor)}
+                "packet_costs": self.costs.source, "warnings": self.warnings(factor)}
 
 
 def packet_budget(scenario, target: str, policy=None, cores: int = None) -> PacketBudget:
@@ -188,7 +306,7 @@ def packet_budget(scenario, target: str, policy=None, cores: int = None) -> Pack
     agents = ps_names | {w for job in scenario.jobs for w in job.workers}
     return PacketBudget(resolve_target(target), cores or os.cpu_count() or 1,
                         {n: pps for n, pps in rates.items() if scenario.topology.nodes[n].kind == "switch"},
-                        {n: pps for n, pps in rates.items() if n in agents}, ps_names)
+                        {n: pps for n, pps in rates.items() if n in agents}, ps_names, load_packet_costs())
 
 
 def dilation_factor(scenario, budget: PacketBudget) -> float:

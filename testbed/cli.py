@@ -37,6 +37,7 @@ def cmd_validate(args) -> int:
     busiest = max(budget.switch_pps, key=budget.switch_pps.get)
     print(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs communicate "
           f"({budget.target})")
+    print(f"packet costs: {budget.costs.source}")
     if scenario.time_dilation == AUTO_DILATION:
         print(f"time_dilation auto: {factor:g} (the tightest budget: {budget.binding()})")
     if factor != 1:

@@ -132,3 +132,53 @@ def test_a_packet_costs_more_the_slower_packets_come_to_its_process():
     # Doubling N halves the packets and raises a packet's cost by less than twice: the work falls.
     plan = PacketBudget("pyswitch", 2, {"s1": 186012.0}, {"w1": 74405.0})
     assert all(plan.cores_busy(2 * n) < plan.cores_busy(n) for n in (1, 2, 4, 8, 16, 32))
+
+
+def test_the_reference_curves_are_the_measured_points_fastest_and_floor():
+    """curve_from_points derives the reference pyswitch and worker curves from their measurements at N = 8-64."""
+    assert budget.curve_from_points([(23_300, 42_700), (11_600, 30_300), (5_800, 28_100), (2_900, 26_500)]) == \
+        PACKET_COST_CURVES["pyswitch"]
+    assert budget.curve_from_points([(9_300, 48_600), (4_650, 38_600), (2_325, 31_600), (1_163, 36_300)]) == \
+        PACKET_COST_CURVES["worker"]
+    assert budget.curve_from_points([(2_500, 6_900)]) == PACKET_COST_CURVES["bmv2"]
+    with pytest.raises(ValueError):
+        budget.curve_from_points([])
+
+
+def test_this_machines_measured_costs_replace_the_reference_and_another_machines_do_not(tmp_path):
+    path = tmp_path / "packet_costs.json"
+    assert budget.load_packet_costs(path) == budget.PacketCosts(PACKET_COST_CURVES, budget.REFERENCE_COSTS)
+    budget.write_packet_costs({"pyswitch": [(23_300, 21_350), (11_600, 15_150), (5_800, 14_050)]}, path)
+    budget.write_packet_costs({"worker": [(9_300, 24_300), (4_650, 19_300)]}, path)     # kept beside pyswitch
+    costs = budget.load_packet_costs(path)
+    assert costs.curves == {**PACKET_COST_CURVES, "pyswitch": ((11_600.0, 14_600.0), (23_300.0, 21_350.0)),
+                            "worker": ((4_650.0, 19_300.0), (9_300.0, 24_300.0))}
+    assert costs.source.startswith("measured on this machine (pyswitch, worker; ")
+    # Costs twice the reference's double the work the planner sees: every rate's cost halved.
+    half = {role: tuple((r, c / 2) for r, c in curve) for role, curve in PACKET_COST_CURVES.items()}
+    plan = PacketBudget("pyswitch", 2, {"s1": 40_000.0}, {"w1": 10_000.0, "ps": 10_000.0}, frozenset({"ps"}))
+    slow = PacketBudget("pyswitch", 2, {"s1": 40_000.0}, {"w1": 10_000.0, "ps": 10_000.0}, frozenset({"ps"}),
+                        budget.PacketCosts(half, "half"))
+    assert slow.cores_busy(4.0) == pytest.approx(2 * plan.cores_busy(4.0))
+    assert slow.machine_needs() > plan.machine_needs()
+    doc = path.read_text().replace(budget.machine_id(), "Another CPU x 64")
+    path.write_text(doc)
+    other = budget.load_packet_costs(path)
+    assert other.curves == PACKET_COST_CURVES and "holds Another CPU x 64's" in other.source
+    path.write_text("{not json")
+    broken = budget.load_packet_costs(path)
+    assert broken.curves == PACKET_COST_CURVES and f"{path} is unreadable: " in broken.source
+    budget.write_packet_costs({"ps": [(9_300, 20_000)]}, path)      # an unreadable file is replaced
+    assert budget.load_packet_costs(path).curves["ps"] == ((9_300.0, 20_000.0),)
+
+
+def test_the_planner_reads_the_costs_measured_here(tmp_path, monkeypatch):
+    scenario = load_scenario(QUICKSTART, ["scale=0.001"])
+    reference = packet_budget(scenario, "pyswitch", cores=2)
+    assert reference.to_dict(reference.auto_factor())["packet_costs"] == budget.REFERENCE_COSTS
+    path = tmp_path / "costs.json"
+    budget.write_packet_costs({"pyswitch": [(23_300, 21_350), (11_600, 14_050)]}, path)
+    monkeypatch.setenv("INATB_PACKET_COSTS", str(path))
+    measured = packet_budget(scenario, "pyswitch", cores=2)
+    assert measured.costs.curves["pyswitch"] == ((11_600.0, 14_050.0), (23_300.0, 21_350.0))
+    assert measured.auto_factor() > reference.auto_factor()
