@@ -110,9 +110,13 @@ def test_rina_runs_exactly_with_none_one_or_both_tors_summing_their_racks(target
     for tor in ("t1", "t2"):
         stats = summary["switches"].get(tor, {})
         if tor in racks:
-            # The agent's task of every fragment its rack sums (members steps of a chunk each), pulled once.
+            # The agent's task of every fragment its rack sums (members steps of a chunk each), pulled and summed
+            # once; a task resent before its ACK came (a slow switch: bmv2 on a slow machine) pulls again or
+            # re-emits the sum, no more than the workers resent.
             chunks = sum(end - first for first, end in (s.send for s in rar_steps(0, members, total)[:members]))
-            assert stats["rina_pulled"] == 4 * chunks == stats["emitted"]
+            assert stats["emitted"] - stats["rina_reemitted"] == 4 * chunks
+            assert 4 * chunks <= stats["rina_pulled"] <= 4 * chunks + job["retransmitted_packets"]
+            assert stats["rina_reemitted"] <= job["retransmitted_packets"]
             assert stats["aggregated"] == 4 * 4 * chunks
         else:
             assert stats.get("rina_pulled", 0) == 0
