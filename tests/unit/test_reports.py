@@ -135,3 +135,16 @@ def test_a_plot_of_many_lines_keeps_its_legend_inside_the_figure(tmp_path):
         warnings.simplefilter("error")
         finish_figure(fig, ax, tmp_path / "many.png", "time (s)", "rate (Mb/s)", "many lines", legend=True)
     assert (tmp_path / "many.png").stat().st_size > 0
+
+
+def test_a_cpu_distorted_run_planned_with_the_reference_costs_says_how_to_measure_this_machines(tmp_path):
+    from testbed.budget import REFERENCE_COSTS
+    summary = json.loads((write_run(tmp_path / "run") / "summary.json").read_text())
+    summary.update(distorted=True, distortion_reasons=["CPU: the machine was 96% busy on average over 2 cores"],
+                   packet_budget={"packet_costs": REFERENCE_COSTS, "warnings": []})
+    assert f"  the time dilation was planned with {REFERENCE_COSTS}" in format_summary(summary)
+    summary["packet_budget"]["packet_costs"] = "measured on this machine (ps, pyswitch, worker; 2026-11-24)"
+    assert "planned with" not in format_summary(summary)
+    summary.update(distortion_reasons=["loss outside modelled queues: 3 packets at s1"],
+                   packet_budget={"packet_costs": REFERENCE_COSTS, "warnings": []})
+    assert "planned with" not in format_summary(summary)
