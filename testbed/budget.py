@@ -29,10 +29,11 @@ import math
 import os
 import shutil
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.atomic_io import write_text_atomic
+from testbed.cache import cache_dir
 
 from testbed.dilation import network_scenario
 from testbed.scenario import AUTO_DILATION, require_emulable
@@ -119,8 +120,7 @@ def packet_costs_path() -> Path:
     ``$XDG_CACHE_HOME/inatb/packet_costs.json`` (``~/.cache`` without it)."""
     if os.environ.get("INATB_PACKET_COSTS"):
         return Path(os.environ["INATB_PACKET_COSTS"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "inatb" / "packet_costs.json"
+    return cache_dir() / "packet_costs.json"
 
 
 def machine_id() -> str:
@@ -139,6 +139,10 @@ class PacketCosts:
     """The per-packet costs the planner uses: role -> curve (``PACKET_COST_CURVES``' form), and where from."""
     curves: dict
     source: str
+
+
+#: The reference costs, as the planner uses them where this machine's were not measured.
+REFERENCE_PACKET_COSTS = PacketCosts(PACKET_COST_CURVES, REFERENCE_COSTS)
 
 
 def _read_packet_costs(path: Path) -> dict:
@@ -166,7 +170,7 @@ def load_packet_costs(path=None) -> PacketCosts:
     one, is named in ``source``)."""
     path = Path(path) if path else packet_costs_path()
     if not path.exists():
-        return PacketCosts(PACKET_COST_CURVES, REFERENCE_COSTS)
+        return REFERENCE_PACKET_COSTS
     try:
         doc = _read_packet_costs(path)
     except ValueError as exc:
@@ -223,7 +227,7 @@ class PacketBudget:
     switch_pps: dict
     agent_pps: dict
     ps_names: frozenset = frozenset()
-    costs: PacketCosts = field(default_factory=lambda: PacketCosts(PACKET_COST_CURVES, REFERENCE_COSTS))
+    costs: PacketCosts = REFERENCE_PACKET_COSTS
 
     def cores_busy(self, factor: float) -> float:
         """The cores the packets keep busy at time dilation ``factor``."""

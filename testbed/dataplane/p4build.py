@@ -31,6 +31,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from testbed.cache import cache_dir
 from testbed.dataplane import program
 from testbed.dataplane.wire import DEFAULT_LANES
 from testbed.errors import DataplaneError, EnvironmentMissingError
@@ -85,8 +86,7 @@ def cache_key(sources, defines: dict, p4c_version: str) -> str:
 def default_cache_dir() -> Path:
     if os.environ.get("INATB_P4_CACHE"):
         return Path(os.environ["INATB_P4_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "inatb" / "p4"
+    return cache_dir() / "p4"
 
 
 def find_p4c(p4c: str = None) -> str:

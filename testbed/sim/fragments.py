@@ -145,6 +145,7 @@ class FragmentModel:
         slots = {}                # (switch, range) -> {index: Slot}; a range is a job, or the jobs sharing one
         waiting = {}              # (switch, range, index) -> [Packet]
         shared = self.policy.shared_slot_ranges(list(self.jobs))
+        ranges = {}               # (switch, job) -> (range key, slots): slot_range's, once each
         ps_bits = {}              # (job, seq) -> frozenset
         sent = {}
         starts = self.scenario.simulation.worker_start_fragments
@@ -182,10 +183,12 @@ class FragmentModel:
 
         def slot_range(node, jp):
             """(key, slots) of ``jp``'s slot range at ``node``: its own, or the range it shares there."""
-            together = shared.get(node, ())
-            if jp.job in together:
-                return tuple(together), sum(self.jobs[name][1].slots[node] for name in together)
-            return jp.job, jp.slots.get(node, 0)
+            key = (node, jp.job)
+            if key not in ranges:
+                together = shared.get(node, ())
+                ranges[key] = (tuple(together), sum(self.jobs[name][1].slots[node] for name in together)) \
+                    if jp.job in together else (jp.job, jp.slots.get(node, 0))
+            return ranges[key]
 
         def overflow_hop(jp, node, g):
             return jp.bypass_hop.get(node, {}).get(g, jp.ps_of_submodel[g])

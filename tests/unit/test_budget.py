@@ -147,7 +147,7 @@ def test_the_reference_curves_are_the_measured_points_fastest_and_floor():
 
 def test_this_machines_measured_costs_replace_the_reference_and_another_machines_do_not(tmp_path):
     path = tmp_path / "packet_costs.json"
-    assert budget.load_packet_costs(path) == budget.PacketCosts(PACKET_COST_CURVES, budget.REFERENCE_COSTS)
+    assert budget.load_packet_costs(path) == budget.REFERENCE_PACKET_COSTS
     budget.write_packet_costs({"pyswitch": [(23_300, 21_350), (11_600, 15_150), (5_800, 14_050)]}, path)
     budget.write_packet_costs({"worker": [(9_300, 24_300), (4_650, 19_300)]}, path)     # kept beside pyswitch
     costs = budget.load_packet_costs(path)
