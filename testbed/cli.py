@@ -22,8 +22,9 @@ def cmd_validate(args) -> int:
     Prints the packet budget's prediction: the busiest switch, the time dilation (the scenario's, or the one
     ``auto`` picks, with the budget that binds), the expected wall time under dilation, and a warning per
     budget the run's time dilation leaves exceeded."""
-    from testbed import sim
+    from testbed import controller, sim
     from testbed.budget import expected_wall_s, plan_run
+    from testbed.emulation.orchestrator import check_emulable
     from testbed.scenario import AUTO_DILATION, require_emulable
     scenario = _load(args)
     require_emulable(scenario)
@@ -34,6 +35,9 @@ def cmd_validate(args) -> int:
               f"{j.name} {j.policy} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
               f"{j.iterations} it" for j in scenario.jobs) + ")")
     policy, budget, factor = plan_run(scenario, scenario.target)
+    # What the run refuses before any network exists: the same checks, the same one-line errors.
+    check_emulable(scenario, policy)
+    controller.plan(scenario, policy)
     busiest = max(budget.switch_pps, key=budget.switch_pps.get)
     print(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs communicate "
           f"({budget.target})")

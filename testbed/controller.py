@@ -73,7 +73,7 @@ Choices:
 """
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.agents.transport.pa_atp import aecn_threshold_factor
@@ -85,6 +85,7 @@ from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShapi
 from testbed.errors import PolicyError
 from testbed.models import fragments_per_submodel
 from testbed.policy.common import link_pairs
+from testbed.policy.ring import fallback_members
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.topology import DefaultRoutes, result_group_ip
 
@@ -124,6 +125,7 @@ def plan(scenario, policy, time_dilation: float = 1.0) -> ControlPlan:
     _pa_atp(scenario, routes, policy, result)
     _esa_preemption(scenario, policy, result)
     _rina_racks(scenario, routes, policy, result)
+    _check_rina_fallbacks(scenario, routes, policy)
     _ports(scenario, result, time_dilation)
     _agents(scenario, routes, policy, result, time_dilation)
     _validate(scenario, result)
@@ -410,13 +412,11 @@ def _rina_racks(scenario, routes, policy, result):
             if tor is None:
                 continue
             config = result.switches[tor]
-            successor = topo.node(members[(m + 1) % len(members)]["workers"][0])
             hosts = [topo.node(w) for w in member["workers"]]
             ports = [topo.port(tor, topo.host_link(h.name)) for h in hosts]
             for host, port in zip(hosts, ports):
                 _host_rewrite(config, port, host)
-            hop = routes.next_hop(tor, successor.name)
-            uplink = _port_toward(topo, tor, hop, successor.node_id)
+            uplink = _rina_uplink(topo, routes, members, m)
             pull_grp = _new_group(config, ports[1:])
             rack_grp = _new_group(config, ports)
             gather_grp = _new_group(config, ports + ([uplink] if uplink not in ports else []))
@@ -426,6 +426,48 @@ def _rina_racks(scenario, routes, policy, result):
                 ("gather_grp", gather_grp))))
             config.entries.append(TableEntry("rina_gather", "ina_multicast", (job.job_id, hosts[0].ip),
                                              (("mcast_grp", rack_grp),)))
+
+
+def _rina_uplink(topo, routes, members, m: int) -> int:
+    """The port of Rina rack ``m``'s ToR toward the next member of ``members`` (its agent's address)."""
+    successor = topo.node(members[(m + 1) % len(members)]["workers"][0])
+    return _port_toward(topo, members[m]["tor"], routes.next_hop(members[m]["tor"], successor.name),
+                        successor.node_id)
+
+
+def _check_rina_fallbacks(scenario, routes, policy):
+    """Refuse a failure (``stragglers.failures``) that the emulation would not run as Rina §IV-C2 says: of a
+    worker that is not a Rina rack's agent, or one after whose fallback a Rina rack's finished chunks would
+    leave its ToR by another port toward the next member than the one installed (its gather group is not
+    reinstalled mid-run)."""
+    failures = [inj for inj in scenario.stragglers.injections if inj.kind == "failure"]
+    topo = scenario.topology
+    rings = {}          # job -> its members after the failures so far
+    for i, inj in sorted(enumerate(failures), key=lambda pair: pair[1].at_s):
+        worker, path = inj.target[0], f"stragglers.failures.{i}.worker"
+        job = next(j for j in scenario.jobs if worker in j.workers)
+        jp = policy.jobs[job.name]
+        if jp.scheme != "rina":
+            raise PolicyError(f"{path}: {worker} is a worker of job {job.name} (policy {job.policy}); only a Rina "
+                              f"rack's agent may fail (Rina §IV-C2's fallback to RAR: policy rina)")
+        installed = jp.notes["members"]
+        members = rings.get(job.name, installed)
+        try:
+            after = fallback_members(members, worker)
+        except ValueError as exc:
+            agents = [m["workers"][0] for m in members if m["tor"] is not None]
+            raise PolicyError(f"{path}: {exc}; expected one of {', '.join(agents) or 'none (no Rina rack)'}") from None
+        if len(after) < 2:
+            raise PolicyError(f"{path}: after {worker}'s error job {job.name} would be a ring of one member")
+        for m, member in enumerate(after):
+            if member["tor"] is None:
+                continue
+            before = next(k for k, old in enumerate(installed) if old["tor"] == member["tor"])
+            if _rina_uplink(topo, routes, after, m) != _rina_uplink(topo, routes, installed, before):
+                raise PolicyError(f"{path}: after {worker}'s error the next member of {member['tor']}'s Rina rack is "
+                                  f"reached through another port of {member['tor']}; the emulation does not reinstall "
+                                  f"its gather group mid-run")
+        rings[job.name] = after
 
 
 def rtt_estimate_s(path_rates_bps, frame_bytes: int, ecn_threshold_pkts: int) -> float:
@@ -655,6 +697,42 @@ def _rina_agents(scenario, job, jp, common: dict, result, planned_rate_bps: floa
                 rack_tor_node=topo.node(tor).node_id if tor else 0, rack_size=len(member["workers"]) if tor else 0,
                 rack_rank=rank, agent_ip=ring[m][1], member_tors=tors, window=window,
                 **_ring_worker_fields(scenario, job, w, planned_rate_bps), **common))
+
+
+def rina_fallback_configs(configs, failed: str, window: int, redo_from: int) -> list:
+    """Rina §IV-C2's fallback after the error of ``failed``, a Rina rack's agent: the configs of the next
+    ring generation of every other worker of its job, from the current ones (``configs``, any agents).
+
+    The members are :func:`testbed.policy.ring.fallback_members`' (the failed rack's other workers
+    autonomous in its place); those workers' window is the job's ``window`` (they send for themselves now,
+    with no ToR slots to fit). The sum leaves the failed worker's gradient out (``contributors``), and every
+    worker starts from ``redo_from`` (the iteration the old ring had not completed everywhere). The Rina
+    racks' switch entries stay as installed: :func:`_check_rina_fallbacks` refused, before the run, a
+    fallback after which a rack's finished chunks would need another port toward the next member.
+    """
+    dead = next((c for c in configs if c.name == failed), None)
+    job = [c for c in configs if dead is not None and c.role == "rina" and c.job == dead.job]
+    tors = dict(dead.member_tors) if job else {}
+    racks = {}
+    for c in job:
+        racks.setdefault(c.member_index, []).append(c)
+    members = [{"workers": [c.name for c in sorted(racks[m], key=lambda c: c.rack_rank)], "tor": tors[m] or None}
+               for m in sorted(racks)]
+    members = fallback_members(members, failed)
+    by_name = {c.name: c for c in job}
+    addresses = [(m, by_name[member["workers"][0]].ip) for m, member in enumerate(members)]
+    member_tors = [(m, member["tor"] or "") for m, member in enumerate(members)]
+    contributors = sorted(set(dead.contributors or range(dead.total_workers)) - {dead.worker_index})
+    out = []
+    for m, member in enumerate(members):
+        for name in member["workers"]:
+            c = by_name[name]
+            changes = dict(workers=addresses, member_index=m, member_tors=member_tors, generation=c.generation + 1,
+                           first_iteration=redo_from, contributors=contributors, agent_ip=addresses[m][1])
+            if member["tor"] is None and c.rack_tor_node:
+                changes.update(rack_tor_node=0, rack_size=0, rack_rank=0, window=window)
+            out.append(replace(c, **changes))
+    return out
 
 
 def _rates_to_ps(scenario, routes, job, worker) -> list:

@@ -140,7 +140,7 @@ BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck",
 #: The background's TCP congestion control unless a scenario names one: Linux's default, so a run does not
 #: depend on what its host was set to (``net.ipv4.tcp_congestion_control``).
 DEFAULT_BACKGROUND_CONGESTION_CONTROL = "cubic"
-STRAGGLER_KEYS = {"compute_delay", "rate_changes", "pauses", "link_degradations", "heterogeneous_links"}
+STRAGGLER_KEYS = {"compute_delay", "rate_changes", "pauses", "link_degradations", "failures", "heterogeneous_links"}
 DELAY_KINDS = ("normal", "uniform", "fixed")
 #: GOAT §VII-C draws per-worker latency from a normal distribution with std 0.2 clipped
 #: to [0, 1] s and gives no mean; 0.5 s (the middle of the clip range) is our default.
@@ -254,10 +254,16 @@ class ComputeDelaySpec:
     persistent_s: dict = field(default_factory=dict)   # worker -> its delay every iteration; empty: redrawn
 
 
+#: ``stragglers`` sections of timed injections -> their kind (:class:`TimedInjection`).
+INJECTION_SECTIONS = {"rate_changes": "rate_change", "pauses": "pause", "link_degradations": "link_degradation",
+                      "failures": "failure"}
+
+
 @dataclass
 class TimedInjection:
-    """A change at ``at_s`` after the start for ``duration_s``: a host NIC rate, a pause, a link rate."""
-    kind: str                        # rate_change | pause | link_degradation
+    """A change at ``at_s`` after the start for ``duration_s``: a host NIC rate, a pause, a link rate; or a
+    worker's failure (its agent killed at ``at_s``, for good: ``duration_s`` 0)."""
+    kind: str                        # rate_change | pause | link_degradation | failure
     target: tuple                    # (host,) or (a, b)
     at_s: float
     duration_s: float
@@ -1308,12 +1314,13 @@ def _resolve_stragglers(c, spec, topo, jobs, scale, seed=1):
             d.persistent_s = {w: straggler_delay_s(asdict(d), rng) for w in names}
         out.compute_delays.append(d)
     windows = {}
-    for section, kind in (("rate_changes", "rate_change"), ("pauses", "pause"),
-                          ("link_degradations", "link_degradation")):
+    for section, kind in INJECTION_SECTIONS.items():
         for i, item in enumerate(c.items(spec.get(section), f"stragglers.{section}", section.replace("_", " "))):
             p = f"stragglers.{section}.{i}"
             allowed = {"at", "duration"} | ({"link", "rate"} if kind == "link_degradation" else
                                             {"host", "rate"} if kind == "rate_change" else {"worker"})
+            if kind == "failure":
+                allowed = {"at", "worker"}
             c.keys(item, p, allowed)
             if kind == "link_degradation":
                 target = c.link_ends(item.get("link"), f"{p}.link", topo)
@@ -1325,6 +1332,11 @@ def _resolve_stragglers(c, spec, topo, jobs, scale, seed=1):
                            f"{_brief(name)} is not a worker of any job (workers: {', '.join(sorted(workers))})")
                 target = (name,)
             at_s = c.duration_s(item.get("at", "0s"), f"{p}.at")
+            if kind == "failure":
+                if any(inj.kind == "failure" and inj.target == target for inj in out.injections):
+                    c.fail(f"{p}.worker", f"{target[0]} fails twice; a failed worker stays failed")
+                out.injections.append(TimedInjection(kind, target, at_s, 0.0))
+                continue
             if "duration" not in item:
                 c.fail(f"{p}.duration", "missing; how long the change lasts, e.g. 2s")
             duration_s = c.duration_s(item["duration"], f"{p}.duration", allow_zero=False)
@@ -1465,9 +1477,9 @@ def _htb_limits(scenario) -> list:
     found = [(path, reason(bps, what)) for path, (bps, what) in worst.items()]
     counts = {}
     for inj in scenario.stragglers.injections:
-        section = {"rate_change": "rate_changes", "pause": "pauses", "link_degradation": "link_degradations"}[inj.kind]
+        section = {kind: section for section, kind in INJECTION_SECTIONS.items()}[inj.kind]
         index = counts[section] = counts.get(section, -1) + 1
-        if inj.kind != "pause" and not shapeable(inj.rate_bps):
+        if inj.kind not in ("pause", "failure") and not shapeable(inj.rate_bps):
             found.append((f"stragglers.{section}.{index}.rate", reason(inj.rate_bps, "")))
     return found
 

@@ -44,9 +44,15 @@ INA header (``wire.INA_HEADER``, port 40000), its seq being
 Delivery between members is the job's transport, as for RAR; the rack's
 shards ride on the agent's window (each task pulls one fragment from the
 rack), so the agent's congestion control paces the rack, as §IV-C has the
-agent's ACK clock the ScatterReduce. Not here: §IV-C2's fallback to plain
-RAR when an agent fails. Exactness is checked by every worker, as RAR's
-are.
+agent's ACK clock the ScatterReduce. Exactness is checked by every worker,
+as RAR's are.
+
+When a Rina rack's agent fails (``stragglers.failures``), the rack's other
+workers fall back to plain RAR (§IV-C2): the job's ring is stopped and made
+again without the failed worker, its rack's other workers autonomous members
+in its place, and the interrupted iteration is redone
+(:mod:`testbed.agents.ring_generation`); every packet carries its ring's
+generation in the iteration field.
 """
 
 import select
@@ -57,10 +63,12 @@ from testbed.agents.common import (FRAME_OVERHEAD_BYTES, agent_session, install_
                                    sending_rate_bps, straggler_delay_s, straggler_rng)
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.ring import IDLE_WAIT_S, AnsweringPeer, RingWorker, mismatched_fragments
+from testbed.agents.ring_generation import HaltRequest, RingHalted, await_next_generation
 from testbed.agents.ring_schedule import rar_steps
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_GATHER, FLAG_PULL, FLAG_REPAIR, FLAG_RESULT,
                                     FLAG_RETX, FLAG_TASK, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
-                                    ina_frame_bytes, rina_seq, rina_step_index)
+                                    ina_frame_bytes, rina_generation_iteration, rina_iteration, rina_seq,
+                                    rina_step_index)
 
 #: A rack worker (or agent) missing finished fragments asks again after this many minimum RTOs without one.
 REPAIR_AFTER_RTOS = 4
@@ -82,8 +90,8 @@ def repair_runs(missing) -> list:
 class RinaMember(RingWorker):
     """An autonomous worker, or a Rina rack's agent (``rack_tor_node`` set, ``rack_rank`` 0)."""
 
-    def __init__(self, config, sock, records, clock=None):
-        super().__init__(config, sock, records, clock)
+    def __init__(self, config, sock, records, clock=None, halt=None):
+        super().__init__(config, sock, records, clock, halt)
         self.gather_from = len(config.workers) - 1      # step G - 1: the first AllGather step
         self.rack = config.rack_tor_node != 0
         tors = dict(config.member_tors)
@@ -110,8 +118,9 @@ class RinaMember(RingWorker):
         else:
             agg_node = fanin = bitmap = 0
         return ((self.ips[st.send_to], INA_UDP_PORT),
-                INA_HEADER.pack(cfg.job_id, flags, cfg.lanes, 0, agg_node, fanin, 1, 0, iteration,
-                                rina_seq(st.step, index), 0, bitmap, 0) + out[index].tobytes())
+                INA_HEADER.pack(cfg.job_id, flags, cfg.lanes, 0, agg_node, fanin, 1, 0,
+                                rina_iteration(cfg.generation, iteration), rina_seq(st.step, index), 0, bitmap, 0)
+                + out[index].tobytes())
 
     def _receive(self, now: float):
         cfg = self.cfg
@@ -119,8 +128,9 @@ class RinaMember(RingWorker):
             self.last_arrival_s = now
             if len(data) < INA_HEADER_BYTES:
                 continue
-            job, flags, _, _, _, _, count, _, iteration, seq, _, _, _ = INA_HEADER.unpack_from(data)
-            if job != cfg.job_id:
+            job, flags, _, _, _, _, count, _, field, seq, _, _, _ = INA_HEADER.unpack_from(data)
+            generation, iteration = rina_generation_iteration(field)
+            if job != cfg.job_id or generation != cfg.generation:
                 continue
             if flags & FLAG_REPAIR:
                 self._answer_repair(sender, iteration, seq, count)
@@ -144,7 +154,8 @@ class RinaMember(RingWorker):
     def _send_ack(self, ack):
         iteration, step = ack.key
         self.sock.sendto(INA_HEADER.pack(self.cfg.job_id, FLAG_RESULT | (FLAG_ECN_ECHO if ack.ce else 0), 0, 0, 0, 0,
-                                         ack.count, 0, iteration, rina_seq(step, ack.first), 0, 0, 0),
+                                         ack.count, 0, rina_iteration(self.cfg.generation, iteration),
+                                         rina_seq(step, ack.first), 0, 0, 0),
                          (self.ips[self.steps[step].receive_from], INA_UDP_PORT))
 
     def _finish(self, iteration: int, buf):
@@ -184,8 +195,9 @@ class RinaMember(RingWorker):
             return      # not finished here yet: it asks again
         buf, cfg = self.finished[1], self.cfg
         for index in range(first, min(first + count, len(buf))):
-            self.sock.sendto(INA_HEADER.pack(cfg.job_id, FLAG_DATA | FLAG_REPAIR, cfg.lanes, 0, 0, 0, 0, 0, iteration,
-                                             index, 0, 0, 0) + buf[index].astype(">i4").tobytes(),
+            self.sock.sendto(INA_HEADER.pack(cfg.job_id, FLAG_DATA | FLAG_REPAIR, cfg.lanes, 0, 0, 0, 0, 0,
+                                             rina_iteration(cfg.generation, iteration), index, 0, 0, 0)
+                             + buf[index].astype(">i4").tobytes(),
                              (sender[0], INA_UDP_PORT))
             self.repairs_answered += 1
 
@@ -197,8 +209,8 @@ class RinaMember(RingWorker):
 class RinaRackWorker(AnsweringPeer):
     """A Rina rack's worker other than its agent: shards on pull, finished chunks from the ToR."""
 
-    def __init__(self, config, sock, records, clock=None):
-        super().__init__(config, sock, records, clock)
+    def __init__(self, config, sock, records, clock=None, halt=None):
+        super().__init__(config, sock, records, clock, halt)
         members = dict(config.workers)
         self.steps = rar_steps(config.member_index, len(members), config.total_fragments)
         self.gather_from = len(members) - 1
@@ -221,6 +233,8 @@ class RinaRackWorker(AnsweringPeer):
     # -- packets ----------------------------------------------------------------------------
     def serve(self, wait_s: float):
         ready, _, _ = select.select([self.sock], [], [], min(IDLE_WAIT_S, self.clock.wall_s(max(0.0, wait_s))))
+        if self.halt is not None:
+            self.halt.check()
         if ready:
             self._receive(self.clock.now_s())
 
@@ -230,8 +244,9 @@ class RinaRackWorker(AnsweringPeer):
             self.last_arrival_s = now
             if len(data) < INA_HEADER_BYTES:
                 continue
-            job, flags, _, _, agg_node, fanin, _, _, iteration, seq, _, _, _ = INA_HEADER.unpack_from(data)
-            if job != cfg.job_id:
+            job, flags, _, _, agg_node, fanin, _, _, field, seq, _, _, _ = INA_HEADER.unpack_from(data)
+            generation, iteration = rina_generation_iteration(field)
+            if job != cfg.job_id or generation != cfg.generation:
                 continue
             if flags & FLAG_PULL:
                 if self.gradient is None or iteration > self.gradient[0]:
@@ -249,7 +264,8 @@ class RinaRackWorker(AnsweringPeer):
             return
         iteration, rows = self.gradient
         data = INA_HEADER.pack(cfg.job_id, FLAG_DATA | (flags & FLAG_GATHER), cfg.lanes, 0, agg_node, fanin, 1, 0,
-                               iteration, seq, 0, self.bitmap, 0) + rows[self.steps[step].send[0] + index].tobytes()
+                               rina_iteration(cfg.generation, iteration), seq, 0, self.bitmap, 0) \
+            + rows[self.steps[step].send[0] + index].tobytes()
         self.sock.sendto(data, (self.next_ip, INA_UDP_PORT))
         tally = self.tally
         tally[0] += 1
@@ -336,8 +352,9 @@ class RinaRackWorker(AnsweringPeer):
         """Ask the agent for every finished fragment still missing."""
         have = self.result[2]
         for first, count in repair_runs(np.flatnonzero(~have).tolist()):
-            self.sock.sendto(INA_HEADER.pack(self.cfg.job_id, FLAG_REPAIR, 0, 0, 0, 0, count, 0, iteration, first,
-                                             0, 0, 0), (self.cfg.agent_ip, INA_UDP_PORT))
+            self.sock.sendto(INA_HEADER.pack(self.cfg.job_id, FLAG_REPAIR, 0, 0, 0, 0, count, 0,
+                                             rina_iteration(self.cfg.generation, iteration), first, 0, 0, 0),
+                             (self.cfg.agent_ip, INA_UDP_PORT))
             self.repairs_asked += 1
 
     def describe(self) -> dict:
@@ -346,19 +363,48 @@ class RinaRackWorker(AnsweringPeer):
                 "repairs_asked": self.repairs_asked}
 
 
+def _worker_of(config, sock, records, clock, halt):
+    """The member object a Rina job's worker is under ``config``: a Rina rack's worker other than its agent,
+    or a member (an agent or an autonomous worker)."""
+    rack_worker = config.rack_tor_node != 0 and config.rack_rank != 0
+    return (RinaRackWorker if rack_worker else RinaMember)(config, sock, records, clock, halt)
+
+
+def _announce(config):
+    rack_worker = config.rack_tor_node != 0 and config.rack_rank != 0
+    role = ("worker of the rack" if rack_worker else "agent of the rack") if config.rack_tor_node else "autonomous"
+    generation = f", ring generation {config.generation} from iteration {config.first_iteration}" \
+        if config.generation else ""
+    print(f"rina worker {config.name}: job {config.job}, member {config.member_index} of {len(config.workers)} "
+          f"({role}), {config.total_fragments} fragments/iteration, window {config.window}{generation}", flush=True)
+
+
 def run(config) -> int:
+    halt = HaltRequest()        # before the start: an early SIGUSR2 must not end the process
     with agent_session(config, INA_UDP_PORT) as (sock, records, clock):
-        rack_worker = config.rack_tor_node != 0 and config.rack_rank != 0
-        worker = (RinaRackWorker if rack_worker else RinaMember)(config, sock, records, clock)
-        install_status_dump(config.run_dir, config.name, worker.describe)
-        if config.start_s > 0:
-            worker.phase = "waiting for the job's start"
-            worker.serve_until(clock.now_s() + clock.until_s(config.start_s))
-        role = ("worker of the rack" if rack_worker else "agent of the rack") if config.rack_tor_node else "autonomous"
-        print(f"rina worker {config.name}: job {config.job}, member {config.member_index} of {len(config.workers)} "
-              f"({role}), {config.total_fragments} fragments/iteration, window {config.window}", flush=True)
-        for iteration in range(config.iterations):
-            records.write(worker.run_iteration(iteration))
-        worker.linger()
+        worker = _worker_of(config, sock, records, clock, halt)
+        install_status_dump(config.run_dir, config.name, lambda: worker.describe())
+        iteration = 0
+        while True:
+            try:
+                if iteration == 0 and config.generation == 0 and config.start_s > 0:
+                    worker.phase = "waiting for the job's start"
+                    worker.serve_until(clock.now_s() + clock.until_s(config.start_s))
+                _announce(config)
+                while iteration < config.iterations:
+                    records.write({**worker.run_iteration(iteration), "generation": config.generation})
+                    iteration += 1
+                worker.linger()
+                break
+            except RingHalted:
+                # Rina §IV-C2: an agent of the job failed; the orchestrator makes the next ring generation.
+                print(f"rina worker {config.name}: ring stopped with {iteration} iterations done", flush=True)
+                config = await_next_generation(config, iteration, config.ready_timeout_s)
+                rngs = worker.delay_rng, getattr(worker, "step_rng", None)
+                worker = _worker_of(config, sock, records, clock, halt)
+                worker.delay_rng = rngs[0]      # the draws go on where they stood
+                if rngs[1] is not None and hasattr(worker, "step_rng"):
+                    worker.step_rng = rngs[1]
+                iteration = config.first_iteration
         print(f"rina worker {config.name}: {config.iterations} iterations done", flush=True)
     return 0

@@ -62,8 +62,10 @@ LINGER_QUIET_S = MAX_RTO_S + 0.5   # virtual seconds
 
 def mismatched_fragments(cfg, iteration: int, rows) -> int:
     """How many fragments of ``rows`` (the job's whole gradient, as a ring worker holds it after
-    ``iteration``) differ from the exact sum of every worker's (:func:`expected_sum`)."""
-    expected = expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, iteration, cfg.layout, cfg.lanes,
+    ``iteration``) differ from the exact sum of every worker's (:func:`expected_sum`; of the config's
+    ``contributors`` once a failed worker's gradient is left out)."""
+    expected = expected_sum(cfg.seed, cfg.job_id, cfg.contributors or cfg.total_workers, iteration, cfg.layout,
+                            cfg.lanes,
                             cfg.gradient_bound, cfg.scale_bits)
     return int(np.any(rows != expected, axis=1).sum())
 
@@ -71,13 +73,16 @@ def mismatched_fragments(cfg, iteration: int, rows) -> int:
 class AnsweringPeer:
     """What every ring agent does when it is not sending its own range: answer its peers (``serve``, the
     subclass's: it sets ``last_arrival_s`` when a datagram arrives) until a deadline, and after its last
-    iteration until they have been quiet for ``LINGER_QUIET_S``."""
+    iteration until they have been quiet for ``LINGER_QUIET_S``. With a ``halt``
+    (:class:`testbed.agents.ring_generation.HaltRequest`), each wake-up of ``serve`` raises ``RingHalted``
+    once the orchestrator asked the ring to stop (a Rina agent's error)."""
 
-    def __init__(self, config, sock, records, clock=None):
+    def __init__(self, config, sock, records, clock=None, halt=None):
         self.cfg = config
         self.sock = sock
         self.records = records
         self.clock = clock or AgentClock(config.time_dilation)
+        self.halt = halt
         self.last_arrival_s = self.clock.now_s()
         self.phase = "starting"
 
@@ -94,8 +99,8 @@ class AnsweringPeer:
 
 
 class RingWorker(AnsweringPeer):
-    def __init__(self, config, sock, records, clock=None):
-        super().__init__(config, sock, records, clock)
+    def __init__(self, config, sock, records, clock=None, halt=None):
+        super().__init__(config, sock, records, clock, halt)
         self.rank = config.worker_index
         self.steps, self.ips = self._ring(config)
         self.frame_bytes = self._frame_bytes(config.lanes)
@@ -145,6 +150,8 @@ class RingWorker(AnsweringPeer):
         if due is not None:
             wait_s = min(wait_s, due - clock.now_s())
         ready, _, _ = select.select([self.sock], [], [], min(IDLE_WAIT_S, clock.wall_s(wait_s)))
+        if self.halt is not None:
+            self.halt.check()
         now = clock.now_s()
         if ready:
             self._receive(now)

@@ -119,6 +119,26 @@ def rina_step_index(seq: int) -> tuple:
     return seq >> RINA_STEP_SHIFT, seq & RINA_INDEX_MASK
 
 
+#: Rina's ring generation (§IV-C2: a new ring of members after an agent error) in the iteration field's bits
+#: from RINA_GENERATION_SHIFT up, the iteration below them: an iteration redone in a later generation is newer
+#: to a Rina ToR's slots than any of an earlier one (p4/ina.p4 compares iterations), and an agent tells the
+#: packets of the ring it left from those of the ring it is in.
+RINA_GENERATION_SHIFT = 24
+RINA_ITERATION_MASK = (1 << RINA_GENERATION_SHIFT) - 1
+
+
+def rina_iteration(generation: int, iteration: int) -> int:
+    """The iteration field of a Rina packet of ``iteration`` in ring generation ``generation``."""
+    if not 0 <= iteration <= RINA_ITERATION_MASK or not 0 <= generation < 1 << (32 - RINA_GENERATION_SHIFT):
+        raise WireError(f"rina iteration out of range: generation {generation}, iteration {iteration}")
+    return generation << RINA_GENERATION_SHIFT | iteration
+
+
+def rina_generation_iteration(field: int) -> tuple:
+    """(generation, iteration) of a Rina packet's iteration field (:func:`rina_iteration`)."""
+    return field >> RINA_GENERATION_SHIFT, field & RINA_ITERATION_MASK
+
+
 class WireError(ValueError):
     """A packet does not follow the wire contract."""
 

@@ -4,7 +4,8 @@ A scenario's ``stragglers`` section schedules changes relative to the start
 signal: a worker's NIC rate (host htb + the switch's egress queue toward it),
 a worker paused and resumed (SIGSTOP / SIGCONT of its agent), a link's rate
 degraded (the switch egress queues on the link, and the host's htb when one
-end is a host). Each change is undone after its duration. Every start and end
+end is a host), a worker failed (its agent killed; for good: no duration).
+Each other change is undone after its duration. Every start and end
 is written to the event log with its time, so plots can mark it; per-iteration
 compute delays come from the workers' records.
 
@@ -57,7 +58,8 @@ class InjectionScheduler(threading.Thread):
         timeline = []
         for inj in injections:
             timeline.append((inj.at_s, 0, inj))
-            timeline.append((inj.at_s + inj.duration_s, 1, inj))
+            if inj.duration_s:
+                timeline.append((inj.at_s + inj.duration_s, 1, inj))
         self.timeline = sorted(timeline, key=lambda x: (x[0], x[1]))
         self.apply, self.revert, self.log = apply, revert, log
         self._stop_event = threading.Event()
@@ -77,7 +79,8 @@ class InjectionScheduler(threading.Thread):
             try:
                 if phase == 0:
                     self.apply(inj)
-                    self.pending_reverts.append(inj)
+                    if inj.duration_s:
+                        self.pending_reverts.append(inj)
                     self.log.write(inj.kind, inj.target, phase="start", rate_bps=inj.rate_bps or None,
                                    duration_s=inj.duration_s)
                 else:

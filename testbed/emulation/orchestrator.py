@@ -45,6 +45,7 @@ from testbed.dataplane.wire import ina_frame_bytes
 from testbed.emulation import background
 from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.events import EventLog, InjectionScheduler, htb_rate_argv
+from testbed.emulation.failover import RingFallback
 from testbed.emulation.network import (build_network, mininet_log_to, neighbor_argv, rto_min_route_argv, run_in,
                                       stop_network)
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
@@ -259,6 +260,9 @@ class Run:
         self.host_losses = {}     # host -> {"udp_rcvbuf": n, "qdisc": n}
         self.stalled = None       # the one-line reason when the run stalled
         self.thrift_guard = None  # bmv2: the firewall that closes the switches' Thrift ports to all but root
+        self.failing = set()      # agents a failure injection killed (stragglers.failures)
+        self.fallback = None      # RingFallback: the next ring generation after a Rina agent's error
+        self.fallbacks = []       # what each failure led to (the summary's)
 
     def say(self, text):
         self.stream.write(text + "\n")
@@ -373,6 +377,10 @@ class Run:
         self._start_background()
         (self.run_dir / "agents" / "go").write_text(f"{self.start_epoch:.6f}\n")
         self.events.write("start", "run", phase="start")
+        self.fallback = RingFallback(self.run_dir, {a.name: a for a in plan.agents},
+                                     {job.name: job.window for job in scenario.jobs},
+                                     lambda name, signum: os.kill(self.agents[name][0].pid, signum),
+                                     lambda name: self.agents[name][0].poll(), READY_TIMEOUT_S)
         if self.world.stragglers.injections:
             self.injections = InjectionScheduler(self.world.stragglers.injections, self._apply_injection,
                                                  self._revert_injection, self.events)
@@ -462,6 +470,11 @@ class Run:
         return [l for l in topo.links if {l.a, l.b} == set(inj.target)]
 
     def _apply_injection(self, inj, revert=False):
+        if inj.kind == "failure":
+            # Marked before the kill: the monitor must not take the agent's end for the run's failure.
+            self.failing.add(inj.target[0])
+            os.kill(self.agents[inj.target[0]][0].pid, signal.SIGKILL)
+            return
         if inj.kind == "pause":
             proc = self.agents[inj.target[0]][0]
             os.kill(proc.pid, signal.SIGCONT if revert else signal.SIGSTOP)
@@ -481,9 +494,22 @@ class Run:
                 raise EmulationError(f"switch {sw.name} ({self.target}) died ({death})")
         for name, (proc, log, role) in self.agents.items():
             code = proc.poll()
+            if name in self.failing:
+                if code is not None and name not in self.fallback.failed:
+                    self._fall_back(name)
+                continue
             if code not in (None, 0):
                 raise EmulationError(f"{role} agent {name} failed (exit {code}); last lines of {log}:\n"
                                      f"{log_tail(log)}")
+
+    def _fall_back(self, failed: str):
+        """Rina §IV-C2: the next ring generation of ``failed``'s job (testbed.emulation.failover)."""
+        outcome = self.fallback.after_failure(failed)
+        self.fallbacks.append({"worker": failed, **outcome})
+        self.events.write("fallback", failed, **outcome)
+        if "generation" in outcome:
+            self.say(f"{failed} failed: job {outcome['job']} falls back to a ring of {outcome['members']} members "
+                     f"(generation {outcome['generation']}), redoing iteration {outcome['redo_from_iteration']}")
 
     def _wait_ready(self):
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -601,7 +627,7 @@ class Run:
         """Some worker (of a ring too) whose gradient counts has not finished (those left out of K-of-N
         iterations need not)."""
         return not all(proc.poll() == 0 for name, (proc, _, role) in self.agents.items()
-                       if role in ("worker", "ring", "rina") and name not in self.left_out)
+                       if role in ("worker", "ring", "rina") and name not in self.left_out | self.failing)
 
     def _background_still_due(self):
         timed = [i for i, spec in enumerate(self.scenario.background) if spec.duration_s]
@@ -660,7 +686,8 @@ class Run:
         run_dir = self.run_dir
         records = summary_mod.load_records(run_dir)
         jobs = [summary_mod.job_metrics(job, records, policy.jobs[job.name].participants,
-                                        scenario.metrics.warmup_iterations) for job in scenario.jobs]
+                                        scenario.metrics.warmup_iterations, failed=self.failing)
+                for job in scenario.jobs]
         samples = counters.load_counter_samples(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() \
             else []
         deltas = counters.interface_deltas(samples)
@@ -689,6 +716,7 @@ class Run:
             "jobs": jobs,
             "background": self._background_summary(),
             "stragglers": self._straggler_summary(records),
+            "failures": self.fallbacks,
             "switches": self.switch_stats,
             "seed": scenario.seed,
             "scale": scenario.scale,

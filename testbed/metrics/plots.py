@@ -47,7 +47,12 @@ def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = N
             ax.plot([t for t, _ in series], [r / 1e6 for _, r in series], label=label)
     starts = {}
     for event in events:
-        if event.get("phase") == "start" and event["kind"] != "start":
+        if event.get("phase") == "start" and event["kind"] != "start" and event.get("duration_s") == 0:
+            # an instant (a worker's failure): a line
+            ax.axvline(event["t_s"], color="tab:red", linestyle="--", linewidth=1)
+            ax.text(event["t_s"], ax.get_ylim()[1] * 0.95, f"{event['kind']} {'-'.join(event['target'])}",
+                    fontsize=7, va="top")
+        elif event.get("phase") == "start" and event["kind"] != "start":
             starts[(event["kind"], tuple(event["target"]))] = event["t_s"]
         elif event.get("phase") == "end":
             begin = starts.pop((event["kind"], tuple(event["target"])), None)

@@ -50,18 +50,23 @@ from testbed.metrics.distortion import Evidence
 
 
 def load_records(run_dir: Path) -> dict:
+    """Each agent's records, one per iteration: an iteration recorded twice (redone by a new ring generation
+    after a Rina agent's error, testbed.agents.ring_generation) keeps its later record."""
     records = {}
     for path in sorted((Path(run_dir) / "records").glob("*.jsonl")):
-        rows = []
+        rows = {}
         for line in path.read_text().splitlines():
             if line.strip():
-                rows.append(json.loads(line))
-        records[path.stem] = rows
+                row = json.loads(line)
+                rows.pop(row["iteration"], None)
+                rows[row["iteration"]] = row
+        records[path.stem] = list(rows.values())
     return records
 
 
-def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0) -> dict:
-    """Metrics of one job; with K-of-N participation, the workers that count define the timing.
+def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0, failed=()) -> dict:
+    """Metrics of one job; with K-of-N participation, the workers that count define the timing. Workers that
+    ``failed`` (``stragglers.failures``) neither complete the job nor time it; what they sent counts.
 
     Times, rates and the per-iteration PS ingress leave out the first ``warmup_iterations`` iterations
     (``metrics.warmup_iterations``; all of them when no later iteration completed); totals of packets and
@@ -69,9 +74,9 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
     """
     ps_rows = [r for ps in job.ps_agents for r in records.get(ps, [])]
     # Completion, iteration time and exactness: the PSs' records, or a ring's workers' (JobSpec.completion_agents).
-    done_by = job.completion_agents
+    done_by = [agent for agent in job.completion_agents if agent not in failed]
     done_rows = [r for agent in done_by for r in records.get(agent, [])]
-    counted = list(participants) or list(job.workers)
+    counted = [w for w in list(participants) or list(job.workers) if w not in failed]
     timed = lambda rows: [r for r in rows if r["iteration"] >= warmup_iterations]  # noqa: E731
     worker_rows = {w: timed(records.get(w, [])) for w in counted}
     completed = min((len(records.get(agent, [])) for agent in done_by), default=0)
@@ -93,6 +98,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0)
         "job": job.name, "policy": job.policy, "transport": job.transport, "workers": len(job.workers),
         "ps": list(job.ps),
         "participants": counted,
+        "failed_workers": [w for w in job.workers if w in failed],
         "discarded_packets": sum(r.get("discarded_pkts", 0) for r in ps_rows),
         "iterations": job.iterations, "iterations_completed": completed,
         "aggregation_exact": bool(done_rows) and completed == job.iterations and all(r["exact"] for r in done_rows),

@@ -67,3 +67,19 @@ def rina_policy(job, scenario) -> JobPolicy:
     slots = {m["tor"]: min(job.window, scenario.switch.slots) for m in members if m["tor"]}
     return JobPolicy(job.name, "rina", {}, {w: {} for w in job.workers}, slots=slots,
                      notes={"ina": any(m["tor"] for m in members), "members": members})
+
+
+def fallback_members(members: list, failed: str) -> list:
+    """Rina's members after the error of ``failed``, a Rina rack's agent (§IV-C2: "the other workers in the
+    corresponding rack can default to regular RAR"): its rack's other workers become autonomous members in
+    its place, in rack order; every other member stays as it was. ``members`` as the policy's notes have
+    them (per member its ``workers`` and its ``tor``, None for an autonomous worker)."""
+    if not any(m["tor"] is not None and m["workers"][0] == failed for m in members):
+        raise ValueError(f"{failed} is not a Rina rack's agent: only an agent's error is modelled (Rina §IV-C2)")
+    out = []
+    for m in members:
+        if m["tor"] is not None and m["workers"][0] == failed:
+            out.extend({"workers": [w], "tor": None} for w in m["workers"][1:])
+        else:
+            out.append(m)
+    return out

@@ -57,8 +57,14 @@ def format_summary(s: dict) -> str:
             lines.append(f"  straggler {worker}: compute delay mean {d['mean_s']:.3f} s, max {d['max_s']:.3f} s")
     for inj in stragglers.get("injections", []):
         rate = f" to {inj['rate_bps'] / 1e6:g} Mb/s" if inj.get("rate_bps") else ""
-        lines.append(f"  {inj['kind']} {'-'.join(inj['target'])}{rate} at {inj['at_s']:g} s for "
-                     f"{inj['duration_s']:g} s (events.jsonl)")
+        lasting = f" for {inj['duration_s']:g} s" if inj["duration_s"] else ""
+        lines.append(f"  {inj['kind']} {'-'.join(inj['target'])}{rate} at {inj['at_s']:g} s{lasting} (events.jsonl)")
+    for f in s.get("failures") or []:
+        if "generation" in f:
+            lines.append(f"  {f['worker']} failed: job {f['job']} fell back to a ring of {f['members']} members "
+                         f"(generation {f['generation']}), redoing iteration {f['redo_from_iteration']}")
+        else:
+            lines.append(f"  {f['worker']} failed: {f['fallback']}")
     for err in stragglers.get("injection_errors", []):
         lines.append(f"  injection error: {err}")
     if s.get("error"):

@@ -46,7 +46,7 @@ def test_the_straggler_rng_is_seeded_by_seed_job_and_worker():
 
 def test_mismatched_fragments_counts_the_fragments_that_differ_from_the_exact_sum():
     cfg = SimpleNamespace(seed=5, job_id=1, total_workers=3, layout=[(6 * 8, 6)], lanes=8, gradient_bound=1.0,
-                          scale_bits=16)
+                          scale_bits=16, contributors=[])
     exact = expected_sum(cfg.seed, cfg.job_id, cfg.total_workers, 2, cfg.layout, cfg.lanes, cfg.gradient_bound,
                          cfg.scale_bits).astype(np.int32)
     assert mismatched_fragments(cfg, 2, exact) == 0
@@ -55,6 +55,11 @@ def test_mismatched_fragments_counts_the_fragments_that_differ_from_the_exact_su
     wrong[4, 3:] -= 1
     assert mismatched_fragments(cfg, 2, wrong) == 2
     assert mismatched_fragments(cfg, 3, exact) == 6             # another iteration's sum: every fragment differs
+    # After a Rina agent's error the sum leaves its gradient out: the survivors' sum is exact, the full one not.
+    survivors = SimpleNamespace(**{**vars(cfg), "contributors": [0, 2]})
+    without_1 = expected_sum(cfg.seed, cfg.job_id, [0, 2], 2, cfg.layout, cfg.lanes, cfg.gradient_bound,
+                             cfg.scale_bits).astype(np.int32)
+    assert mismatched_fragments(survivors, 2, without_1) == 0 and mismatched_fragments(survivors, 2, exact) == 6
 
 
 class FakeClock:
