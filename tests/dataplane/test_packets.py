@@ -22,7 +22,7 @@ from testbed.dataplane.entries import TableEntry
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_EVICTED,
                                     FLAG_GACK, FLAG_GATHER, FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_SHADOW, FLAG_TASK, INA_OFFSET,
                                     INA_UDP_PORT, PAYLOAD_OFFSET, InaHeader, build_frame, build_ina_frame,
-                                    ipv4_checksum, parse_frame, rina_seq, shadow_slot, slot_index)
+                                    ipv4_checksum, parse_frame, rina_iteration, rina_seq, shadow_slot, slot_index)
 from testbed.errors import DataplaneError
 
 from packet_targets import LANES, SLOTS, TARGET_KINDS, assert_no_rig_left_behind, make_target  # noqa: E402
@@ -1247,6 +1247,36 @@ def test_rina_resent_task_pulls_again_and_only_a_newer_task_reclaims_the_slot(ta
     slot = slot_index(seq, 0, 4)
     assert (rt.register_read("agg_count", slot), rt.register_read("agg_iteration", slot)) == (1, 1)
     assert (stat(target, "rina_pulled"), stat(target, "rina_stale_dropped"), stat(target, "stale_reclaimed")) == (3, 1, 1)
+
+
+def test_rina_a_new_ring_generation_reclaims_the_slot_an_older_one_completed(target):
+    """Rina §IV-C2: after an agent's error the new ring redoes the interrupted iteration with the same seqs; its
+    generation in the iteration field's top bits (wire.rina_iteration) makes the task newer than the older ring's
+    completed sum, so the slot is pulled afresh instead of sending that sum again, and the old ring's resent task
+    is stale."""
+    rt = target.runtime
+    install_rina(rt, base=0, count=4)
+    seq = rina_seq(1, 2)
+    old, new = rina_iteration(0, 5), rina_iteration(1, 5)
+    parts = {w: lanes_of(330 + w) for w in (1, 2, 3)}
+    target.send(1, rina_task(seq, parts[1], iteration=old))
+    assert len(target.recv(2)) == 2
+    target.send_seq([(2, rina_shard(2, seq, parts[2], iteration=old)),
+                     (3, rina_shard(3, seq, parts[3], iteration=old))])
+    only(target.recv(1), port=PS_PORT)
+    target.send(1, rina_task(seq, parts[2], iteration=new))                 # the new ring's sum differs
+    pulls = target.recv(2)
+    assert sorted(port for port, _ in pulls) == [2, 3]
+    assert all(parse_frame(f).ina.iteration == new for _, f in pulls)
+    slot = slot_index(seq, 0, 4)
+    assert (rt.register_read("agg_count", slot), rt.register_read("agg_iteration", slot)) == (1, new)
+    target.send(1, rina_task(seq, parts[1], iteration=old, flags=FLAG_RETX))
+    assert target.quiet() == []
+    target.send_seq([(2, rina_shard(2, seq, parts[1], iteration=new)),
+                     (3, rina_shard(3, seq, parts[3], iteration=new))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.iteration == new and np.array_equal(pkt.lanes, wrap_sum(parts[2], parts[1], parts[3]))
+    assert (stat(target, "rina_stale_dropped"), stat(target, "rina_reemitted")) == (1, 0)
 
 
 def test_rina_finished_chunk_goes_to_the_whole_rack_and_to_the_next_member(target):
