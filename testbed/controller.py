@@ -437,9 +437,9 @@ def _rina_uplink(topo, routes, members, m: int) -> int:
 
 def _check_rina_fallbacks(scenario, routes, policy):
     """Refuse a failure (``stragglers.failures``) that the emulation would not run as Rina §IV-C2 says: of a
-    worker that is not a Rina rack's agent, or one after whose fallback a Rina rack's finished chunks would
-    leave its ToR by another port toward the next member than the one installed (its gather group is not
-    reinstalled mid-run)."""
+    worker of another scheme's job, one that would leave a ring of one member, or one after whose fallback a
+    Rina rack's finished chunks would leave its ToR by another port toward the next member than the one
+    installed (its gather group is not reinstalled mid-run)."""
     failures = [inj for inj in scenario.stragglers.injections if inj.kind == "failure"]
     topo = scenario.topology
     rings = {}          # job -> its members after the failures so far
@@ -449,14 +449,9 @@ def _check_rina_fallbacks(scenario, routes, policy):
         jp = policy.jobs[job.name]
         if jp.scheme != "rina":
             raise PolicyError(f"{path}: {worker} is a worker of job {job.name} (policy {job.policy}); only a Rina "
-                              f"rack's agent may fail (Rina §IV-C2's fallback to RAR: policy rina)")
+                              f"job's worker may fail (Rina §IV-C2's fallback: policy rina)")
         installed = jp.notes["members"]
-        members = rings.get(job.name, installed)
-        try:
-            after = fallback_members(members, worker)
-        except ValueError as exc:
-            agents = [m["workers"][0] for m in members if m["tor"] is not None]
-            raise PolicyError(f"{path}: {exc}; expected one of {', '.join(agents) or 'none (no Rina rack)'}") from None
+        after = fallback_members(rings.get(job.name, installed), worker)
         if len(after) < 2:
             raise PolicyError(f"{path}: after {worker}'s error job {job.name} would be a ring of one member")
         for m, member in enumerate(after):
@@ -700,19 +695,23 @@ def _rina_agents(scenario, job, jp, common: dict, result, planned_rate_bps: floa
 
 
 def rina_fallback_configs(configs, failed: str, window: int, redo_from: int) -> list:
-    """Rina §IV-C2's fallback after the error of ``failed``, a Rina rack's agent: the configs of the next
-    ring generation of every other worker of its job, from the current ones (``configs``, any agents).
+    """Rina §IV-C2's fallback after the error of worker ``failed``: the configs of the next ring generation
+    of every other worker of its job, from the current ones (``configs``, any agents).
 
-    The members are :func:`testbed.policy.ring.fallback_members`' (the failed rack's other workers
-    autonomous in its place); those workers' window is the job's ``window`` (they send for themselves now,
-    with no ToR slots to fit). The sum leaves the failed worker's gradient out (``contributors``), and every
+    The members are :func:`testbed.policy.ring.fallback_members`' (a failed agent's rack's other workers
+    autonomous in its place, a failed rack worker's rack without it, a failed autonomous worker gone). A
+    worker that turns autonomous gets the job's ``window`` (it sends for itself now, with no ToR slots to
+    fit); a rack that lost a worker keeps its workers' bits and expects one shard fewer (``rack_size``, the
+    fan-in its tasks carry). The sum leaves the failed worker's gradient out (``contributors``), and every
     worker starts from ``redo_from`` (the iteration the old ring had not completed everywhere). The Rina
     racks' switch entries stay as installed: :func:`_check_rina_fallbacks` refused, before the run, a
     fallback after which a rack's finished chunks would need another port toward the next member.
     """
     dead = next((c for c in configs if c.name == failed), None)
-    job = [c for c in configs if dead is not None and c.role == "rina" and c.job == dead.job]
-    tors = dict(dead.member_tors) if job else {}
+    if dead is None or dead.role != "rina":
+        raise ValueError(f"{failed} is not a worker of a Rina job")
+    job = [c for c in configs if c.role == "rina" and c.job == dead.job]
+    tors = dict(dead.member_tors)
     racks = {}
     for c in job:
         racks.setdefault(c.member_index, []).append(c)
@@ -731,6 +730,8 @@ def rina_fallback_configs(configs, failed: str, window: int, redo_from: int) -> 
                            first_iteration=redo_from, contributors=contributors, agent_ip=addresses[m][1])
             if member["tor"] is None and c.rack_tor_node:
                 changes.update(rack_tor_node=0, rack_size=0, rack_rank=0, window=window)
+            elif member["tor"] is not None:
+                changes.update(rack_size=len(member["workers"]))
             out.append(replace(c, **changes))
     return out
 

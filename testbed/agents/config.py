@@ -54,11 +54,11 @@ class AgentConfig:
     agent_ip: str = ""       # rina: its member's agent (its own address for an agent or an autonomous worker)
     member_tors: list = field(default_factory=list)   # rina: [(member, its Rina ToR's address, or "")]: the
                                                       # source of a Rina rack's sums
-    generation: int = 0      # rina: its ring's generation (a new ring after an agent error, Rina §IV-C2;
+    generation: int = 0      # rina: its ring's generation (a new ring after a worker's error, Rina §IV-C2;
                              # wire.rina_iteration carries it in every packet)
     first_iteration: int = 0 # the iteration it starts from (a new ring generation redoes the one interrupted)
     contributors: list = field(default_factory=list)  # worker indices whose gradients the sum holds; empty =
-                                                      # all total_workers (an agent error leaves its own out)
+                                                      # all total_workers (a failed worker's is left out)
     step_overhead_s: float = 0.0   # ring: mean delay before each step (Rina Eq. 1's O), its options' step_overhead
     step_jitter_s: float = 0.0     # ring: that delay's std (Eq. 1's sigma; normal, clipped at 0)
     ps_id: int = 0           # ps: its agg_node id

@@ -47,10 +47,11 @@ rack), so the agent's congestion control paces the rack, as §IV-C has the
 agent's ACK clock the ScatterReduce. Exactness is checked by every worker,
 as RAR's are.
 
-When a Rina rack's agent fails (``stragglers.failures``), the rack's other
-workers fall back to plain RAR (§IV-C2): the job's ring is stopped and made
-again without the failed worker, its rack's other workers autonomous members
-in its place, and the interrupted iteration is redone
+When a worker fails (``stragglers.failures``), the job's ring is stopped
+and made again without it (§IV-C2: a failed agent's rack's other workers
+fall back to plain RAR, autonomous members in its place; a rack goes on
+without a failed worker of its own; the ring bypasses a failed autonomous
+worker), and the interrupted iteration is redone
 (:mod:`testbed.agents.ring_generation`); every packet carries its ring's
 generation in the iteration field.
 """

@@ -75,7 +75,7 @@ class AnsweringPeer:
     subclass's: it sets ``last_arrival_s`` when a datagram arrives) until a deadline, and after its last
     iteration until they have been quiet for ``LINGER_QUIET_S``. With a ``halt``
     (:class:`testbed.agents.ring_generation.HaltRequest`), each wake-up of ``serve`` raises ``RingHalted``
-    once the orchestrator asked the ring to stop (a Rina agent's error)."""
+    once the orchestrator asked the ring to stop (a Rina job's worker failed)."""
 
     def __init__(self, config, sock, records, clock=None, halt=None):
         self.cfg = config

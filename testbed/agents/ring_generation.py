@@ -1,9 +1,11 @@
-"""A new ring generation after a Rina agent's error (Rina §IV-C2), as a ring agent takes part in it.
+"""A new ring generation after a worker's error (Rina §IV-C2), as a Rina job's agent takes part in it.
 
 §IV-C2: "Upon the occurrence of an agent error, the other workers in the
 corresponding rack can default to regular RAR, ensuring uninterrupted
-training." The testbed's control plane (the orchestrator, which sees the
-agent's process end) makes the new ring; the agents only stop and resume:
+training"; a Rina rack's other worker is excluded by its agent, an
+autonomous worker bypassed. The testbed's control plane (the orchestrator,
+which sees the worker's process end) makes the new ring; the agents only
+stop and resume:
 
 1. The orchestrator sends SIGUSR2 to every other worker of the job. The
    handler (:class:`HaltRequest`) only sets a flag; the agent's wait loop
@@ -14,9 +16,9 @@ agent's process end) makes the new ring; the agents only stop and resume:
    ``agents/<name>.generation-<g>.json`` (:func:`await_next_generation`).
 3. The orchestrator takes the smallest count as the iteration to redo, has
    the controller write each worker's config of generation ``g``
-   (``testbed.controller.rina_fallback_configs``: the failed rack's other
-   workers as autonomous members in its place, the gradients summed without
-   the failed worker's), and the agent resumes from that iteration with a new
+   (``testbed.controller.rina_fallback_configs``: the members
+   ``testbed.policy.ring.fallback_members`` gives, the gradients summed
+   without the failed worker's), and the agent resumes from that iteration with a new
    member object on the same socket, records and clock. An iteration it had
    completed is redone and recorded again; the summary keeps the later
    record (``testbed.metrics.summary.load_records``).

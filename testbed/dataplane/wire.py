@@ -119,7 +119,7 @@ def rina_step_index(seq: int) -> tuple:
     return seq >> RINA_STEP_SHIFT, seq & RINA_INDEX_MASK
 
 
-#: Rina's ring generation (§IV-C2: a new ring of members after an agent error) in the iteration field's bits
+#: Rina's ring generation (§IV-C2: a new ring of members after a worker's error) in the iteration field's bits
 #: from RINA_GENERATION_SHIFT up, the iteration below them: an iteration redone in a later generation is newer
 #: to a Rina ToR's slots than any of an earlier one (p4/ina.p4 compares iterations), and an agent tells the
 #: packets of the ring it left from those of the ring it is in.

@@ -1,8 +1,8 @@
-"""Rina §IV-C2's fallback to RAR after an agent's error: the control plane's side.
+"""Rina §IV-C2's fallback after a worker's error: the control plane's side.
 
 A scenario's ``stragglers.failures`` kill a worker's agent (SIGKILL) at a
-time; the controller has checked before the run that each is a Rina rack's
-agent whose fallback the installed switch entries serve
+time; the controller has checked before the run that each is a Rina job's
+worker whose fallback the installed switch entries serve
 (``testbed.controller._check_rina_fallbacks``). Once the orchestrator sees
 that agent's process end (its monitor loop, as a cluster manager would),
 :meth:`RingFallback.after_failure` makes the job's next ring generation:
@@ -12,14 +12,20 @@ that agent's process end (its monitor loop, as a cluster manager would),
    :mod:`testbed.agents.ring_generation`);
 2. the smallest count is the iteration the new ring redoes;
 3. the controller writes every worker's config of the generation
-   (``testbed.controller.rina_fallback_configs``: the failed rack's other
-   workers autonomous members in its place, the sum without the failed
-   worker's gradient), and each resumes from that iteration.
+   (``testbed.controller.rina_fallback_configs``: a failed agent's rack's
+   other workers autonomous members in its place, a failed rack worker's
+   rack without it, a failed autonomous worker's ring without it; the sum
+   without the failed worker's gradient), and each resumes from that
+   iteration.
 
-No switch entry changes: the failed rack's other workers now send as
-autonomous members (no ToR aggregation), the other Rina racks keep theirs,
-and the generation in each packet's iteration field makes the redone
-iteration newer to their ToRs' slots.
+No switch entry changes: a failed agent's rack's other workers now send as
+autonomous members (no ToR aggregation), a rack without a worker sends
+tasks of one fan-in less, and the generation in each packet's iteration
+field makes the redone iteration newer to the Rina ToRs' slots.
+
+Not handled: a second failure while the first's generation is being made
+(about 0.1 s of wall time on Rina's testbed): the worker it kills never
+stops, and the run ends with that one-line error.
 """
 
 import json

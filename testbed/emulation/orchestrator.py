@@ -261,7 +261,7 @@ class Run:
         self.stalled = None       # the one-line reason when the run stalled
         self.thrift_guard = None  # bmv2: the firewall that closes the switches' Thrift ports to all but root
         self.failing = set()      # agents a failure injection killed (stragglers.failures)
-        self.fallback = None      # RingFallback: the next ring generation after a Rina agent's error
+        self.fallback = None      # RingFallback: the next ring generation after a Rina job's worker failed
         self.fallbacks = []       # what each failure led to (the summary's)
 
     def say(self, text):

@@ -51,7 +51,7 @@ from testbed.metrics.distortion import Evidence
 
 def load_records(run_dir: Path) -> dict:
     """Each agent's records, one per iteration: an iteration recorded twice (redone by a new ring generation
-    after a Rina agent's error, testbed.agents.ring_generation) keeps its later record."""
+    after a worker's error, testbed.agents.ring_generation) keeps its later record."""
     records = {}
     for path in sorted((Path(run_dir) / "records").glob("*.jsonl")):
         rows = {}

@@ -70,16 +70,24 @@ def rina_policy(job, scenario) -> JobPolicy:
 
 
 def fallback_members(members: list, failed: str) -> list:
-    """Rina's members after the error of ``failed``, a Rina rack's agent (§IV-C2: "the other workers in the
-    corresponding rack can default to regular RAR"): its rack's other workers become autonomous members in
-    its place, in rack order; every other member stays as it was. ``members`` as the policy's notes have
-    them (per member its ``workers`` and its ``tor``, None for an autonomous worker)."""
-    if not any(m["tor"] is not None and m["workers"][0] == failed for m in members):
-        raise ValueError(f"{failed} is not a Rina rack's agent: only an agent's error is modelled (Rina §IV-C2)")
+    """Rina's members after the error of worker ``failed`` (§IV-C2), ``members`` as the policy's notes have
+    them (per member its ``workers`` and its ``tor``, None for an autonomous worker):
+
+    - a Rina rack's agent: "the other workers in the corresponding rack can default to regular RAR": they
+      become autonomous members in its place, in rack order;
+    - another worker of a Rina rack: its agent "can promptly detect and exclude the faulty node from
+      subsequent aggregation processes": the rack goes on without it;
+    - an autonomous worker: "other workers will automatically bypass the node": the ring goes on without it.
+
+    Every other member stays as it was."""
     out = []
     for m in members:
-        if m["tor"] is not None and m["workers"][0] == failed:
-            out.extend({"workers": [w], "tor": None} for w in m["workers"][1:])
-        else:
+        if failed not in m["workers"]:
             out.append(m)
+        elif m["tor"] is not None and m["workers"][0] == failed:
+            out.extend({"workers": [w], "tor": None} for w in m["workers"][1:])
+        elif m["tor"] is not None:
+            out.append({"workers": [w for w in m["workers"] if w != failed], "tor": m["tor"]})
+    if len(out) == len(members) and all(failed not in m["workers"] for m in members):
+        raise ValueError(f"{failed} is not a member's worker")
     return out

@@ -1,7 +1,8 @@
-"""Rina §IV-C2's fallback to RAR after an agent's error, end to end on Rina's testbed: the agent's process is
-killed mid-run, the job's other workers stop, a new ring generation without it (its rack's other workers as
-autonomous members) redoes the interrupted iteration, and every survivor ends every iteration with the exact sum
-of the gradients that count, on both targets."""
+"""Rina §IV-C2's fallback after a worker's error, end to end on Rina's testbed: the worker's process is killed
+mid-run, the job's other workers stop, a new ring generation without it (a failed agent's rack's other workers as
+autonomous members in its place, a failed rack worker's rack without it, a failed autonomous worker bypassed) redoes
+the interrupted iteration, and every survivor ends every iteration with the exact sum of the gradients that count,
+on both targets."""
 
 import json
 from pathlib import Path
@@ -19,16 +20,19 @@ RINA_TESTBED = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "r
 ITERATIONS = 6
 
 
-@pytest.mark.parametrize("target,failures,rings", [
-    ("pyswitch", "[{worker: w1, at: 0.35s}]", [4]),
-    ("pyswitch", "[{worker: w1, at: 0.3s}, {worker: w5, at: 0.7s}]", [4, 6]),
-    ("bmv2", "[{worker: w5, at: 0.35s}]", [4]),
+@pytest.mark.parametrize("target,programmable,failures,rings", [
+    ("pyswitch", "all", "[{worker: w1, at: 0.35s}]", [4]),                      # an agent
+    ("pyswitch", "all", "[{worker: w1, at: 0.3s}, {worker: w5, at: 0.7s}]", [4, 6]),
+    ("pyswitch", "all", "[{worker: w3, at: 0.35s}]", [2]),                      # a rack's other worker
+    ("pyswitch", "[t1]", "[{worker: w6, at: 0.35s}]", [4]),                     # an autonomous worker
+    ("bmv2", "all", "[{worker: w5, at: 0.35s}]", [4]),
 ])
-def test_a_rina_agents_error_falls_back_to_ring_all_reduce(target, failures, rings, emulation, tmp_path, quiet):
+def test_a_rina_workers_error_and_the_ring_goes_on_without_it(target, programmable, failures, rings, emulation,
+                                                             tmp_path, quiet):
     if target == "bmv2":
         require_bmv2()
     scenario = load_scenario(RINA_TESTBED, [f"jobs.0.iterations={ITERATIONS}", "policy=rina",
-                                            f"stragglers.failures={failures}"])
+                                            f"topology.programmable={programmable}", f"stragglers.failures={failures}"])
     result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
     summary, job = result.summary, result.summary["jobs"][0]
     assert summary["status"] == "ok" and summary["aggregation_exact"] is True, summary["error"]
@@ -47,18 +51,19 @@ def test_a_rina_agents_error_falls_back_to_ring_all_reduce(target, failures, rin
         assert [r["iteration"] for r in rows] == list(range(ITERATIONS)) and all(r["exact"] for r in rows)
         # each iteration as the newest ring that ran it: generation g from its redo on
         assert [r["generation"] for r in rows] == [sum(i >= k for k in redo_from) for i in range(ITERATIONS)]
-    # The failed rack's ToR aggregated nothing once the ring had fallen back (its sampled counter is final from
-    # the first sample after the fallback on); a surviving Rina rack's ToR went on pulling its rack (one pull
-    # per fragment of the rack's tasks: a gradient's worth per iteration, in any ring).
+    # A failed agent's ToR aggregated nothing once the ring had fallen back (its sampled counter is final from the
+    # first sample after the fallback on); a Rina rack that kept its agent went on pulling its rack (one pull per
+    # fragment of the rack's tasks: a gradient's worth per iteration, in any ring).
     samples = [json.loads(line) for line in (result.run_dir / "switch_stats.jsonl").read_text().splitlines()]
     events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
-    tor_of = {"w1": "t1", "w5": "t2"}
+    agents = {"w1": "t1", "w5": "t2"}
+    rina_tors = {"t1", "t2"} if programmable == "all" else {"t1"}
     for w in failed:
-        fell_back = next(e["wall"] for e in events if e["kind"] == "fallback" and e["target"] == w)
-        later = [x["switches"][tor_of[w]]["aggregated"] for x in samples if x["t"] > fell_back]
-        assert later and set(later) == {summary["switches"][tor_of[w]]["aggregated"]}
+        if w in agents:
+            fell_back = next(e["wall"] for e in events if e["kind"] == "fallback" and e["target"] == w)
+            later = [x["switches"][agents[w]]["aggregated"] for x in samples if x["t"] > fell_back]
+            assert later and set(later) == {summary["switches"][agents[w]]["aggregated"]}
     per_iteration = sum(fragments_per_submodel(scenario.jobs[0].submodel_elements, scenario.switch.lanes))
-    for w, tor in tor_of.items():
-        if w not in failed:
-            assert summary["switches"][tor]["rina_pulled"] >= ITERATIONS * per_iteration
+    for tor in rina_tors - {agents[w] for w in failed if w in agents}:
+        assert summary["switches"][tor]["rina_pulled"] >= ITERATIONS * per_iteration
     assert_clean()

@@ -1,4 +1,4 @@
-"""Rina §IV-C2's fallback to RAR after an agent's error, pure parts: the members after it, the next ring
+"""Rina §IV-C2's fallback after a worker's error, pure parts: the members after it, the next ring
 generation's configs, the refusals before a run, the generation on the wire, the agents' stop-and-resume
 exchange with the orchestrator, and the records of a redone iteration."""
 
@@ -42,15 +42,21 @@ def two_racks(failures="[]", policy="rina"):
     return parse_scenario(TWO_RACKS % (policy, failures))
 
 
-def test_the_failed_racks_other_workers_become_autonomous_members_in_its_place():
+def test_after_a_workers_error_the_ring_goes_on_as_rina_iv_c2_says():
     members = [{"workers": ["w6"], "tor": None}, {"workers": ["w1", "w2", "w3"], "tor": "t1"},
                {"workers": ["w4", "w5"], "tor": "t2"}]
+    # an agent: its rack's other workers default to RAR, autonomous members in its place
     assert fallback_members(members, "w1") == [
         {"workers": ["w6"], "tor": None}, {"workers": ["w2"], "tor": None}, {"workers": ["w3"], "tor": None},
         {"workers": ["w4", "w5"], "tor": "t2"}]
-    for not_an_agent in ("w2", "w6", "w9"):
-        with pytest.raises(ValueError, match="not a Rina rack's agent"):
-            fallback_members(members, not_an_agent)
+    # a rack's other worker: the agent excludes it, the rack goes on
+    assert fallback_members(members, "w2") == [
+        {"workers": ["w6"], "tor": None}, {"workers": ["w1", "w3"], "tor": "t1"},
+        {"workers": ["w4", "w5"], "tor": "t2"}]
+    # an autonomous worker: the others bypass it
+    assert fallback_members(members, "w6") == members[1:]
+    with pytest.raises(ValueError, match="w9 is not a member's worker"):
+        fallback_members(members, "w9")
 
 
 def test_the_next_generations_configs_leave_the_failed_worker_out_and_keep_the_other_rack():
@@ -75,13 +81,19 @@ def test_the_next_generations_configs_leave_the_failed_worker_out_and_keep_the_o
     assert [c.workers for c in again.values()][0] == [(m, ip[w]) for m, w in enumerate(["w2", "w3", "w5", "w6", "w7"])]
     assert all(c.generation == 2 and c.contributors == [1, 2, 4, 5, 6] and not c.rack_tor_node
                for c in again.values())
-    with pytest.raises(ValueError, match="not a Rina rack's agent"):
-        rina_fallback_configs(configs, "w2", window=256, redo_from=0)
+    # A rack worker's error: its rack goes on with one shard fewer, the others' bits as they were.
+    rest = {c.name: c for c in rina_fallback_configs(configs, "w2", window=256, redo_from=1)}
+    t1 = topo.node("t1").node_id
+    assert [(c.member_index, c.rack_tor_node, c.rack_size, c.rack_rank, c.agent_ip, c.window)
+            for c in (rest["w1"], rest["w3"])] == [(0, t1, 2, 0, ip["w1"], 64), (0, t1, 2, 2, ip["w1"], 64)]
+    assert rest["w1"].workers == [(0, ip["w1"]), (1, ip["w4"]), (2, ip["w6"]), (3, ip["w7"])]
+    assert rest["w1"].contributors == [0, 2, 3, 4, 5, 6]
 
 
 @pytest.mark.parametrize("failures,policy,expected", [
-    ("[{worker: w2, at: 1s}]", "rina", "stragglers.failures.0.worker: w2 is not a Rina rack's agent"),
     ("[{worker: w1, at: 1s}]", "rar", "stragglers.failures.0.worker: w1 is a worker of job j (policy rar)"),
+    ("[{worker: w6, at: 1s}, {worker: w7, at: 2s}, {worker: w1, at: 3s}, {worker: w2, at: 4s}, {worker: w3, at: 5s}]",
+     "rina", "stragglers.failures.4.worker: after w3's error job j would be a ring of one member"),
 ])
 def test_a_failure_the_emulation_would_not_run_as_rina_says_is_refused_before_the_run(failures, policy, expected):
     scenario = two_racks(failures, policy)
