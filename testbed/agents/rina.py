@@ -56,14 +56,12 @@ worker), and the interrupted iteration is redone
 generation in the iteration field.
 """
 
-import select
-
 import numpy as np
 
 from testbed.agents.common import (FRAME_OVERHEAD_BYTES, agent_session, install_status_dump, pending_datagrams,
                                    sending_rate_bps, straggler_delay_s, straggler_rng)
 from testbed.agents.gradients import worker_fragments
-from testbed.agents.ring import IDLE_WAIT_S, AnsweringPeer, RingWorker, mismatched_fragments
+from testbed.agents.ring import AnsweringPeer, RingWorker, mismatched_fragments
 from testbed.agents.ring_generation import HaltRequest, RingHalted, await_next_generation
 from testbed.agents.ring_schedule import rar_steps
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_GATHER, FLAG_PULL, FLAG_REPAIR, FLAG_RESULT,
@@ -233,10 +231,7 @@ class RinaRackWorker(AnsweringPeer):
 
     # -- packets ----------------------------------------------------------------------------
     def serve(self, wait_s: float):
-        ready, _, _ = select.select([self.sock], [], [], min(IDLE_WAIT_S, self.clock.wall_s(max(0.0, wait_s))))
-        if self.halt is not None:
-            self.halt.check()
-        if ready:
+        if self._readable(wait_s):
             self._receive(self.clock.now_s())
 
     def _receive(self, now: float):
@@ -364,16 +359,19 @@ class RinaRackWorker(AnsweringPeer):
                 "repairs_asked": self.repairs_asked}
 
 
+def _is_rack_worker(config) -> bool:
+    """A Rina rack's worker other than its agent (else a member: an agent or an autonomous worker)."""
+    return config.rack_tor_node != 0 and config.rack_rank != 0
+
+
 def _worker_of(config, sock, records, clock, halt):
-    """The member object a Rina job's worker is under ``config``: a Rina rack's worker other than its agent,
-    or a member (an agent or an autonomous worker)."""
-    rack_worker = config.rack_tor_node != 0 and config.rack_rank != 0
-    return (RinaRackWorker if rack_worker else RinaMember)(config, sock, records, clock, halt)
+    """The object a Rina job's worker is under ``config``."""
+    return (RinaRackWorker if _is_rack_worker(config) else RinaMember)(config, sock, records, clock, halt)
 
 
 def _announce(config):
-    rack_worker = config.rack_tor_node != 0 and config.rack_rank != 0
-    role = ("worker of the rack" if rack_worker else "agent of the rack") if config.rack_tor_node else "autonomous"
+    role = ("worker of the rack" if _is_rack_worker(config) else "agent of the rack") if config.rack_tor_node \
+        else "autonomous"
     generation = f", ring generation {config.generation} from iteration {config.first_iteration}" \
         if config.generation else ""
     print(f"rina worker {config.name}: job {config.job}, member {config.member_index} of {len(config.workers)} "
@@ -398,14 +396,13 @@ def run(config) -> int:
                 worker.linger()
                 break
             except RingHalted:
-                # Rina §IV-C2: an agent of the job failed; the orchestrator makes the next ring generation.
+                # Rina §IV-C2: a worker of the job failed; the orchestrator makes the next ring generation.
                 print(f"rina worker {config.name}: ring stopped with {iteration} iterations done", flush=True)
                 config = await_next_generation(config, iteration, config.ready_timeout_s)
-                rngs = worker.delay_rng, getattr(worker, "step_rng", None)
-                worker = _worker_of(config, sock, records, clock, halt)
-                worker.delay_rng = rngs[0]      # the draws go on where they stood
-                if rngs[1] is not None and hasattr(worker, "step_rng"):
-                    worker.step_rng = rngs[1]
+                previous, worker = worker, _worker_of(config, sock, records, clock, halt)
+                for rng in ("delay_rng", "step_rng"):       # the draws go on where they stood
+                    if hasattr(previous, rng) and hasattr(worker, rng):
+                        setattr(worker, rng, getattr(previous, rng))
                 iteration = config.first_iteration
         print(f"rina worker {config.name}: {config.iterations} iterations done", flush=True)
     return 0

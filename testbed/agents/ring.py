@@ -91,6 +91,14 @@ class AnsweringPeer:
         while (now := self.clock.now_s()) < deadline_s:
             self.serve(deadline_s - now)
 
+    def _readable(self, wait_s: float) -> bool:
+        """Whether a datagram waits on the socket within ``wait_s`` virtual seconds (at most ``IDLE_WAIT_S`` of
+        wall time); ``RingHalted`` once the orchestrator asked the ring to stop."""
+        ready, _, _ = select.select([self.sock], [], [], min(IDLE_WAIT_S, self.clock.wall_s(wait_s)))
+        if self.halt is not None:
+            self.halt.check()
+        return bool(ready)
+
     def linger(self):
         """Keep answering until nothing has arrived for ``LINGER_QUIET_S``."""
         self.phase = "lingering"
@@ -149,9 +157,7 @@ class RingWorker(AnsweringPeer):
         due = self.acks.next_due_s()
         if due is not None:
             wait_s = min(wait_s, due - clock.now_s())
-        ready, _, _ = select.select([self.sock], [], [], min(IDLE_WAIT_S, clock.wall_s(wait_s)))
-        if self.halt is not None:
-            self.halt.check()
+        ready = self._readable(wait_s)
         now = clock.now_s()
         if ready:
             self._receive(now)
