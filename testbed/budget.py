@@ -21,8 +21,15 @@ model and core count, :func:`machine_id`); :func:`load_packet_costs` gives
 the planner this machine's costs where they were measured, else the
 reference, and says which (``inatb validate``, the summary's
 ``packet_budget``).
+
+pyswitch switches may share a process (``switch.processes``; by default
+the planner chooses, :func:`plan_switch_groups`): a packet one switch hands
+another of its process finds the process awake and costs what a packet
+costs a busy process, so fewer processes need less time dilation until one
+process's packets no longer fit one switch's budget.
 """
 
+import dataclasses
 import datetime
 import json
 import math
@@ -32,11 +39,14 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+import networkx as nx
+
 from testbed.atomic_io import write_text_atomic
 from testbed.cache import cache_dir
 
 from testbed.dilation import network_scenario
-from testbed.scenario import AUTO_DILATION, require_emulable
+from testbed.errors import ScenarioError
+from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES, line_of, require_emulable
 
 #: Packets/s per switch that keep a run link-bound (README "Switch speed, side by side",
 #: benchmarks/bench_pyswitch.py): a pyswitch process alone takes ~34k contributions/s and forwards ~104k
@@ -228,19 +238,45 @@ class PacketBudget:
     agent_pps: dict
     ps_names: frozenset = frozenset()
     costs: PacketCosts = REFERENCE_PACKET_COSTS
+    #: The switches that share a process (``Topology.switch_process_groups``); empty: each its own.
+    switch_groups: tuple = ()
+    #: Packets/s each switch sends to each neighbouring switch at time dilation 1, ``{(from, to): pps}``
+    #: (:func:`testbed.sim.packet_rates`): those between two switches of one process wake no process.
+    switch_link_pps: dict = dataclasses.field(default_factory=dict)
+
+    def switch_process_pps(self) -> dict:
+        """Each switch process (its switches' names, a tuple) -> the packets/s it takes in at time dilation 1:
+        its switches' sum. A packet from one of its switches to another counts at both, as it costs both."""
+        groups = self.switch_groups or tuple((name,) for name in self.switch_pps)
+        return {group: sum(self.switch_pps.get(name, 0.0) for name in group) for group in groups}
+
+    def handed_over_pps(self, group: tuple) -> float:
+        """The packets/s at time dilation 1 that the switches of ``group`` send each other."""
+        return sum(pps for (src, dst), pps in self.switch_link_pps.items() if src in group and dst in group)
 
     def cores_busy(self, factor: float) -> float:
-        """The cores the packets keep busy at time dilation ``factor``."""
+        """The cores the packets keep busy at time dilation ``factor``: each packet at its process's curve at
+        the process's rate, but a packet one switch hands to another of its process at the curve's fastest
+        point: it finds the process awake (it sent it), as packets do when they come fast."""
         def work(pps, curve):
             return (pps / factor) / packets_per_cpu_s(curve, pps / factor)
         curves = self.costs.curves
-        return sum(work(pps, curves[self.target]) for pps in self.switch_pps.values()) + \
-            sum(work(pps, curves["ps" if name in self.ps_names else "worker"])
-                for name, pps in self.agent_pps.items())
+        switch_curve = curves[self.target]
+        busy = 0.0
+        for group, pps in self.switch_process_pps().items():
+            handed_over = self.handed_over_pps(group)
+            busy += work(pps, switch_curve) * (1 - handed_over / pps) if pps else 0.0
+            busy += (handed_over / factor) / switch_curve[-1][1]
+        return busy + sum(work(pps, curves["ps" if name in self.ps_names else "worker"])
+                          for name, pps in self.agent_pps.items())
+
+    def processes(self) -> int:
+        """The switch and agent processes of the run."""
+        return len(self.switch_process_pps()) + len(self.agent_pps)
 
     def working_cores(self) -> float:
         """The cores the packets' work is planned on: the usable share less every process's idling."""
-        idle = (len(self.switch_pps) + len(self.agent_pps)) * PROCESS_IDLE_CORES
+        idle = self.processes() * PROCESS_IDLE_CORES
         return max(USABLE_CORE_SHARE * self.cores - idle, MIN_WORKING_CORE_SHARE * self.cores)
 
     def machine_needs(self) -> float:
@@ -260,15 +296,17 @@ class PacketBudget:
     def needs(self) -> dict:
         """Each budget (as a phrase) -> the time dilation it alone needs."""
         needs = {}
-        if self.switch_pps:
-            sw = max(self.switch_pps, key=self.switch_pps.get)
-            needs[f"switch {sw} ({self.switch_pps[sw]:,.0f} packets/s at time dilation 1, {self.target} budget "
-                  f"{TARGET_BUDGET_PPS[self.target]:,.0f}/s)"] = self.switch_pps[sw] / TARGET_BUDGET_PPS[self.target]
+        process_pps = self.switch_process_pps()
+        if process_pps:
+            group = max(process_pps, key=process_pps.get)
+            needs[f"{switch_process_phrase(group)} ({process_pps[group]:,.0f} packets/s at time dilation 1, "
+                  f"{self.target} budget {TARGET_BUDGET_PPS[self.target]:,.0f}/s)"] = \
+                process_pps[group] / TARGET_BUDGET_PPS[self.target]
         if self.agent_pps:
             agent = max(self.agent_pps, key=self.agent_pps.get)
             needs[f"agent {agent} ({self.agent_pps[agent]:,.0f} packets/s at time dilation 1, budget "
                   f"{AGENT_BUDGET_PPS:,.0f}/s)"] = self.agent_pps[agent] / AGENT_BUDGET_PPS
-        processes = len(self.switch_pps) + len(self.agent_pps)
+        processes = self.processes()
         needs[f"the machine ({self.cores_busy(1.0):.1f} cores' work at time dilation 1 and {processes} processes "
               f"idling on {processes * PROCESS_IDLE_CORES:.2f}, {USABLE_CORE_SHARE:.0%} of {self.cores} cores "
               f"usable)"] = self.machine_needs()
@@ -297,20 +335,85 @@ class PacketBudget:
                 "needed_time_dilation": round(self.needed(), 2), "binding": self.binding(),
                 "switch_pps": {k: round(v) for k, v in sorted(self.switch_pps.items())},
                 "agent_pps": {k: round(v) for k, v in sorted(self.agent_pps.items())},
+                "switch_processes": [list(group) for group in self.switch_process_pps()],
                 "packet_costs": self.costs.source, "warnings": self.warnings(factor)}
+
+
+def switch_process_phrase(group: tuple) -> str:
+    """How the planner names a switch process: ``switch s1``, or ``switch process of s1 and 3 more``."""
+    return f"switch {group[0]}" if len(group) == 1 else f"switch process of {group[0]} and {len(group) - 1} more"
+
+
+def switch_process_groups(switches, switch_link_pps: dict, processes: int) -> tuple:
+    """``switches`` (names) split into ``processes`` groups that share a pyswitch process (each alone when
+    ``processes`` is at least their number), as tuples of names in ``switches``' order. The switches that
+    send each other the most packets go together (``switch_link_pps``, ``{(from, to): packets/s}``): halves
+    of the switch graph weighted by those rates (networkx's Kernighan-Lin bisection, seeded), halved again
+    until there are ``processes`` groups, ordered by their first switch."""
+    switches = list(switches)
+    if processes >= len(switches):
+        return tuple((name,) for name in switches)
+    graph = nx.Graph()
+    graph.add_nodes_from(switches)
+    for (src, dst), pps in switch_link_pps.items():
+        if src in graph and dst in graph:
+            graph.add_edge(src, dst, weight=graph.get_edge_data(src, dst, {"weight": 0.0})["weight"] + pps)
+
+    def split(names, count):
+        if count >= len(names):
+            return [(name,) for name in switches if name in names]
+        if count == 1:
+            return [tuple(name for name in switches if name in names)]
+        half_a, half_b = nx.algorithms.community.kernighan_lin_bisection(graph.subgraph(names), weight="weight",
+                                                                         seed=1)
+        count_a = min(len(half_a), max(1, round(count * len(half_a) / len(names))), count - 1)
+        return split(half_a, count_a) + split(half_b, count - count_a)
+
+    return tuple(sorted(split(set(switches), processes), key=lambda group: switches.index(group[0])))
+
+
+def plan_switch_groups(scenario, budget: PacketBudget) -> tuple:
+    """Which switches of ``scenario`` share a process (``switch.processes``): each its own under
+    ``per-switch`` and on bmv2 (a simple_switch per switch: a number of processes is refused there),
+    :func:`switch_process_groups` of a number, and for ``auto`` the count that needs the least time
+    dilation, the fewest processes among equals. Fewer processes are cheaper per packet (a packet between
+    two switches of one process wakes no other process, and a busier process finds more packets per
+    wake-up: ``PACKET_COST_CURVES``), but one process has one core, so its packets must fit one switch's
+    budget."""
+    processes = scenario.switch.processes
+    names = [node.name for node in scenario.topology.switches()]
+    if budget.target != "pyswitch" and processes not in (AUTO_PROCESSES, PER_SWITCH_PROCESSES):
+        raise ScenarioError("switch.processes", f"{budget.target} runs a process per switch; only pyswitch "
+                            f"switches share processes (remove the field, or run with --target pyswitch)",
+                            scenario.source, line_of(scenario.lines, "switch.processes"))
+    if budget.target != "pyswitch" or processes == PER_SWITCH_PROCESSES:
+        return tuple((name,) for name in names)
+    if processes != AUTO_PROCESSES:
+        return switch_process_groups(names, budget.switch_link_pps, processes)
+    best_need, best = math.inf, ()
+    for count in range(1, len(names) + 1):
+        groups = switch_process_groups(names, budget.switch_link_pps, count)
+        need = dataclasses.replace(budget, switch_groups=groups).needed()
+        if need < best_need * (1 - 1e-9):
+            best_need, best = need, groups
+    return best
 
 
 def packet_budget(scenario, target: str, policy=None, cores: int = None) -> PacketBudget:
     """The scenario's :class:`PacketBudget` on ``target`` (``auto`` resolved as ``inatb run`` does) under
-    ``policy`` (computed when not given), on ``cores`` (this machine's by default)."""
+    ``policy`` (computed when not given), on ``cores`` (this machine's by default), with its switches
+    grouped into processes (:func:`plan_switch_groups`)."""
     from testbed import sim
     from testbed.policy import compute_policy
-    rates = sim.node_packet_rates(scenario, policy or compute_policy(scenario))
+    rates, switch_link_pps = sim.packet_rates(scenario, policy or compute_policy(scenario))
     ps_names = frozenset(h for job in scenario.jobs for h in job.ps)
     agents = ps_names | {w for job in scenario.jobs for w in job.workers}
-    return PacketBudget(resolve_target(target), cores or os.cpu_count() or 1,
-                        {n: pps for n, pps in rates.items() if scenario.topology.nodes[n].kind == "switch"},
-                        {n: pps for n, pps in rates.items() if n in agents}, ps_names, load_packet_costs())
+    budget = PacketBudget(resolve_target(target), cores or os.cpu_count() or 1,
+                          {n: pps for n, pps in rates.items() if scenario.topology.nodes[n].kind == "switch"},
+                          {n: pps for n, pps in rates.items() if n in agents}, ps_names, load_packet_costs(),
+                          switch_link_pps=switch_link_pps)
+    groups = plan_switch_groups(scenario, budget)
+    return dataclasses.replace(budget, switch_groups=groups)
 
 
 def dilation_factor(scenario, budget: PacketBudget) -> float:

@@ -19,7 +19,8 @@ def _load(args):
 
 def cmd_validate(args) -> int:
     """Valid for ``inatb run``: resolves, and nothing in ``emulation_limits`` stops a run (else one line, exit 2).
-    Prints the packet budget's prediction: the busiest switch, the time dilation (the scenario's, or the one
+    Prints the packet budget's prediction: the busiest switch, the switches that share a pyswitch process,
+    the time dilation (the scenario's, or the one
     ``auto`` picks, with the budget that binds), the expected wall time under dilation, and a warning per
     budget the run's time dilation leaves exceeded."""
     from testbed import controller, sim
@@ -42,6 +43,10 @@ def cmd_validate(args) -> int:
     print(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs communicate "
           f"({budget.target})")
     print(f"packet costs: {budget.costs.source}")
+    groups = budget.switch_process_pps()
+    if len(groups) < len(topo.switches()):
+        print(f"switch processes: {len(groups)} for {len(topo.switches())} switches (switch.processes "
+              f"{scenario.switch.processes}): " + "; ".join(" ".join(group) for group in groups))
     if scenario.time_dilation == AUTO_DILATION:
         print(f"time_dilation auto: {factor:g} (the tightest budget: {budget.binding()})")
     if factor != 1:

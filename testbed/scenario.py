@@ -117,7 +117,7 @@ RESULT_MULTICAST = ("programmable", "all")
 #: ``topology.programmable: {count: k, order: ...}``: which k switches are programmable
 #: (``topology.incremental_order``: Rina §IV-D's replacement order).
 INCREMENTAL_ORDERS = ("rina",)
-SWITCH_KEYS = {"slots", "memory", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold"}
+SWITCH_KEYS = {"slots", "memory", "lanes", "aggregation_capacity", "queue_depth", "ecn_threshold", "processes"}
 #: A job's ``retransmit_timeout``: the workers' minimum RTO (Linux's TCP_RTO_MIN). Their RTO follows the
 #: measured RTT above it; a smaller floor fires while fragments still wait in a growing window's queue.
 DEFAULT_MIN_RTO = "200ms"
@@ -147,6 +147,12 @@ DELAY_KINDS = ("normal", "uniform", "fixed")
 GOAT_DELAY_DEFAULTS = {"mean": "0.5s", "std": "0.2s", "clip": ["0s", "1s"]}
 
 
+#: ``switch.processes``: the planner groups the pyswitch switches into processes (``testbed.budget``), or
+#: every switch has a process of its own, or a number of processes.
+AUTO_PROCESSES = "auto"
+PER_SWITCH_PROCESSES = "per-switch"
+
+
 @dataclass
 class SwitchSettings:
     slots: int = 1024
@@ -154,6 +160,9 @@ class SwitchSettings:
     aggregation_capacity_bps: float = 0.0   # 0 = unlimited (scaled)
     queue_depth_pkts: int = 128      # packets per switch egress queue; ECN marks from half of it by default
     ecn_threshold_pkts: int = 0
+    #: How many pyswitch processes the switches share (``Topology.switch_process_groups``): a number,
+    #: AUTO_PROCESSES (the planner's choice) or PER_SWITCH_PROCESSES
+    processes: object = AUTO_PROCESSES
 
 
 @dataclass
@@ -954,6 +963,12 @@ def _resolve_switch(c, spec, scale):
     # milliseconds of frames) does not mark; 0 turns marking off.
     s.ecn_threshold_pkts = c.integer(spec.get("ecn_threshold", max(1, s.queue_depth_pkts // 2)),
                                      "switch.ecn_threshold", 0, 100000)
+    processes = spec.get("processes", AUTO_PROCESSES)
+    if processes not in (AUTO_PROCESSES, PER_SWITCH_PROCESSES) and \
+            (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        c.fail("switch.processes", f"expected {AUTO_PROCESSES}, {PER_SWITCH_PROCESSES} or a whole number of "
+                                   f"processes >= 1, got {_brief(processes)}")
+    s.processes = processes
     return s
 
 

@@ -1,7 +1,8 @@
 """Mininet switch nodes, one class per target, chosen by name (``SWITCH_TARGETS``).
 
 A switch node lives in the root namespace (as Mininet's switches do) and
-runs the target's switch process on its interfaces. ``start`` launches it,
+runs the target's switch process on its interfaces (pyswitch nodes may
+share one process: ``process_groups``). ``start`` launches it,
 ``runtime`` waits for it by polling its control channel and returns the
 SwitchRuntime the controller installs entries through; when the process dies
 during start-up the error carries the tail of its log (the "P4 switch did
@@ -28,14 +29,36 @@ def log_tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
+def pyswitch_argv(members, lanes: int, slots: int) -> list:
+    """The command of one pyswitch process running ``members`` (switch nodes: ``name``, ``ports``,
+    ``control_path``): ``python -I -m testbed.dataplane.pyswitch.process --switch NAME=CONTROL ...
+    --port NAME:PORT=IFNAME ...``. Isolated mode (-I) keeps root's current directory, PYTHON* variables and
+    the user site out of sys.path, so only the venv's installed package is imported."""
+    argv = [sys.executable, "-I", "-m", PYSWITCH_MARKER, "--lanes", str(lanes), "--slots", str(slots)]
+    for node in members:
+        argv.append(f"--switch={node.name}={node.control_path}")
+        argv += [f"--port={node.name}:{port}={intf.name}"
+                 for intf, port in sorted(node.ports.items(), key=lambda x: x[1]) if intf.name != "lo"]
+    return argv
+
+
 class PySwitchNode(Switch):
-    """A switch running ``pyswitch`` (the Python model of p4/ina.p4)."""
+    """A switch running ``pyswitch`` (the Python model of p4/ina.p4).
+
+    ``process_groups``: switches that share one pyswitch process (names, each group a sequence; a switch in
+    none has a process of its own); see :class:`testbed.dataplane.pyswitch.process.SwitchProcess` for why.
+    The processes start in :meth:`batchStartup`, once every switch's interfaces exist; every member of a
+    group holds the same process (``proc``) and log.
+    """
 
     target = "pyswitch"
 
-    def __init__(self, name, log_dir=".", control_dir="/tmp", lanes=64, slots=1024, run_state=None, **params):
+    def __init__(self, name, log_dir=".", control_dir="/tmp", lanes=64, slots=1024, run_state=None,
+                 process_groups=(), **params):
         Switch.__init__(self, name, **params)
-        self.log_path = Path(log_dir) / f"{name}.log"
+        self.process_group = next((tuple(group) for group in process_groups if name in group), (name,))
+        first, others = self.process_group[0], len(self.process_group) - 1
+        self.log_path = Path(log_dir) / (f"{name}.log" if not others else f"pyswitch-{first}-and-{others}-more.log")
         self.control_path = str(Path(control_dir) / f"{name}.sock")
         self.lanes = lanes
         self.slots = slots
@@ -44,20 +67,29 @@ class PySwitchNode(Switch):
         self._log = None
 
     def switch_argv(self):
-        """``python -I -m testbed.dataplane.pyswitch.process ...``: isolated mode (-I) keeps root's current
-        directory, PYTHON* variables and the user site out of sys.path, so only the venv's installed
-        package is imported."""
-        ports = [f"--port={port}={intf.name}" for intf, port in sorted(self.ports.items(), key=lambda x: x[1])
-                 if intf.name != "lo"]
-        return [sys.executable, "-I", "-m", PYSWITCH_MARKER, "--name", self.name, "--control", self.control_path,
-                "--lanes", str(self.lanes), "--slots", str(self.slots), *ports]
+        """This switch's process alone (a group's is :func:`pyswitch_argv` of its members)."""
+        return pyswitch_argv([self], self.lanes, self.slots)
 
     def start(self, controllers):
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(self.switch_argv(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        if self.run_state is not None:
-            self.run_state.add_process(self.proc.pid, PYSWITCH_MARKER)
+        """Nothing yet: :meth:`batchStartup` starts the processes (a group's members must all exist)."""
+
+    @classmethod
+    def batchStartup(cls, switches):
+        """Start one process per group of ``switches`` (Mininet calls this after every ``start``)."""
+        groups = {}
+        for node in switches:
+            groups.setdefault(node.process_group, []).append(node)
+        for group, members in groups.items():
+            members.sort(key=lambda node: group.index(node.name))
+            leader = members[0]
+            log = open(leader.log_path, "w")
+            proc = subprocess.Popen(pyswitch_argv(members, leader.lanes, leader.slots), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            if leader.run_state is not None:
+                leader.run_state.add_process(proc.pid, PYSWITCH_MARKER)
+            for node in members:
+                node.proc, node._log = proc, log
+        return switches
 
     def runtime(self, timeout_s: float = 20.0):
         try:
@@ -73,6 +105,7 @@ class PySwitchNode(Switch):
         return f"exit {self.proc.returncode}; last lines of {self.log_path}:\n{log_tail(self.log_path)}"
 
     def stop(self, deleteIntfs=True):
+        """Stop the process (a group's first member to stop ends it for all) and close its log."""
         stop_process(self.proc)
         if self._log is not None:
             self._log.close()

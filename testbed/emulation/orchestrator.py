@@ -37,7 +37,7 @@ import yaml
 from testbed import __version__, controller, dilation
 from testbed.atomic_io import write_text_atomic
 from testbed.agents.transport import TRANSPORTS
-from testbed.budget import plan_run, resolve_target as resolve_auto
+from testbed.budget import plan_run, resolve_target as resolve_auto, switch_process_phrase
 from testbed.dataplane import program
 from testbed.dataplane.entries import queue_rate_pps
 from testbed.dataplane.runtime import install
@@ -349,11 +349,16 @@ class Run:
     def _emulate(self, plan):
         scenario = self.scenario
         slowed = f", time dilation {self.time_dilation:g}" if self.time_dilation != 1 else ""
-        self.say(f"building {len(scenario.topology.switches())} {self.target} switches, "
+        switches = len(scenario.topology.switches())
+        processes = len(self.budget.switch_groups) if self.target == "pyswitch" and self.budget else switches
+        shared = f" in {processes} processes" if processes < switches else ""
+        self.say(f"building {switches} {self.target} switches{shared}, "
                  f"{len(scenario.topology.hosts())} hosts{slowed} ({self.run_dir})")
         switch_cls = SWITCH_TARGETS[self.target]
         params = dict(log_dir=str(self.run_dir / "logs"), control_dir=str(self.state.dir),
                       lanes=scenario.switch.lanes, slots=scenario.switch.slots, run_state=self.state)
+        if self.target == "pyswitch" and self.budget is not None:
+            params["process_groups"] = self.budget.switch_groups
         if self.target == "bmv2":
             # Thrift has no authentication: only root on this machine may reach the switches' ports.
             self.thrift_guard = ThriftGuard(self.run_id, thrift_ports(scenario.topology))
@@ -551,12 +556,15 @@ class Run:
         self.stat_series.write(now_s, time.time(), readings)
 
     def _process_ids(self) -> dict:
-        """Every switch and agent process of the run: ``{"switch s1": pid, "worker w1": pid, ...}``."""
-        pids = {}
+        """Every switch and agent process of the run: ``{"switch s1": pid, "worker w1": pid, ...}``; switches
+        sharing a process (``switch.processes``) are one entry, ``"switch process of s1 and 3 more"``."""
+        pids, switches_of_pid = {}, {}
         for sw in self.scenario.topology.switches():
             proc = getattr(self.network.switch(sw.name), "proc", None)
             if proc is not None:
-                pids[f"switch {sw.name}"] = proc.pid
+                switches_of_pid.setdefault(proc.pid, []).append(sw.name)
+        for pid, names in switches_of_pid.items():
+            pids[switch_process_phrase(tuple(names))] = pid
         for name, (proc, _, role) in self.agents.items():
             pids[f"{role} {name}"] = proc.pid
         return pids

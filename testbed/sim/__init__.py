@@ -68,6 +68,12 @@ def node_packet_rates(scenario, policy) -> dict:
     job's RESULTs (or a ring's steps) clock them all, so a worker with a faster path waits rather than
     sending faster. Frames count as full INA frames (a ring's ACKs as their share of a data frame's bits); a
     worker whose transport reads GACKs (PA-ATP's) also takes one per fragment it sends."""
+    return packet_rates(scenario, policy)[0]
+
+
+def packet_rates(scenario, policy) -> tuple:
+    """(:func:`node_packet_rates`, and the packets per second each switch sends to each neighbouring switch:
+    ``{(from_switch, to_switch): packets/s}``, parallel links summed), from one solve of the fluid model."""
     routes = Routes(scenario.topology, policy)
     fluid = FluidModel(scenario, policy, routes)
     rates, _ = fluid.max_min_rates()
@@ -77,17 +83,21 @@ def node_packet_rates(scenario, policy) -> dict:
         synchronous.update({w: slowest for w in job.workers})
     loads = fluid.evaluate(synchronous)[0]
     frame_bits = 8 * ina_frame_bytes(scenario.switch.lanes)
-    packets = {name: 0.0 for name in scenario.topology.nodes}
+    nodes = scenario.topology.nodes
+    packets = {name: 0.0 for name in nodes}
+    between_switches = {}
     for link, load_bps in loads.items():
         src, dst = link[0], link[1]
         packets[dst] += load_bps / frame_bits
-        if scenario.topology.nodes[src].kind == "host":
+        if nodes[src].kind == "host":
             packets[src] += load_bps / frame_bits
+        elif nodes[dst].kind == "switch":
+            between_switches[src, dst] = between_switches.get((src, dst), 0.0) + load_bps / frame_bits
     for job in scenario.jobs:
         if job.transport in program.PA_ATP_TRANSPORTS:
             for w in job.workers:
                 packets[w] += synchronous[w] / frame_bits
-    return packets
+    return packets, between_switches
 
 
 def _fragment_counts(scenario, policy, routes):

@@ -1,7 +1,8 @@
 """Time dilation in whole runs (testbed/dilation.py, testbed/budget.py): a scenario at time dilation 4 gives the
 virtual-time metrics it gives at 1, the fidelity figure holds under dilation, and the papers' testbeds at 1/1000
 scale run exact and undistorted at the dilation ``auto`` picks (GOAT's 8 workers with ResNet-50 on both targets,
-PA-ATP's dumbbell without background); background TCP flows and timed injections run in virtual time."""
+PA-ATP's dumbbell without background); background TCP flows and timed injections run in virtual time; switches
+sharing one pyswitch process give the metrics of a process each."""
 
 import json
 import textwrap
@@ -120,3 +121,30 @@ def test_background_flows_and_injections_run_in_virtual_time(emulation, tmp_path
                   for phase in ("start", "end"))
     assert start[0]["t_s"] == pytest.approx(0.2, abs=0.05) and end[0]["t_s"] == pytest.approx(0.5, abs=0.05)
     assert end[0]["wall"] - start[0]["wall"] == pytest.approx(0.9, abs=0.15)
+
+
+def test_switches_sharing_one_process_give_the_metrics_of_a_process_each(emulation, tmp_path, quiet):
+    """GOAT's testbed with its three switches in one pyswitch process (``switch.processes: 1``) and in one
+    each: both exact and undistorted, the same virtual-time metrics within 10%; the shared process is one
+    CPU entry and its log holds each switch's final counters."""
+    misses = []
+    for attempt in range(2):
+        shared = run(load_scenario(GOAT_FIDELITY, ["policy=atp", "switch.processes=1"]), tmp_path / f"one-{attempt}",
+                     quiet=quiet)
+        apart_runs = run(load_scenario(GOAT_FIDELITY, ["policy=atp", "switch.processes=per-switch"]),
+                         tmp_path / f"each-{attempt}", quiet=quiet)
+        assert shared["packet_budget"]["switch_processes"] == [["s1", "s2", "s3"]]
+        assert apart_runs["packet_budget"]["switch_processes"] == [["s1"], ["s2"], ["s3"]]
+        switch_cpu = sorted(name for name in shared["cpu"]["processes"] if name.startswith("switch"))
+        assert switch_cpu == ["switch process of s1 and 2 more"]
+        assert sorted(name for name in apart_runs["cpu"]["processes"] if name.startswith("switch")) == [
+            "switch s1", "switch s2", "switch s3"]
+        assert not shared["distorted"] and not apart_runs["distorted"], shared["distortion_reasons"]
+        log = next((tmp_path / f"one-{attempt}").glob("*/*/logs/pyswitch-s1-and-2-more.log")).read_text()
+        finals = [json.loads(line)["switch"] for line in log.splitlines() if '"final_stats"' in line]
+        assert finals == ["s1", "s2", "s3"]
+        if not (missed := apart(apart_runs, shared)):
+            return
+        misses.append(missed)
+    raise AssertionError(f"one process and a process per switch differ by more than 10% (values apart, shared): "
+                         f"{misses}")

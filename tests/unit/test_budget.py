@@ -89,7 +89,11 @@ def test_a_jobs_workers_are_predicted_at_its_slowest_workers_rate():
     plan = packet_budget(scenario, "pyswitch", policy, cores=2)
     assert set(plan.switch_pps) == {"s1", "s2", "s3"} and set(plan.agent_pps) == {f"w{i}" for i in range(1, 9)} | {
         "ps"}
-    assert plan.auto_factor() == 8.0
+    # S1 and S3 share a process (auto: the fewest that need the least dilation), so the packets S3 hands
+    # S1 wake no process: N = 7 where a process per switch needs 8.
+    assert plan.switch_groups == (("s1", "s3"), ("s2",)) and plan.auto_factor() == 7.0
+    per_switch = packet_budget(load_scenario(GOAT_1000, ["switch.processes=per-switch"]), "pyswitch", policy, cores=2)
+    assert per_switch.switch_groups == (("s1",), ("s2",), ("s3",)) and per_switch.auto_factor() == 8.0
 
 
 def test_the_expected_wall_time_is_the_simulated_iterations_times_the_dilation():

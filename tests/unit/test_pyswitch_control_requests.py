@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from testbed.dataplane.pyswitch.core import PySwitchCore
-from testbed.dataplane.pyswitch.process import (MAX_ERROR_CHARS, MAX_REQUEST_BYTES, SwitchProcess, VERB_ARGUMENTS,
-                                                handle_request)
+from testbed.dataplane.pyswitch.process import (MAX_ERROR_CHARS, MAX_REQUEST_BYTES, SwitchProcess, SwitchSpec,
+                                                VERB_ARGUMENTS, handle_request)
 
 MALFORMED = [
     b"[]", b"null", b"42", b'"ping"', b"true", b"", b"   ", b"{", b"}", b"\xff\xfe\x00", b"[" * 50_000,
@@ -89,7 +89,7 @@ def _ask(stream, line: bytes) -> dict:
 
 def test_a_real_control_socket_survives_malformed_requests(tmp_path):
     path = str(tmp_path / "s1.sock")
-    proc = SwitchProcess("s1", {}, path, lanes=64, slots=16)
+    proc = SwitchProcess([SwitchSpec("s1", {}, path)], lanes=64, slots=16)
     server = threading.Thread(target=proc.serve, daemon=True)
     server.start()
     try:

@@ -1,19 +1,21 @@
-"""The pyswitch process: one per switch, bound to the switch's Mininet interfaces.
+"""The pyswitch process: one or several switches, bound to their Mininet interfaces.
 
-``python -m testbed.dataplane.pyswitch.process --name s1 --port 1=s1-eth1 ...
---control /path/s1.sock``
+``python -m testbed.dataplane.pyswitch.process --name s1 --control /path/s1.sock
+--port 1=s1-eth1 ...`` runs one switch; ``--switch s1=/path/s1.sock --switch
+s2=/path/s2.sock --port s1:1=s1-eth1 --port s2:1=s2-eth1 ...`` runs several
+(:class:`SwitchProcess` says why one would).
 
 One thread, one epoll loop: raw AF_PACKET sockets (outgoing copies ignored
-with PACKET_IGNORE_OUTGOING) feed :class:`PySwitchCore`; the Unix control
-socket (mode 0600, owner only, whatever the umask: the verbs rewrite the
+with PACKET_IGNORE_OUTGOING) feed each switch's :class:`PySwitchCore`; each
+switch's Unix control socket (mode 0600, owner only, whatever the umask: the verbs rewrite the
 switch) takes one JSON request per line (the SwitchRuntime verbs) and
 answers one JSON line. Every line gets a reply and none can end the process: a
 malformed request (not JSON, not an object, nested too deep, NaN, an unknown
 verb, wrong arguments, a line over MAX_REQUEST_BYTES) is an error reply, and
 so is any exception a verb raises (:func:`handle_request`). The loop's
 timeout is the next departure of a shaped egress queue, so shaping costs
-nothing when idle. SIGTERM/SIGINT end the loop; the
-final counters are printed as one JSON line on stdout for the run's log.
+nothing when idle. SIGTERM/SIGINT end the loop; each
+switch's final counters are printed as one JSON line on stdout for the run's log.
 """
 
 import argparse
@@ -26,6 +28,7 @@ import signal
 import socket
 import sys
 import time
+from dataclasses import dataclass
 
 from testbed.dataplane.pyswitch.core import PySwitchCore
 from testbed.errors import DataplaneError
@@ -172,37 +175,46 @@ def bind_private_unix_socket(path: str) -> socket.socket:
 
 
 class _Client:
-    """A control connection: its socket, the bytes of an unfinished line, and whether an over-long
-    line is being skipped (it was answered once, when it passed MAX_REQUEST_BYTES)."""
+    """A control connection: its socket, the switch it controls, the bytes of an unfinished line, and
+    whether an over-long line is being skipped (it was answered once, when it passed MAX_REQUEST_BYTES)."""
 
-    def __init__(self, conn: socket.socket):
+    def __init__(self, conn: socket.socket, switch):
         self.conn = conn
+        self.switch = switch
         self.buffer = bytearray()
         self.skipping = False
 
 
-class SwitchProcess:
-    def __init__(self, name: str, ports: dict, control_path: str, lanes: int, slots: int):
-        self.core = PySwitchCore(name, lanes, slots)
-        self.ports = ports
-        self.control_path = control_path
-        self.running = True
+@dataclass(frozen=True)
+class SwitchSpec:
+    """One switch a process runs: its name, its ports (number -> interface name) and its control socket."""
+    name: str
+    ports: dict
+    control_path: str
+
+
+class HostedSwitch:
+    """A switch inside a process: its model (:class:`PySwitchCore`), a packet socket per port, its control
+    listener. Its frames leave through :meth:`send`; a frame toward a port with no socket is dropped."""
+
+    def __init__(self, spec: SwitchSpec, lanes: int, slots: int):
+        self.name = spec.name
+        self.core = PySwitchCore(spec.name, lanes, slots)
+        self.control_path = spec.control_path
         self.send_errors = 0
         self.port_socks = {}
-        self.fd_port = {}
-        self.epoll = select.epoll()
-        for port, ifname in ports.items():
-            sock = open_port_socket(ifname)
-            self.port_socks[port] = sock
-            self.fd_port[sock.fileno()] = (port, sock)
-            self.epoll.register(sock.fileno(), select.EPOLLIN)
-        if os.path.exists(control_path):
-            os.unlink(control_path)
-        self.listener = bind_private_unix_socket(control_path)
+        self.listener = None
+        try:
+            for port, ifname in spec.ports.items():
+                self.port_socks[port] = open_port_socket(ifname)
+            if os.path.exists(spec.control_path):
+                os.unlink(spec.control_path)
+            self.listener = bind_private_unix_socket(spec.control_path)
+        except BaseException:
+            self.close()
+            raise
         self.listener.listen(8)
         self.listener.setblocking(False)
-        self.epoll.register(self.listener.fileno(), select.EPOLLIN)
-        self.clients = {}  # fd -> _Client
 
     def send(self, port: int, buf):
         sock = self.port_socks.get(port)
@@ -215,42 +227,92 @@ class SwitchProcess:
                 raise
             self.send_errors += 1
 
+    def final_stats(self) -> dict:
+        stats = self.core.control({"op": "stats"})
+        stats["send_errors"] = self.send_errors
+        return stats
+
+    def close(self):
+        for sock in self.port_socks.values():
+            sock.close()
+        if self.listener is not None:
+            self.listener.close()
+            try:
+                os.unlink(self.control_path)
+            except OSError:
+                pass
+
+
+class SwitchProcess:
+    """Several switches in one process, one epoll loop over all their ports and control sockets.
+
+    A frame one switch sends toward another switch of the same process still
+    crosses the veth between them (the link's interface counters and the
+    kernel's queue see it as before), but the receiving switch's process is
+    the sender itself: it finds the frame at its next poll instead of being
+    woken (often on the other core) for it. Under time dilation, where a
+    process sleeps between packets, that wake-up is a third of what a packet
+    costs a switch (README "Time dilation": switch processes).
+    """
+
+    def __init__(self, switches: list, lanes: int, slots: int):
+        self.running = True
+        self.switches = []
+        self.fd_port = {}       # port socket fd -> (switch, port, socket)
+        self.listeners = {}     # listener fd -> switch
+        self.clients = {}       # fd -> _Client
+        self.epoll = select.epoll()
+        try:
+            for spec in switches:
+                switch = HostedSwitch(spec, lanes, slots)
+                self.switches.append(switch)
+                for port, sock in switch.port_socks.items():
+                    self.fd_port[sock.fileno()] = (switch, port, sock)
+                    self.epoll.register(sock.fileno(), select.EPOLLIN)
+                self.listeners[switch.listener.fileno()] = switch
+                self.epoll.register(switch.listener.fileno(), select.EPOLLIN)
+        except BaseException:
+            self.close()
+            raise
+
     def serve(self):
-        core, send, fd_port, egress = self.core, self.send, self.fd_port, self.core.egress
+        fd_port, listeners, switches = self.fd_port, self.listeners, self.switches
         monotonic = time.monotonic
         while self.running:
-            timeout = -1
-            if egress.queues:
-                nxt = egress.drain(monotonic(), send)
-                if nxt != float("inf"):
-                    timeout = max(0.0, nxt - monotonic())
+            next_departure = float("inf")
+            for switch in switches:
+                egress = switch.core.egress
+                if egress.queues:
+                    next_departure = min(next_departure, egress.drain(monotonic(), switch.send))
+            timeout = 1.0 if next_departure == float("inf") else max(0.0, next_departure - monotonic())
             try:
-                events = self.epoll.poll(timeout if timeout >= 0 else 1.0)
+                events = self.epoll.poll(timeout)
             except InterruptedError:
                 continue
             now = monotonic()
             for fd, _ in events:
                 entry = fd_port.get(fd)
                 if entry is not None:
-                    port, sock = entry
+                    switch, port, sock = entry
+                    receive, send = switch.core.receive, switch.send
                     for _ in range(RECV_BATCH):
                         try:
                             data = sock.recv(2048)
                         except BlockingIOError:
                             break
-                        core.receive(bytearray(data), port, now, send)
-                elif fd == self.listener.fileno():
-                    self._accept()
+                        receive(bytearray(data), port, now, send)
+                elif fd in listeners:
+                    self._accept(listeners[fd])
                 else:
                     self._control(fd)
 
-    def _accept(self):
+    def _accept(self, switch: HostedSwitch):
         try:
-            conn, _ = self.listener.accept()
+            conn, _ = switch.listener.accept()
         except BlockingIOError:
             return
         conn.setblocking(False)
-        self.clients[conn.fileno()] = _Client(conn)
+        self.clients[conn.fileno()] = _Client(conn, switch)
         self.epoll.register(conn.fileno(), select.EPOLLIN)
 
     def _control(self, fd):
@@ -274,7 +336,7 @@ class SwitchProcess:
         while b"\n" in buffer:
             line, _, rest = bytes(buffer).partition(b"\n")
             buffer[:] = rest
-            if not self._reply(fd, handle_request(self.core, line)):
+            if not self._reply(fd, handle_request(client.switch.core, line)):
                 return
         if len(buffer) > MAX_REQUEST_BYTES:   # no newline in sight: answer now, skip to the next newline
             buffer.clear()
@@ -302,37 +364,67 @@ class SwitchProcess:
         conn.close()
 
     def close(self):
-        for sock in self.port_socks.values():
-            sock.close()
+        for switch in self.switches:
+            switch.close()
         for client in self.clients.values():
             client.conn.close()
-        self.listener.close()
-        try:
-            os.unlink(self.control_path)
-        except OSError:
-            pass
+        self.epoll.close()
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description="pyswitch: the Python model of p4/ina.p4")
-    parser.add_argument("--name", required=True)
-    parser.add_argument("--port", action="append", default=[], help="PORT=IFNAME, repeated")
-    parser.add_argument("--control", required=True, help="Unix socket path for the runtime")
+    parser.add_argument("--switch", action="append", default=[], metavar="NAME=CONTROL",
+                        help="a switch this process runs and its control socket's path, repeated")
+    parser.add_argument("--port", action="append", default=[], metavar="NAME:PORT=IFNAME",
+                        help="a port of switch NAME on interface IFNAME, repeated (PORT=IFNAME with --name)")
+    parser.add_argument("--name", help="the one switch of this process (with --control)")
+    parser.add_argument("--control", help="--name's control socket path")
     parser.add_argument("--lanes", type=int, default=64)
     parser.add_argument("--slots", type=int, default=1024)
     return parser.parse_args(argv)
 
 
+def switch_specs(args) -> list:
+    """The :class:`SwitchSpec` list the arguments name; ValueError says which argument is wrong."""
+    controls = {}
+    for spec in args.switch:
+        name, sep, control = spec.partition("=")
+        if not sep or not name or not control:
+            raise ValueError(f"--switch {spec!r}: expected NAME=CONTROL_PATH")
+        if name in controls:
+            raise ValueError(f"--switch {spec!r}: switch {name} given twice")
+        controls[name] = control
+    if args.name or args.control:
+        if not (args.name and args.control) or controls:
+            raise ValueError("--name and --control go together, without --switch")
+        controls[args.name] = args.control
+    if not controls:
+        raise ValueError("no switch: give --switch NAME=CONTROL (or --name and --control)")
+    ports = {name: {} for name in controls}
+    for spec in args.port:
+        where, sep, ifname = spec.rpartition("=")
+        name, colon, number = where.rpartition(":")
+        if not colon and args.name:
+            name = args.name
+        if not sep or not ifname or name not in ports or not number.isdigit():
+            raise ValueError(f"--port {spec!r}: expected NAME:PORT=IFNAME for a switch given by --switch"
+                             f"{' (or PORT=IFNAME)' if args.name else ''}")
+        ports[name][int(number)] = ifname
+    return [SwitchSpec(name, ports[name], control) for name, control in controls.items()]
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    ports = {}
-    for spec in args.port:
-        number, _, ifname = spec.partition("=")
-        ports[int(number)] = ifname
     try:
-        proc = SwitchProcess(args.name, ports, args.control, args.lanes, args.slots)
+        specs = switch_specs(args)
+    except ValueError as exc:
+        print(f"pyswitch: {exc}", file=sys.stderr, flush=True)
+        return 2
+    names = ", ".join(spec.name for spec in specs)
+    try:
+        proc = SwitchProcess(specs, args.lanes, args.slots)
     except OSError as exc:
-        print(f"pyswitch {args.name}: cannot open ports or control socket: {exc}", file=sys.stderr, flush=True)
+        print(f"pyswitch {names}: cannot open ports or control socket: {exc}", file=sys.stderr, flush=True)
         return 1
 
     def stop(signum, frame):
@@ -340,14 +432,14 @@ def main(argv=None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    print(f"pyswitch {args.name}: ports {ports}, lanes {args.lanes}, slots {args.slots}, control {args.control}",
-          flush=True)
+    for spec in specs:
+        print(f"pyswitch {spec.name}: ports {spec.ports}, lanes {args.lanes}, slots {args.slots}, "
+              f"control {spec.control_path}", flush=True)
     try:
         proc.serve()
     finally:
-        stats = proc.core.control({"op": "stats"})
-        stats["send_errors"] = proc.send_errors
-        print(json.dumps({"switch": args.name, "final_stats": stats}), flush=True)
+        for switch in proc.switches:
+            print(json.dumps({"switch": switch.name, "final_stats": switch.final_stats()}), flush=True)
         proc.close()
     return 0
 
