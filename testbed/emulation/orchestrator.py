@@ -351,7 +351,7 @@ class Run:
         slowed = f", time dilation {self.time_dilation:g}" if self.time_dilation != 1 else ""
         switches = len(scenario.topology.switches())
         processes = len(self.budget.switch_groups) if self.target == "pyswitch" and self.budget else switches
-        shared = f" in {processes} processes" if processes < switches else ""
+        shared = f" in {processes} process{'es' if processes > 1 else ''}" if processes < switches else ""
         self.say(f"building {switches} {self.target} switches{shared}, "
                  f"{len(scenario.topology.hosts())} hosts{slowed} ({self.run_dir})")
         switch_cls = SWITCH_TARGETS[self.target]

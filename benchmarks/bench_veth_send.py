@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""What a frame costs to send and receive on a packet socket over a veth pair, one system call per frame or in
+batches (``sendmmsg`` through ctypes: Python's socket module has none): the saving batching could bring a
+pyswitch process, against the 23-36 us a packet costs a switch in a run (``PACKET_COST_CURVES``). A script,
+not a test.
+
+It makes a veth pair of its own (``inatb-bvA`` / ``inatb-bvB``, removed afterwards), sends ``--frames`` INA-sized
+frames from a packet socket on one end and reads them from a packet socket on the other, with no process
+waiting at the far end: the figures are the system calls and the kernel's delivery, without any wake-up.
+
+Root (it makes the veth pair).
+
+    sudo .venv/bin/python benchmarks/bench_veth_send.py
+"""
+
+import argparse
+import ctypes
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.report import write_report  # noqa: E402
+from testbed.dataplane.pyswitch.process import open_port_socket  # noqa: E402
+from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes  # noqa: E402
+
+END_A, END_B = "inatb-bvA", "inatb-bvB"
+
+
+class IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+class MsgHdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.POINTER(IoVec)),
+                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+
+
+class MMsgHdr(ctypes.Structure):
+    _fields_ = [("hdr", MsgHdr), ("length", ctypes.c_uint)]
+
+
+def drain(sock) -> int:
+    received = 0
+    while True:
+        try:
+            sock.recv(2048)
+        except BlockingIOError:
+            return received
+        received += 1
+
+
+def per_frame_send_us(sender, receiver, frame: bytes, frames: int) -> tuple:
+    """(us per frame sent with one send() each, us per frame received with one recv() each)."""
+    start = time.perf_counter()
+    for _ in range(frames):
+        sender.send(frame)
+    sent_s = time.perf_counter() - start
+    start = time.perf_counter()
+    received = drain(receiver)
+    return sent_s / frames * 1e6, (time.perf_counter() - start) / max(received, 1) * 1e6
+
+
+def batched_send_us(sender, receiver, frame: bytes, frames: int, batch: int) -> float:
+    """us per frame sent by sendmmsg in batches of ``batch`` (the receiver drained after)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffers = [ctypes.create_string_buffer(frame, len(frame)) for _ in range(batch)]
+    vectors = (IoVec * batch)(*[IoVec(ctypes.addressof(b), len(frame)) for b in buffers])
+    messages = (MMsgHdr * batch)()
+    for i in range(batch):
+        messages[i].hdr.iov = ctypes.pointer(vectors[i])
+        messages[i].hdr.iovlen = 1
+    sent = 0
+    start = time.perf_counter()
+    for _ in range(frames // batch):
+        done = libc.sendmmsg(sender.fileno(), messages, batch, 0)
+        if done < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        sent += done
+    elapsed = time.perf_counter() - start
+    drain(receiver)
+    return elapsed / sent * 1e6
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=20000)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "bench_veth_send.json"))
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("bench_veth_send: needs root (it makes a veth pair)")
+    frame = b"\x02" * 6 + b"\x04" * 6 + b"\x08\x00" + bytes(ina_frame_bytes(DEFAULT_LANES) - 14)
+    subprocess.run(["ip", "link", "add", END_A, "type", "veth", "peer", "name", END_B], check=True)
+    try:
+        for end in (END_A, END_B):
+            subprocess.run(["ip", "link", "set", end, "up"], check=True)
+        sender, receiver = open_port_socket(END_A), open_port_socket(END_B)
+        rounds = []
+        for _ in range(args.rounds):
+            send_us, recv_us = per_frame_send_us(sender, receiver, frame, args.frames)
+            rounds.append({"send_us": send_us, "recv_us": recv_us,
+                           "sendmmsg_us": batched_send_us(sender, receiver, frame, args.frames, args.batch)})
+        sender.close()
+        receiver.close()
+    finally:
+        subprocess.run(["ip", "link", "del", END_A], capture_output=True)
+    best = {key: min(r[key] for r in rounds) for key in rounds[0]}
+    print(f"{len(frame)}-byte frames over a veth pair, best of {args.rounds}: send() {best['send_us']:.2f} us per "
+          f"frame, recv() {best['recv_us']:.2f} us, sendmmsg in batches of {args.batch} {best['sendmmsg_us']:.2f} us")
+    write_report(args.out, {"frame_bytes": len(frame), "frames": args.frames, "batch": args.batch,
+                            "rounds": rounds, "best": best})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
