@@ -47,9 +47,10 @@ def test_rinas_testbed_runs_a_ring_all_reduce_exactly(target, policy, emulation,
     assert all(0.5 * steps * 1e-3 < r["step_delays_s"] < 1.5 * steps * 1e-3 < r["comm_s"] for r in records)
     if target == "pyswitch" and policy == "rar":
         # Link-bound: the frames at the link rate plus the steps' waits, and the round trips (measured 1.07x the
-        # frames and waits; 1.14x on a loaded CI machine).
+        # frames and waits; 1.14x on a loaded CI machine; 0.999x with both ToRs in one process: a step's wait may
+        # overlap the last frames of the step before on the other links).
         link_bound_s = frames_time_s(scenario) + sum(r["step_delays_s"] for r in records) / len(records)
-        assert link_bound_s < job["comm_time_s"] < 1.25 * link_bound_s
+        assert 0.97 * link_bound_s < job["comm_time_s"] < 1.25 * link_bound_s
     assert_clean()
 
 
