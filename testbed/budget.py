@@ -238,7 +238,7 @@ class PacketBudget:
     agent_pps: dict
     ps_names: frozenset = frozenset()
     costs: PacketCosts = REFERENCE_PACKET_COSTS
-    #: The switches that share a process (``Topology.switch_process_groups``); empty: each its own.
+    #: The switches that share a process (:func:`switch_process_groups`); empty: each its own.
     switch_groups: tuple = ()
     #: Packets/s each switch sends to each neighbouring switch at time dilation 1, ``{(from, to): pps}``
     #: (:func:`testbed.sim.packet_rates`): those between two switches of one process wake no process.

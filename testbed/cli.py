@@ -20,9 +20,8 @@ def _load(args):
 def cmd_validate(args) -> int:
     """Valid for ``inatb run``: resolves, and nothing in ``emulation_limits`` stops a run (else one line, exit 2).
     Prints the packet budget's prediction: the busiest switch, the switches that share a pyswitch process,
-    the time dilation (the scenario's, or the one
-    ``auto`` picks, with the budget that binds), the expected wall time under dilation, and a warning per
-    budget the run's time dilation leaves exceeded."""
+    the time dilation (the scenario's, or the one ``auto`` picks, with the budget that binds), the expected
+    wall time under dilation, and a warning per budget the run's time dilation leaves exceeded."""
     from testbed import controller, sim
     from testbed.budget import expected_wall_s, plan_run
     from testbed.emulation.orchestrator import check_emulable

@@ -160,7 +160,7 @@ class SwitchSettings:
     aggregation_capacity_bps: float = 0.0   # 0 = unlimited (scaled)
     queue_depth_pkts: int = 128      # packets per switch egress queue; ECN marks from half of it by default
     ecn_threshold_pkts: int = 0
-    #: How many pyswitch processes the switches share (``Topology.switch_process_groups``): a number,
+    #: How many pyswitch processes the switches share (``testbed.budget.plan_switch_groups``): a number,
     #: AUTO_PROCESSES (the planner's choice) or PER_SWITCH_PROCESSES
     processes: object = AUTO_PROCESSES
 
