@@ -65,8 +65,7 @@ def mismatched_fragments(cfg, iteration: int, rows) -> int:
     ``iteration``) differ from the exact sum of every worker's (:func:`expected_sum`; of the config's
     ``contributors`` once a failed worker's gradient is left out)."""
     expected = expected_sum(cfg.seed, cfg.job_id, cfg.contributors or cfg.total_workers, iteration, cfg.layout,
-                            cfg.lanes,
-                            cfg.gradient_bound, cfg.scale_bits)
+                            cfg.lanes, cfg.gradient_bound, cfg.scale_bits)
     return int(np.any(rows != expected, axis=1).sum())
 
 

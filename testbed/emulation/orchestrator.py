@@ -350,15 +350,16 @@ class Run:
         scenario = self.scenario
         slowed = f", time dilation {self.time_dilation:g}" if self.time_dilation != 1 else ""
         switches = len(scenario.topology.switches())
-        processes = len(self.budget.switch_groups) if self.target == "pyswitch" and self.budget else switches
-        shared = f" in {processes} process{'es' if processes > 1 else ''}" if processes < switches else ""
+        groups = self.budget.switch_groups if self.target == "pyswitch" and self.budget is not None else None
+        shared = f" in {len(groups)} process{'es' if len(groups) > 1 else ''}" \
+            if groups and len(groups) < switches else ""
         self.say(f"building {switches} {self.target} switches{shared}, "
                  f"{len(scenario.topology.hosts())} hosts{slowed} ({self.run_dir})")
         switch_cls = SWITCH_TARGETS[self.target]
         params = dict(log_dir=str(self.run_dir / "logs"), control_dir=str(self.state.dir),
                       lanes=scenario.switch.lanes, slots=scenario.switch.slots, run_state=self.state)
-        if self.target == "pyswitch" and self.budget is not None:
-            params["process_groups"] = self.budget.switch_groups
+        if groups is not None:
+            params["process_groups"] = groups
         if self.target == "bmv2":
             # Thrift has no authentication: only root on this machine may reach the switches' ports.
             self.thrift_guard = ThriftGuard(self.run_id, thrift_ports(scenario.topology))

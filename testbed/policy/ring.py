@@ -80,6 +80,8 @@ def fallback_members(members: list, failed: str) -> list:
     - an autonomous worker: "other workers will automatically bypass the node": the ring goes on without it.
 
     Every other member stays as it was."""
+    if all(failed not in m["workers"] for m in members):
+        raise ValueError(f"{failed} is not a member's worker")
     out = []
     for m in members:
         if failed not in m["workers"]:
@@ -88,6 +90,4 @@ def fallback_members(members: list, failed: str) -> list:
             out.extend({"workers": [w], "tor": None} for w in m["workers"][1:])
         elif m["tor"] is not None:
             out.append({"workers": [w for w in m["workers"] if w != failed], "tor": m["tor"]})
-    if len(out) == len(members) and all(failed not in m["workers"] for m in members):
-        raise ValueError(f"{failed} is not a member's worker")
     return out

@@ -258,7 +258,7 @@ class SwitchProcess:
     def __init__(self, switches: list, lanes: int, slots: int):
         self.running = True
         self.switches = []
-        self.fd_port = {}       # port socket fd -> (switch, port, socket)
+        self.fd_port = {}       # port socket fd -> (its switch's receive, its switch's send, port, socket)
         self.listeners = {}     # listener fd -> switch
         self.clients = {}       # fd -> _Client
         self.epoll = select.epoll()
@@ -267,7 +267,7 @@ class SwitchProcess:
                 switch = HostedSwitch(spec, lanes, slots)
                 self.switches.append(switch)
                 for port, sock in switch.port_socks.items():
-                    self.fd_port[sock.fileno()] = (switch, port, sock)
+                    self.fd_port[sock.fileno()] = (switch.core.receive, switch.send, port, sock)
                     self.epoll.register(sock.fileno(), select.EPOLLIN)
                 self.listeners[switch.listener.fileno()] = switch
                 self.epoll.register(switch.listener.fileno(), select.EPOLLIN)
@@ -276,14 +276,14 @@ class SwitchProcess:
             raise
 
     def serve(self):
-        fd_port, listeners, switches = self.fd_port, self.listeners, self.switches
+        fd_port, listeners = self.fd_port, self.listeners
+        egresses = [(switch.core.egress, switch.send) for switch in self.switches]
         monotonic = time.monotonic
         while self.running:
             next_departure = float("inf")
-            for switch in switches:
-                egress = switch.core.egress
+            for egress, send in egresses:
                 if egress.queues:
-                    next_departure = min(next_departure, egress.drain(monotonic(), switch.send))
+                    next_departure = min(next_departure, egress.drain(monotonic(), send))
             timeout = 1.0 if next_departure == float("inf") else max(0.0, next_departure - monotonic())
             try:
                 events = self.epoll.poll(timeout)
@@ -293,8 +293,7 @@ class SwitchProcess:
             for fd, _ in events:
                 entry = fd_port.get(fd)
                 if entry is not None:
-                    switch, port, sock = entry
-                    receive, send = switch.core.receive, switch.send
+                    receive, send, port, sock = entry
                     for _ in range(RECV_BATCH):
                         try:
                             data = sock.recv(2048)
