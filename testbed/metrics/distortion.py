@@ -3,9 +3,11 @@
 A run is marked distorted (printed, and in ``summary.json`` as ``distorted``
 plus ``distortion_reasons``) when any of these holds:
 
-- **CPU**: a switch or agent process used at least ``SATURATED_CORE_SHARE``
-  of a core over some sampling interval (it could not keep up: the figure
-  measures the machine), or the machine as a whole was at least
+- **CPU**: a thread of a switch or agent process used at least
+  ``SATURATED_CORE_SHARE`` of a core over some sampling interval (it could
+  not keep up: the figure measures the machine; a single-threaded process's
+  thread is the process, bmv2's pipelines are threads of their own, see
+  :mod:`testbed.metrics.cpu`), or the machine as a whole was at least
   ``SATURATED_MACHINE_SHARE`` busy on average (processes waited for a core);
 - **unmodelled loss**: packets were lost anywhere but a modelled switch
   queue (tail drop at ``queue_depth``) or an injected impairment: a switch
@@ -46,8 +48,10 @@ def assess(evidence: Evidence) -> list:
     """The reasons the run is distorted (empty: it is not)."""
     reasons = []
     for name, share in sorted(evidence.cpu.get("processes", {}).items()):
-        if share["peak"] >= SATURATED_CORE_SHARE:
-            reasons.append(f"CPU: {name} used {share['peak']:.0%} of a core over one "
+        busiest = share.get("thread_peak", share["peak"])
+        if busiest >= SATURATED_CORE_SHARE:
+            reasons.append(f"CPU: {name} used {busiest:.0%} of a core"
+                           f"{' in one of its threads' if share.get('threads', 1) > 1 else ''} over one "
                            f"{evidence.cpu.get('interval_s', 1.0):g} s interval")
     machine = evidence.cpu.get("machine")
     if machine and machine["mean"] >= SATURATED_MACHINE_SHARE:

@@ -58,7 +58,8 @@ def render_run(run_dir: Path) -> str:
             {name: {k: v for k, v in c.items() if _scalar(v)} for name, c in s["switches"].items()}, "counter")))
     cpu = s.get("cpu") or {}
     if cpu.get("processes"):
-        rows = [{"process": name, "mean busy (cores)": d.get("mean"), "peak busy (cores)": d.get("peak")}
+        rows = [{"process": name, "mean busy (cores)": d.get("mean"), "peak busy (cores)": d.get("peak"),
+                 "busiest thread's peak (cores)": d.get("thread_peak")}
                 for name, d in cpu["processes"].items()]
         rows.append({"process": f"machine ({cpu.get('cores', '?')} cores)",
                      "mean busy (cores)": (cpu.get("machine") or {}).get("mean"),

@@ -10,7 +10,7 @@ from testbed.agents.transport import make_transport
 from testbed.emulation.stall import (STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, expected_iteration_s,
                                      stall_bound_s)
 from testbed.metrics.counters import packet_rate_bound_ports
-from testbed.metrics.cpu import cpu_share, process_cpu_s
+from testbed.metrics.cpu import CpuSampler, busiest_thread_peak, cpu_share, process_cpu_s, thread_cpu_s
 from testbed.metrics.distortion import SPURIOUS_RETX_LIMIT, Evidence, assess
 from testbed.metrics.losses import qdisc_dropped, udp_rcvbuf_errors
 from testbed.metrics.summary import honest_figures, job_metrics, run_metrics
@@ -31,6 +31,38 @@ def test_process_cpu_seconds_of_this_process():
     assert process_cpu_s(2 ** 22 + 12345) is None
 
 
+def test_busiest_thread_peak_is_one_threads_largest_share_of_a_core():
+    assert busiest_thread_peak([(0.0, {1: 0.0})]) is None
+    # Two threads at 0.6 and 0.5 of a core: the process used 1.1 cores, its busiest thread 0.6.
+    samples = [(0.0, {1: 0.0, 2: 0.0}), (1.0, {1: 0.6, 2: 0.5}), (3.0, {1: 1.0, 2: 0.9, 3: 5.0})]
+    assert busiest_thread_peak(samples) == 0.6          # thread 3 was not seen at the start of its interval
+    assert busiest_thread_peak(samples + [(4.0, {3: 5.95})]) == 0.95
+    assert busiest_thread_peak([(0.0, {}), (1.0, {})]) == 0.0
+
+
+def test_thread_cpu_seconds_of_this_process():
+    import os
+    import threading
+    started, stop = threading.Event(), threading.Event()
+    worker = threading.Thread(target=lambda: (started.set(), stop.wait()))
+    worker.start()
+    started.wait()
+    try:
+        threads = thread_cpu_s(os.getpid())
+        assert os.getpid() in threads and worker.native_id in threads
+        assert all(seconds >= 0.0 for seconds in threads.values())
+    finally:
+        stop.set()
+        worker.join()
+    assert thread_cpu_s(2 ** 22 + 12345) == {}
+    clock = iter([0.0, 1.0])
+    sampler = CpuSampler({"this": os.getpid()}, clock=lambda: next(clock))
+    sampler.sample()
+    sampler.sample()
+    share = sampler.shares()["processes"]["this"]
+    assert share["threads"] >= 1 and 0.0 <= share["thread_peak"] <= share["peak"] + 0.02
+
+
 def test_distortion_reasons_each_rule():
     quiet = Evidence(fragments_sent=1000, retransmissions=50, spurious_retransmissions=20,
                      cpu={"processes": {"switch s1": {"mean": 0.3, "peak": 0.89}},
@@ -47,6 +79,19 @@ def test_distortion_reasons_each_rule():
     assert reasons[1] == "CPU: the machine was 93% busy on average over 2 cores"
     assert reasons[2] == "loss outside modelled queues: 3 packets at host w1 (udp_rcvbuf)"
     assert reasons[3] == "spurious retransmissions: 21 of 1000 fragments (2.1% > 2%)"
+
+
+def test_a_multithreaded_process_is_judged_by_its_busiest_thread():
+    """bmv2's pipelines are threads: 1.08 cores in all with no thread short of a core keeps up; one thread at
+    0.92 of a core does not, whatever the process's total."""
+    def evidence(peak, thread_peak, threads):
+        return Evidence(cpu={"processes": {"switch s1": {"mean": 0.6, "peak": peak, "thread_peak": thread_peak,
+                                                          "threads": threads}},
+                             "machine": {"mean": 0.6, "peak": 0.8}, "cores": 2, "interval_s": 1.0})
+    assert assess(evidence(1.08, 0.7, 9)) == []
+    assert assess(evidence(0.95, 0.92, 9)) == ["CPU: switch s1 used 92% of a core in one of its threads over one "
+                                               "1 s interval"]
+    assert assess(evidence(0.95, 0.95, 1)) == ["CPU: switch s1 used 95% of a core over one 1 s interval"]
 
 
 def test_kernel_loss_parsers():
