@@ -144,6 +144,7 @@ class FluidModel:
         self.routes = routes
         self.capacity_bps = scenario.switch.aggregation_capacity_bps
         self.workers = [w for job in scenario.jobs for w in job.workers]
+        self._alone = {w: frozenset([w]) for w in self.workers}     # a raw stream's contributors
         self.jobs = [(job, policy.jobs[job.name]) for job in scenario.jobs]
         self._orders = {job.name: self._order(jp) for job, jp in self.jobs}
         default = DefaultRoutes(scenario.topology)
@@ -205,14 +206,14 @@ class FluidModel:
         touch = defaultdict(set)
         inputs = defaultdict(float)
         ps_in = defaultdict(float)
-        links = self.routes.links
+        # Streams with the same route and contributors add up before they load links: (source, destination,
+        # start, contributors) -> rate, laid on the links once at the end of the pass.
+        pending = defaultdict(float)
+        alone = self._alone
 
         def send(src, dst, start, rate, who):
-            if rate <= 0:
-                return
-            for link in links(src, dst, start):
-                loads[link] += rate
-                touch[link].update(who)
+            if rate > 0:
+                pending[(src, dst, start, who)] += rate
 
         for job, jp in self.jobs:
             if job.is_ring:
@@ -227,13 +228,13 @@ class FluidModel:
             for w in job.workers:
                 for g, node in jp.first_hop[w].items():
                     rate = rates[w] * phi[g]
-                    send(w, node, w, rate, {w})
+                    send(w, node, w, rate, alone[w])
                     if gack_share:
-                        send(node, w, node, rate * gack_share, {w})
+                        send(node, w, node, rate * gack_share, alone[w])
                     if node in owners:
                         ps_in[node] += rate
                     else:
-                        arriving[(node, g)].append((rate, frozenset([w]), w))
+                        arriving[(node, g)].append((rate, alone[w], w))
             for sw, g in self._orders[job.name]:
                 streams = arriving.get((sw, g), [])
                 if not streams:
@@ -260,6 +261,11 @@ class FluidModel:
                             arriving[(by, g)].append((spill, c, src))
             if self.scenario.simulation.results:
                 self._results(job, jp, phi, rates, loads, touch)
+        links = self.routes.links
+        for (src, dst, start, who), rate in pending.items():
+            for link in links(src, dst, start):
+                loads[link] += rate
+                touch[link].update(who)
         return loads, touch, inputs, ps_in
 
     def _results(self, job, jp, phi, rates, loads, touch):

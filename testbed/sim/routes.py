@@ -25,6 +25,7 @@ class Routes:
                         self.entries[(here, src, dst)] = nxt
         self.default = DefaultRoutes(topology)
         self._walks = {}
+        self._links = {}                # (src, dst, start) -> links(src, dst, start)
         self.capacity_bps = {}          # directed link key -> bps
         self._parallel = {}             # (a, b) joined by more than one link -> how many
         for a, b in {(l.a, l.b) for l in topology.links}:
@@ -42,11 +43,17 @@ class Routes:
         count = self._parallel.get((a, b))
         return (a, b) if count is None else (a, b, flow_key % count)
 
-    def links(self, src: str, dst: str, start: str = None) -> list:
-        """Keys of the directed links a packet (src, dst) crosses from ``start`` (default ``src``)."""
+    def links(self, src: str, dst: str, start: str = None) -> tuple:
+        """Keys of the directed links a packet (src, dst) crosses from ``start`` (default ``src``); computed
+        once per triple (the fluid model asks for each stream on every pass)."""
+        cached = self._links.get((src, dst, start))
+        if cached is not None:
+            return cached
         nodes = self.walk(src, dst, start)
         key = self.topology.flow_key(src, dst) if any(hop in self._parallel for hop in zip(nodes, nodes[1:])) else 0
-        return [self.link(a, b, key) for a, b in zip(nodes, nodes[1:])]
+        links = tuple(self.link(a, b, key) for a, b in zip(nodes, nodes[1:]))
+        self._links[(src, dst, start)] = links
+        return links
 
     def multicast_link(self, switch: str, child: str, ps: str) -> tuple:
         """The link a switch's copy of ``ps``'s multicast RESULT crosses toward ``child`` (the controller
