@@ -752,6 +752,8 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
         raise ScenarioError("(file)", "expected a mapping at the top level", source, 1)
     doc = apply_overrides(doc, overrides)
     c = _Checker(source, lines)
+    if "axes" in doc and "topology" not in doc:
+        c.fail("axes", "this is a sweep file (a scenario and axes), not a scenario: run it with inatb sweep")
     c.keys(doc, "", TOP_KEYS)
     if "version" not in doc:
         c.fail("version", f"missing; write version: {SCENARIO_VERSION}")

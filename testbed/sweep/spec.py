@@ -140,6 +140,9 @@ def load_sweep(path) -> SweepSpec:
     doc, _, c = read_yaml_document(path)
     if doc is None:
         c.fail("(file)", "the file is empty; a sweep needs version, name, scenario and axes")
+    if isinstance(doc, dict) and "topology" in doc and "axes" not in doc:
+        c.fail("topology", "this is a scenario, not a sweep file (a scenario and axes): run it with inatb run, "
+                           "or name it as a sweep's scenario")
     c.keys(doc, "", SWEEP_KEYS)
     for key in ("version", "name", "scenario", "axes"):
         if key not in doc:

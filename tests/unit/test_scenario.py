@@ -55,6 +55,11 @@ def test_unknown_key_names_line_field_and_allowed_keys():
     assert str(err).startswith("test.yaml:4: speed:")
 
 
+def test_a_sweep_file_given_as_a_scenario_says_which_command_runs_it():
+    err = error_of("version: 1\nname: s\nscenario: base.yaml\naxes: {policy: [ps, atp]}\n")
+    assert err.field == "axes" and err.line == 4 and "inatb sweep" in err.message
+
+
 def test_bad_unit():
     err = error_of(BASE.replace("kind: explicit", "kind: explicit\n  link_rate: 10Gbpx"))
     assert err.field == "topology.link_rate"

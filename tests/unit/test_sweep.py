@@ -75,6 +75,14 @@ def test_a_bad_sweep_file_is_one_line_naming_the_field(tmp_path, body, field):
     assert err.value.field == field and "\n" not in str(err.value)
 
 
+def test_a_scenario_given_as_a_sweep_file_says_which_command_runs_it(tmp_path):
+    path = tmp_path / "scenario.yaml"
+    path.write_text("version: 1\nname: s\ntopology: {kind: explicit}\njobs: []\n")
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(path)
+    assert err.value.field == "topology" and "inatb run" in err.value.message
+
+
 def test_a_bad_axis_value_is_refused_before_anything_runs_naming_the_point(tmp_path):
     with pytest.raises(ScenarioError) as err:
         load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, no-such-policy]}\n"))
