@@ -66,10 +66,6 @@ class PySwitchNode(Switch):
         self.proc = None
         self._log = None
 
-    def switch_argv(self):
-        """This switch's process alone (a group's is :func:`pyswitch_argv` of its members)."""
-        return pyswitch_argv([self], self.lanes, self.slots)
-
     def start(self, controllers):
         """Nothing yet: :meth:`batchStartup` starts the processes (a group's members must all exist)."""
 

@@ -134,7 +134,7 @@ def _start_pyswitch_process(tmp_path):
         rig.create()
         control = str(tmp_path / "t.sock")
         log = open(tmp_path / "pyswitch.log", "w")
-        # -I: isolated, as the emulation starts it (nodes.switch_argv): nothing from the cwd is imported
+        # -I: isolated, as the emulation starts it (nodes.pyswitch_argv): nothing from the cwd is imported
         argv = [sys.executable, "-I", "-m", "testbed.dataplane.pyswitch.process", "--name", "t", "--control", control,
                 "--lanes", str(LANES), "--slots", str(SLOTS)]
         argv += [f"--port={p}={ifname}" for p, ifname in rig.switch_ports().items()]

@@ -211,7 +211,7 @@ def test_isolated_python_still_imports_the_installed_package(tmp_path):
 def test_pyswitch_node_argv_is_isolated():
     pytest.importorskip("mininet")
     from types import SimpleNamespace
-    from testbed.emulation.nodes import PYSWITCH_MARKER, PySwitchNode
-    node = SimpleNamespace(ports={}, name="s1", control_path="/x/s1.sock", lanes=4, slots=8)
-    argv = PySwitchNode.switch_argv(node)
+    from testbed.emulation.nodes import PYSWITCH_MARKER, pyswitch_argv
+    node = SimpleNamespace(ports={}, name="s1", control_path="/x/s1.sock")
+    argv = pyswitch_argv([node], 4, 8)
     assert argv[:4] == [sys.executable, "-I", "-m", PYSWITCH_MARKER]
