@@ -102,8 +102,8 @@ def forward_frames(count=SLOTS):
 # -- roles run inside the rig's namespace -------------------------------------------------------
 
 def role_send(args):
-    from testbed.dataplane.harness import open_packet_socket
-    sock = open_packet_socket(args.iface)
+    from testbed.dataplane.pyswitch.process import open_port_socket
+    sock = open_port_socket(args.iface)
     sock.setblocking(True)
     frames = [bytearray(f) for f in (aggregate_frames() if args.stream == "aggregate" else forward_frames())]
     sent, iteration = 0, 0
@@ -129,8 +129,8 @@ def role_send(args):
 
 
 def role_recv(args):
-    from testbed.dataplane.harness import open_packet_socket
-    sock = open_packet_socket(args.iface)
+    from testbed.dataplane.pyswitch.process import open_port_socket
+    sock = open_port_socket(args.iface)
     sock.setblocking(True)
     sock.settimeout(0.5)
     received = 0

@@ -4,9 +4,10 @@ batches (``sendmmsg`` through ctypes: Python's socket module has none): the savi
 pyswitch process, against the 23-36 us a packet costs a switch in a run (``PACKET_COST_CURVES``). A script,
 not a test.
 
-It makes a veth pair of its own (``inatb-bvA`` / ``inatb-bvB``, removed afterwards), sends ``--frames`` INA-sized
-frames from a packet socket on one end and reads them from a packet socket on the other, with no process
-waiting at the far end: the figures are the system calls and the kernel's delivery, without any wake-up.
+It makes one veth pair with the packet tests' rig (:class:`testbed.dataplane.harness.VethRig`: offloads off,
+as in a run; removed afterwards), sends ``--frames`` INA-sized frames from the packet socket on the rig's end
+and reads them from a packet socket on the switch's end, with no process waiting at the far end: the
+figures are the system calls and the kernel's delivery, without any wake-up.
 
 Root (it makes the veth pair).
 
@@ -16,7 +17,6 @@ Root (it makes the veth pair).
 import argparse
 import ctypes
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,11 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_report  # noqa: E402
+from testbed.dataplane.harness import VethRig  # noqa: E402
 from testbed.dataplane.pyswitch.process import open_port_socket  # noqa: E402
 from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes  # noqa: E402
-
-END_A, END_B = "inatb-bvA", "inatb-bvB"
-
 
 class IoVec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
@@ -97,20 +95,16 @@ def main(argv=None):
     if os.geteuid() != 0:
         raise SystemExit("bench_veth_send: needs root (it makes a veth pair)")
     frame = b"\x02" * 6 + b"\x04" * 6 + b"\x08\x00" + bytes(ina_frame_bytes(DEFAULT_LANES) - 14)
-    subprocess.run(["ip", "link", "add", END_A, "type", "veth", "peer", "name", END_B], check=True)
-    try:
-        for end in (END_A, END_B):
-            subprocess.run(["ip", "link", "set", end, "up"], check=True)
-        sender, receiver = open_port_socket(END_A), open_port_socket(END_B)
-        rounds = []
-        for _ in range(args.rounds):
-            send_us, recv_us = per_frame_send_us(sender, receiver, frame, args.frames)
-            rounds.append({"send_us": send_us, "recv_us": recv_us,
-                           "sendmmsg_us": batched_send_us(sender, receiver, frame, args.frames, args.batch)})
-        sender.close()
-        receiver.close()
-    finally:
-        subprocess.run(["ip", "link", "del", END_A], capture_output=True)
+    with VethRig([1]) as rig:
+        sender, receiver = rig.socks[1], open_port_socket(rig.switch_ifname(1))
+        try:
+            rounds = []
+            for _ in range(args.rounds):
+                send_us, recv_us = per_frame_send_us(sender, receiver, frame, args.frames)
+                rounds.append({"send_us": send_us, "recv_us": recv_us,
+                               "sendmmsg_us": batched_send_us(sender, receiver, frame, args.frames, args.batch)})
+        finally:
+            receiver.close()
     best = {key: min(r[key] for r in rounds) for key in rounds[0]}
     print(f"{len(frame)}-byte frames over a veth pair, best of {args.rounds}: send() {best['send_us']:.2f} us per "
           f"frame, recv() {best['recv_us']:.2f} us, sendmmsg in batches of {args.batch} {best['sendmmsg_us']:.2f} us")

@@ -22,16 +22,13 @@ import ctypes
 import os
 import secrets
 import select
-import socket
 import subprocess
 import time
 
+from testbed.dataplane.pyswitch.process import open_port_socket
 from testbed.errors import EmulationError
 
 CLONE_NEWNET = 0x40000000
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_IGNORE_OUTGOING = 23
 NETNS_PREFIX = "inatb-"
 TAG_PREFIX = "it"           # interface names: it<6 hex><s|h><port>, at most 15 characters
 
@@ -62,19 +59,6 @@ def in_netns(name: str):
     finally:
         os.close(target)
         os.close(home)
-
-
-def open_packet_socket(ifname: str, rcvbuf_bytes: int = 4 << 20) -> socket.socket:
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    try:
-        sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-    except OSError:
-        pass
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, rcvbuf_bytes)
-    sock.bind((ifname, 0))
-    sock.setblocking(False)
-    return sock
 
 
 def _link_exists(ifname: str) -> bool:
@@ -145,7 +129,7 @@ class VethRig:
             _run(["ip", "-n", self.netns, "link", "set", host, "up"], f"{host} up")
         with in_netns(self.netns):
             for port in self.ports:
-                self.socks[port] = open_packet_socket(self.host_ifname(port))
+                self.socks[port] = open_port_socket(self.host_ifname(port))
 
     def close(self, timeout_s: float = 5.0):
         """Delete the rig's pairs and namespace, retrying until they are gone (a deletion can fail
