@@ -47,11 +47,13 @@ def test_rinas_testbed_runs_a_ring_all_reduce_exactly(target, policy, emulation,
     steps = 14 if policy == "rar" else 8
     assert all(0.5 * steps * 1e-3 < r["step_delays_s"] < 1.5 * steps * 1e-3 < r["comm_s"] for r in records)
     if target == "pyswitch" and policy == "rar":
-        # Link-bound: the frames at the link rate plus the steps' waits, and the round trips (measured 1.07x the
-        # frames and waits; 1.14x on a loaded CI machine; 0.999x with both ToRs in one process: a step's wait may
-        # overlap the last frames of the step before on the other links).
-        link_bound_s = frames_time_s(scenario) + sum(r["step_delays_s"] for r in records) / len(records)
-        assert 0.97 * link_bound_s < job["comm_time_s"] < 1.25 * link_bound_s
+        # Link-bound: no less than the frames at the link rate (a step's wait may overlap the frames of the step
+        # before on the other links, so the waits are no part of the lower bound: 0.957-0.999x the frames plus
+        # the waits measured with both ToRs in one process), and within 1.25x the frames, the steps' waits and the
+        # round trips (measured 1.07x; 1.14x on a loaded CI machine).
+        frames_s = frames_time_s(scenario)
+        waits_s = sum(r["step_delays_s"] for r in records) / len(records)
+        assert frames_s < job["comm_time_s"] < 1.25 * (frames_s + waits_s)
     assert_clean()
 
 
