@@ -146,9 +146,11 @@ def machine_id() -> str:
 
 @dataclass(frozen=True)
 class PacketCosts:
-    """The per-packet costs the planner uses: role -> curve (``PACKET_COST_CURVES``' form), and where from."""
+    """The per-packet costs the planner uses: role -> curve (``PACKET_COST_CURVES``' form), where from, and
+    whether any curve was measured on this machine (else every one is the reference)."""
     curves: dict
     source: str
+    measured_here: bool = False
 
 
 #: The reference costs, as the planner uses them where this machine's were not measured.
@@ -188,7 +190,8 @@ def load_packet_costs(path=None) -> PacketCosts:
     if doc["machine"] != machine_id():
         return PacketCosts(PACKET_COST_CURVES, f"{REFERENCE_COSTS}; {path} holds {doc['machine']}'s")
     return PacketCosts({**PACKET_COST_CURVES, **doc["curves"]},
-                       f"measured on this machine ({', '.join(sorted(doc['curves']))}; {doc['measured']})")
+                       f"measured on this machine ({', '.join(sorted(doc['curves']))}; {doc['measured']})",
+                       measured_here=True)
 
 
 def write_packet_costs(points_by_role: dict, path=None) -> Path:
@@ -336,7 +339,8 @@ class PacketBudget:
                 "switch_pps": {k: round(v) for k, v in sorted(self.switch_pps.items())},
                 "agent_pps": {k: round(v) for k, v in sorted(self.agent_pps.items())},
                 "switch_processes": [list(group) for group in self.switch_process_pps()],
-                "packet_costs": self.costs.source, "warnings": self.warnings(factor)}
+                "packet_costs": self.costs.source, "packet_costs_measured_here": self.costs.measured_here,
+                "warnings": self.warnings(factor)}
 
 
 def switch_process_phrase(group: tuple) -> str:

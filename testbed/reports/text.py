@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-from testbed.budget import REFERENCE_COSTS
 from testbed.reports.results import load_summary, load_table, numeric_metrics, point_means
 
 #: The metrics a sweep's text report shows per point (those its table has).
@@ -32,9 +31,10 @@ def format_summary(s: dict) -> str:
                      f"({num(j.get('retransmission_ratio') and 100 * j['retransmission_ratio'], '.1f')}%)")
     if s.get("distorted"):
         lines.append("  DISTORTED (an emulator artifact, not a result): " + "; ".join(s["distortion_reasons"]))
-        costs = (s.get("packet_budget") or {}).get("packet_costs", "")
-        if costs.startswith(REFERENCE_COSTS) and any(r.startswith("CPU:") for r in s["distortion_reasons"]):
-            lines.append("  the time dilation was planned with " + costs)
+        plan = s.get("packet_budget") or {}
+        if plan.get("packet_costs_measured_here") is False and \
+                any(r.startswith("CPU:") for r in s["distortion_reasons"]):
+            lines.append("  the time dilation was planned with " + plan["packet_costs"])
     for warning in (s.get("packet_budget") or {}).get("warnings", []):
         lines.append(f"  predicted CPU-bound (packet budget): {warning}")
     for b in s.get("background") or []:

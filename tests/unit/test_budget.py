@@ -157,7 +157,7 @@ def test_this_machines_measured_costs_replace_the_reference_and_another_machines
     costs = budget.load_packet_costs(path)
     assert costs.curves == {**PACKET_COST_CURVES, "pyswitch": ((11_600.0, 14_600.0), (23_300.0, 21_350.0)),
                             "worker": ((4_650.0, 19_300.0), (9_300.0, 24_300.0))}
-    assert costs.source.startswith("measured on this machine (pyswitch, worker; ")
+    assert costs.source.startswith("measured on this machine (pyswitch, worker; ") and costs.measured_here
     # Costs twice the reference's double the work the planner sees: every rate's cost halved.
     half = {role: tuple((r, c / 2) for r, c in curve) for role, curve in PACKET_COST_CURVES.items()}
     plan = PacketBudget("pyswitch", 2, {"s1": 40_000.0}, {"w1": 10_000.0, "ps": 10_000.0}, frozenset({"ps"}))
@@ -169,6 +169,7 @@ def test_this_machines_measured_costs_replace_the_reference_and_another_machines
     path.write_text(doc)
     other = budget.load_packet_costs(path)
     assert other.curves == PACKET_COST_CURVES and "holds Another CPU x 64's" in other.source
+    assert not other.measured_here
     path.write_text("{not json")
     broken = budget.load_packet_costs(path)
     assert broken.curves == PACKET_COST_CURVES and f"{path} is unreadable: " in broken.source
@@ -180,9 +181,11 @@ def test_the_planner_reads_the_costs_measured_here(tmp_path, monkeypatch):
     scenario = load_scenario(QUICKSTART, ["scale=0.001"])
     reference = packet_budget(scenario, "pyswitch", cores=2)
     assert reference.to_dict(reference.auto_factor())["packet_costs"] == budget.REFERENCE_COSTS
+    assert reference.to_dict(reference.auto_factor())["packet_costs_measured_here"] is False
     path = tmp_path / "costs.json"
     budget.write_packet_costs({"pyswitch": [(23_300, 21_350), (11_600, 14_050)]}, path)
     monkeypatch.setenv("INATB_PACKET_COSTS", str(path))
     measured = packet_budget(scenario, "pyswitch", cores=2)
     assert measured.costs.curves["pyswitch"] == ((11_600.0, 14_050.0), (23_300.0, 21_350.0))
     assert measured.auto_factor() > reference.auto_factor()
+    assert measured.to_dict(measured.auto_factor())["packet_costs_measured_here"] is True

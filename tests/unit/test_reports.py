@@ -140,11 +140,13 @@ def test_a_plot_of_many_lines_keeps_its_legend_inside_the_figure(tmp_path):
 def test_a_cpu_distorted_run_planned_with_the_reference_costs_says_how_to_measure_this_machines(tmp_path):
     from testbed.budget import REFERENCE_COSTS
     summary = json.loads((write_run(tmp_path / "run") / "summary.json").read_text())
+    reference = {"packet_costs": REFERENCE_COSTS, "packet_costs_measured_here": False, "warnings": []}
     summary.update(distorted=True, distortion_reasons=["CPU: the machine was 96% busy on average over 2 cores"],
-                   packet_budget={"packet_costs": REFERENCE_COSTS, "warnings": []})
+                   packet_budget=dict(reference))
     assert f"  the time dilation was planned with {REFERENCE_COSTS}" in format_summary(summary)
-    summary["packet_budget"]["packet_costs"] = "measured on this machine (ps, pyswitch, worker; 2026-11-24)"
+    summary["packet_budget"].update(packet_costs="measured on this machine (ps, pyswitch, worker; 2026-11-24)",
+                                    packet_costs_measured_here=True)
     assert "planned with" not in format_summary(summary)
     summary.update(distortion_reasons=["loss outside modelled queues: 3 packets at s1"],
-                   packet_budget={"packet_costs": REFERENCE_COSTS, "warnings": []})
+                   packet_budget=dict(reference))
     assert "planned with" not in format_summary(summary)
