@@ -18,6 +18,14 @@ SO_SNDBUFFORCE = 32
 ECN_ECT0 = 0x02      # IPv4 ECN field: ECN-capable transport, so switch queues mark CE instead of dropping
 ECN_CE = 0x03
 TOS_CMSG_BYTES = socket.CMSG_SPACE(1)    # IP_TOS ancillary data: one byte
+#: An endpoint's receive buffer: a burst of datagrams waits here while the agent works, never dropped.
+RECEIVE_BUFFER_BYTES = 8 << 20
+#: An endpoint's send buffer (the kernel doubles it for its bookkeeping). A datagram counts against it until
+#: the host's qdisc has sent it, so a sender ahead of its link waits in ``sendto`` once this much is queued,
+#: as a host behind a NIC does, instead of overflowing the qdisc (htb's leaf queue: the veth's txqueuelen of
+#: 1000 packets; 256 KiB holds about 400 of the agents' datagrams). With 8 MiB a PS sending each RESULT to
+#: eight workers of GOAT's testbed one by one lost about 250 of them in its qdisc per run.
+SEND_BUFFER_BYTES = 256 << 10
 
 
 def open_endpoint(ip: str, port: int = INA_UDP_PORT, bind_ip: str = "") -> socket.socket:
@@ -26,30 +34,32 @@ def open_endpoint(ip: str, port: int = INA_UDP_PORT, bind_ip: str = "") -> socke
     holds the port on any other, and the kernel gives a datagram to the socket bound to its exact address).
 
     Every datagram leaves ECN-capable (ECT(0)); the socket reports each arriving
-    datagram's TOS byte (IP_RECVTOS) so the PS can echo the CE marks of the switch queues.
+    datagram's TOS byte (IP_RECVTOS) so the PS can echo the CE marks of the switch queues. Sends block
+    while the send buffer is full (``SEND_BUFFER_BYTES``: the host link's backpressure); receives never
+    block (``MSG_DONTWAIT``: :func:`pending_datagrams`).
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECN_ECT0)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-    for opt, fallback in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
+    for opt, fallback, size in ((SO_RCVBUFFORCE, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES),
+                                (SO_SNDBUFFORCE, socket.SO_SNDBUF, SEND_BUFFER_BYTES)):
         try:
-            sock.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
+            sock.setsockopt(socket.SOL_SOCKET, opt, size)
         except OSError:
-            sock.setsockopt(socket.SOL_SOCKET, fallback, 8 << 20)
+            sock.setsockopt(socket.SOL_SOCKET, fallback, size)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
     sock.bind((bind_ip or "0.0.0.0", port))
-    sock.setblocking(False)
     return sock
 
 
 def pending_datagrams(sock):
-    """Every datagram waiting on the non-blocking ``sock`` now, as (data, ancillary, sender): its TOS byte
-    (IP_RECVTOS, :func:`arrived_ce`) comes with it."""
+    """Every datagram waiting on ``sock`` now, as (data, ancillary, sender): its TOS byte (IP_RECVTOS,
+    :func:`arrived_ce`) comes with it."""
     recvmsg = sock.recvmsg
     while True:
         try:
-            data, ancillary, _, sender = recvmsg(4096, TOS_CMSG_BYTES)
+            data, ancillary, _, sender = recvmsg(4096, TOS_CMSG_BYTES, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return
         yield data, ancillary, sender

@@ -114,11 +114,7 @@ class ParameterServer:
             ready, _, _ = select.select([self.sock], [], [], 0.2)
             if not ready:
                 continue
-            while True:
-                try:
-                    data = self.sock.recv(4096)
-                except BlockingIOError:
-                    break
+            for data, _, _ in pending_datagrams(self.sock):
                 if len(data) < INA_HEADER_BYTES:
                     continue
                 job, flags, _, _, _, _, _, _, it, seq, _, bitmap, _ = INA_HEADER.unpack_from(data)

@@ -40,6 +40,7 @@ it is copy 1.
 """
 
 import select
+from socket import MSG_DONTWAIT
 
 from testbed.agents.common import (AgentClock, SendTally, agent_session, install_status_dump, straggler_delay_s,
                                    straggler_rng)
@@ -150,7 +151,7 @@ class Worker:
             if ready:
                 while True:
                     try:
-                        data = recv(4096)
+                        data = recv(4096, MSG_DONTWAIT)
                     except BlockingIOError:
                         break
                     receive(data, iteration, clock.now_s())
