@@ -41,7 +41,7 @@ class FakeSocket:
         self.inbox = list(datagrams)
         self.sent = []
 
-    def recvmsg(self, bufsize, ancbufsize):
+    def recvmsg(self, bufsize, ancbufsize, flags=0):
         if not self.inbox:
             raise BlockingIOError
         return self.inbox.pop(0)
