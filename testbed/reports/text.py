@@ -29,13 +29,13 @@ def format_summary(s: dict) -> str:
                      f"sending rate {num(rate_bps and rate_bps / 1e6, '.1f')} Mb/s, "
                      f"retransmissions {j['retransmitted_packets']} "
                      f"({num(j.get('retransmission_ratio') and 100 * j['retransmission_ratio'], '.1f')}%)")
+    plan = s.get("packet_budget") or {}
     if s.get("distorted"):
         lines.append("  DISTORTED (an emulator artifact, not a result): " + "; ".join(s["distortion_reasons"]))
-        plan = s.get("packet_budget") or {}
         if plan.get("packet_costs_measured_here") is False and \
                 any(r.startswith("CPU:") for r in s["distortion_reasons"]):
             lines.append("  the time dilation was planned with " + plan["packet_costs"])
-    for warning in (s.get("packet_budget") or {}).get("warnings", []):
+    for warning in plan.get("warnings", []):
         lines.append(f"  predicted CPU-bound (packet budget): {warning}")
     for b in s.get("background") or []:
         if "received_datagrams" in b:      # a constant-rate UDP entry

@@ -1,66 +1,34 @@
 """Emulation tests: an agent that sends faster than its host link waits for the link, as a host behind a NIC
 does, instead of losing datagrams in its host's qdisc (``testbed.agents.common.SEND_BUFFER_BYTES``).
 
-The first drives an agent endpoint through a veth shaped by htb (as Mininet shapes a host's link) in two fresh
-network namespaces; the second runs the case that lost them: a K-SGD PS of GOAT's testbed with 16 workers, which
-sends each RESULT to its eight participants one by one. Root only; everything created is removed after.
+The first drives an agent endpoint through a veth shaped by htb (as Mininet shapes a host's link) between two
+fresh network namespaces (test_iftop's pair); the second runs the case that lost them: a K-SGD PS of GOAT's
+testbed with 16 workers, which sends each RESULT to its eight participants one by one. Root only; everything created is removed after.
 """
 
-import secrets
 import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
-from support import require_emulation
+from test_iftop import RECEIVER_IP, SENDER_IP, veth_namespaces
 from test_quickstart import assert_clean
 
-from testbed.agents.common import RECEIVE_BUFFER_BYTES
+from testbed.agents.common import RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE
 from testbed.emulation.orchestrator import run_scenario
 from testbed.metrics.losses import qdisc_dropped
 from testbed.scenario import load_scenario
 
 GOAT_TESTBED = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "goat" / "testbed-1000.yaml"
-SENDER_IP, RECEIVER_IP, PORT = "10.98.0.1", "10.98.0.2", 40000
+PORT = 40000
 DATAGRAMS = 3000               # three times the qdisc's 1000-packet queue
 DATAGRAM_BYTES = 340           # about an INA frame of 64 lanes
-
-
-def _run(*argv):
-    return subprocess.run(argv, check=True, capture_output=True, text=True)
-
-
-@contextmanager
-def shaped_veth(rate: str):
-    """Namespaces ``tx`` and ``rx`` joined by a veth; ``tx``'s end shaped by htb at ``rate``."""
-    tag = secrets.token_hex(3)
-    ns_tx, ns_rx, if_tx, if_rx = f"bptx{tag}", f"bprx{tag}", f"bpt{tag}", f"bpr{tag}"
-    try:
-        _run("ip", "netns", "add", ns_tx)
-        _run("ip", "netns", "add", ns_rx)
-        _run("ip", "link", "add", if_tx, "type", "veth", "peer", "name", if_rx)
-        _run("ip", "link", "set", if_tx, "netns", ns_tx)
-        _run("ip", "link", "set", if_rx, "netns", ns_rx)
-        for ns, dev, ip in ((ns_tx, if_tx, SENDER_IP), (ns_rx, if_rx, RECEIVER_IP)):
-            _run("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
-            _run("ip", "-n", ns, "link", "set", dev, "up")
-        _run("ip", "netns", "exec", ns_tx, "tc", "qdisc", "add", "dev", if_tx, "root", "handle", "5:0", "htb",
-             "default", "1")
-        _run("ip", "netns", "exec", ns_tx, "tc", "class", "add", "dev", if_tx, "parent", "5:0", "classid", "5:1",
-             "htb", "rate", rate, "burst", "15k")
-        yield ns_tx, ns_rx, if_tx
-    finally:
-        for ns in (ns_tx, ns_rx):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
-        subprocess.run(["ip", "link", "del", if_tx], capture_output=True, check=False)
-
 
 # Run inside the namespaces (``ip netns exec``): the receiver binds, says "ready", counts what arrives until
 # nothing has for a second; the sender pushes DATAGRAMS through an agent endpoint as fast as it will take them.
 RECEIVER = f"""
-import socket, sys
+import socket
 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-sock.setsockopt(socket.SOL_SOCKET, 33, {RECEIVE_BUFFER_BYTES})
+sock.setsockopt(socket.SOL_SOCKET, {SO_RCVBUFFORCE}, {RECEIVE_BUFFER_BYTES})
 sock.bind(("{RECEIVER_IP}", {PORT}))
 sock.settimeout(1.0)
 print("ready", flush=True)
@@ -82,20 +50,22 @@ for _ in range({DATAGRAMS}):
 
 
 def test_an_endpoint_ahead_of_its_shaped_link_waits_instead_of_losing_datagrams_in_the_qdisc(emulation):
-    with shaped_veth("5mbit") as (ns_tx, ns_rx, if_tx):
-        receiver = subprocess.Popen(["ip", "netns", "exec", ns_rx, sys.executable, "-c", RECEIVER],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            assert receiver.stdout.readline().strip() == "ready", receiver.stderr.read()
-            # 3000 x 382 frame bytes at 5 Mb/s: about 1.8 s, held back by the sender's full send buffer.
-            sender = subprocess.run(["ip", "netns", "exec", ns_tx, sys.executable, "-c", SENDER], capture_output=True,
-                                    text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
-            assert sender.returncode == 0, sender.stderr
-            received, _ = receiver.communicate(timeout=60)
-        finally:
-            receiver.kill()
-        dropped = qdisc_dropped(_run("ip", "netns", "exec", ns_tx, "tc", "-s", "qdisc", "show", "dev", if_tx).stdout)
-        assert dropped == 0
+    with veth_namespaces() as lab:
+        # The sender's end shaped as Mininet shapes a host's link: htb at the rate, its leaf the default queue.
+        tc = ["ip", "netns", "exec", lab.ns_tx, "tc"]
+        subprocess.run(tc + ["qdisc", "add", "dev", lab.if_tx, "root", "handle", "5:0", "htb", "default", "1"],
+                       check=True)
+        subprocess.run(tc + ["class", "add", "dev", lab.if_tx, "parent", "5:0", "classid", "5:1", "htb", "rate",
+                             "5mbit", "burst", "15k"], check=True)
+        receiver = lab.popen(lab.ns_rx, [sys.executable, "-c", RECEIVER])
+        assert receiver.stdout.readline().strip() == "ready", receiver.stderr.read()
+        # 3000 x 382 frame bytes at 5 Mb/s: about 1.8 s, held back by the sender's full send buffer.
+        sender = lab.popen(lab.ns_tx, [sys.executable, "-c", SENDER])
+        assert sender.wait(60) == 0, sender.stderr.read()
+        received, _ = receiver.communicate(timeout=60)
+        stats = subprocess.run(tc + ["-s", "qdisc", "show", "dev", lab.if_tx], check=True, capture_output=True,
+                               text=True).stdout
+        assert qdisc_dropped(stats) == 0
         assert int(received.strip()) == DATAGRAMS
 
 
