@@ -6,7 +6,7 @@ setup(
     version="0.1.0",
     description="Emulation testbed for in-network aggregation of distributed-training gradients",
     packages=find_packages(include=["testbed", "testbed.*"]),
-    package_data={"testbed": ["data/*.json"]},
+    package_data={"testbed": ["data/*.json", "traffic/*.bpf.c"]},
     python_requires=">=3.9",
     install_requires=[
         "mininet==2.3.0.dev6",

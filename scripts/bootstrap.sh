@@ -12,8 +12,10 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
+# clang, bpftool and libbpf's headers build and register the project's BPF DCTCP where the kernel has none
+# (testbed/traffic/dctcp_bpf.py: PA-ATP's background traffic runs DCTCP).
 debian_packages=(mininet iproute2 ethtool bridge-utils iftop iputils-ping procps psmisc git python3 python3-venv
-                 nftables)
+                 nftables clang bpftool libbpf-dev)
 # --test (scripts/test.sh): also what only the tests use: headless Chromium and its WebDriver, which
 # load the HTML reports (tests/browser).
 if [ "${1:-}" = "--test" ]; then

@@ -26,7 +26,8 @@ P4_PROGRAM = "p4/ina.p4 compiles"
 IFTOP = "iftop"
 #: Absent, these cost a feature, not the testbed.
 NFT = "nft (nftables)"
-OPTIONAL_CHECKS = frozenset({BMV2, P4C, THRIFT, P4_PROGRAM, IFTOP, NFT})
+DCTCP = "background DCTCP"
+OPTIONAL_CHECKS = frozenset({BMV2, P4C, THRIFT, P4_PROGRAM, IFTOP, NFT, DCTCP})
 #: Versions the project is tested with (``simple_switch --version``, ``p4c --version``).
 TESTED_BMV2_VERSION = "1.15.5"
 TESTED_P4C_VERSION = "1.2.5.16"
@@ -83,6 +84,17 @@ def _binary(name, label, cost, version_flag=None, tested=None):
     return label, True, f"{path}" + (f" ({version})" if version else "")
 
 
+def _dctcp():
+    """(label, present, detail) of background DCTCP: the kernel's, or the project's BPF one (built here)."""
+    from testbed.traffic import dctcp_bpf
+    if dctcp_bpf.DCTCP in dctcp_bpf.available():
+        return DCTCP, True, "the kernel's"
+    why = dctcp_bpf.missing_prerequisite()
+    if why:
+        return DCTCP, False, f"background congestion_control: dctcp is refused: the kernel has none, and {why}"
+    return DCTCP, True, "the project's BPF DCTCP (the kernel has none): built and registered by the runs that use it"
+
+
 def checks():
     """(name, present, what it means) per requirement."""
     root = os.geteuid() == 0
@@ -103,6 +115,7 @@ def checks():
     yield _binary("iftop", IFTOP, "no cross-check of the iftop-style table: install iftop")
     yield _binary("simple_switch", BMV2, "no bmv2 target; runs use pyswitch (install p4lang-bmv2: vagrant/README.md)",
                   "--version", TESTED_BMV2_VERSION)
+    yield _dctcp()
     yield _binary("nft", NFT, "the bmv2 target cannot close its Thrift ports to other users and namespaces, so "
                               "it refuses to run: install nftables (scripts/bootstrap.sh does)")
     yield _binary("p4c", P4C, "ina.p4 cannot be compiled; runs use pyswitch (install p4lang-p4c: vagrant/README.md)",

@@ -30,12 +30,15 @@ def sender_rate_bps(spec, topology) -> float:
     return min(rates)
 
 
-def flowgen_configs(scenario, duration_s: float, start_epoch_s: float, out_dir) -> list:
+def flowgen_configs(scenario, duration_s: float, start_epoch_s: float, out_dir, congestion_controls=None) -> list:
     """[(entry index, host, name, config dict)] for every background entry: sinks first, then sources.
 
     An entry's flows run from its ``start_s`` for its ``duration_s`` (default ``duration_s``) after
     ``start_epoch_s``. A ``constant`` entry gets ``udp-sink`` and ``udp-source`` roles (one flow from each
-    sender to each receiver, :func:`constant_rate_ip_bps`), the others TCP ``sink`` and ``source`` roles."""
+    sender to each receiver, :func:`constant_rate_ip_bps`), the others TCP ``sink`` and ``source`` roles,
+    both ends with the entry's congestion control (the name the run uses for it: ``congestion_controls``
+    maps a scenario's name to a substitute, testbed.traffic.dctcp_bpf)."""
+    congestion_controls = congestion_controls or {}
     topo = scenario.topology
     sinks, sources = [], []
     for index, spec in enumerate(scenario.background):
@@ -43,10 +46,13 @@ def flowgen_configs(scenario, duration_s: float, start_epoch_s: float, out_dir) 
         stop = start_epoch_s + spec.start_s + window_s
         constant = spec.distribution == CONSTANT_RATE
         prefix = "udp-" if constant else ""
+        congestion_control = congestion_controls.get(spec.congestion_control, spec.congestion_control)
         for host in sorted(set(spec.receivers)):
-            sinks.append((index, host, f"bg{index}-sink-{host}", {
-                "role": f"{prefix}sink", "port": spec.port, "stop_epoch_s": stop + 30.0,
-                "output": str(out_dir / f"bg{index}-sink-{host}.jsonl")}))
+            sink = {"role": f"{prefix}sink", "port": spec.port, "stop_epoch_s": stop + 30.0,
+                    "output": str(out_dir / f"bg{index}-sink-{host}.jsonl")}
+            if congestion_control:
+                sink["congestion_control"] = congestion_control
+            sinks.append((index, host, f"bg{index}-sink-{host}", sink))
         if constant:
             mine = {}
             for host in spec.senders:
@@ -63,8 +69,8 @@ def flowgen_configs(scenario, duration_s: float, start_epoch_s: float, out_dir) 
         for host in spec.senders:
             config = {"role": f"{prefix}source", "src": host, "start_epoch_s": start_epoch_s, "stop_epoch_s": stop,
                       "output": str(out_dir / f"bg{index}-source-{host}.jsonl"), "flows": mine[host]}
-            if spec.congestion_control:
-                config["congestion_control"] = spec.congestion_control
+            if congestion_control:
+                config["congestion_control"] = congestion_control
             sources.append((index, host, f"bg{index}-source-{host}", config))
     return sinks + sources
 

@@ -52,7 +52,7 @@ from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
 from testbed.emulation.progress import Progress, line_count
 from testbed.emulation.stall import StallWatch, diagnose, stall_bound_s
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded,
-                                     stop_process)
+                                     stop_process, unregister_recorded)
 from testbed.emulation.thrift_guard import ThriftGuard
 from testbed.errors import EmulationError, EnvironmentMissingError, PolicyError, RunStalled
 from testbed.metrics import counters, plots, summary as summary_mod
@@ -62,6 +62,7 @@ from testbed.metrics.iftop import format_iftop_table, load_samples
 from testbed.metrics.losses import host_losses
 from testbed.policy import compute_policy
 from testbed.scenario import require_emulable
+from testbed.traffic import dctcp_bpf
 from testbed.traffic.flowgen import congestion_control_error
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -166,12 +167,24 @@ class InterruptLatch:
         return _interrupt_handler(self.handle)
 
 
-def check_host_supports(scenario):
+def check_host_supports(scenario) -> dict:
     """Refuse, before any network exists, what this host's kernel cannot run: a background entry's TCP
-    congestion control it does not have."""
+    congestion control it does not have, unless the run can provide it (DCTCP as BPF, built here:
+    testbed.traffic.dctcp_bpf). Returns {name: dctcp_bpf.Substitute} of those the run provides."""
+    substitutes = {}
     for index, spec in enumerate(scenario.background):
-        if spec.congestion_control and (why := congestion_control_error(spec.congestion_control)):
+        name = spec.congestion_control
+        if not name or name in substitutes:
+            continue
+        try:
+            substitute = dctcp_bpf.prepare(name)
+        except dctcp_bpf.BpfDctcpError as exc:
+            raise EnvironmentMissingError(f"background.{index}.congestion_control: {exc}") from None
+        if substitute is not None:
+            substitutes[name] = substitute
+        elif why := congestion_control_error(name):
             raise EnvironmentMissingError(f"background.{index}.congestion_control: {why}")
+    return substitutes
 
 
 def check_emulable(scenario, policy):
@@ -263,6 +276,7 @@ class Run:
         self.failing = set()      # agents a failure injection killed (stragglers.failures)
         self.fallback = None      # RingFallback: the next ring generation after a Rina job's worker failed
         self.fallbacks = []       # what each failure led to (the summary's)
+        self.substitutes = {}     # background congestion controls the run provides (dctcp_bpf.Substitute by name)
 
     def say(self, text):
         self.stream.write(text + "\n")
@@ -272,7 +286,7 @@ class Run:
         scenario = self.scenario
         policy = self.policy or compute_policy(scenario)
         check_emulable(scenario, policy)
-        check_host_supports(scenario)
+        self.substitutes = check_host_supports(scenario)
         plan = controller.plan(scenario, policy, self.time_dilation)
         self.plan = plan
         lock = RunLock()
@@ -437,7 +451,13 @@ class Run:
         out_dir = self.run_dir / "background"
         out_dir.mkdir(exist_ok=True)
         world = self.world
-        configs = background.flowgen_configs(world, world.run_timeout_s, self.start_epoch, out_dir)
+        for substitute in self.substitutes.values():
+            if dctcp_bpf.register(substitute):
+                self.state.add_congestion_control(substitute.used)      # teardown unregisters it
+                self.say(f"background: {substitute.requested} runs as {substitute.used} (BPF, registered for "
+                         f"this run: the kernel has no {substitute.requested})")
+        configs = background.flowgen_configs(world, world.run_timeout_s, self.start_epoch, out_dir,
+                                             {name: sub.used for name, sub in self.substitutes.items()})
         for host in background.ecn_senders(world):
             # A namespace's own sysctl: it goes with the namespace at teardown.
             run_in(self.network.host(host), ["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"],
@@ -669,6 +689,7 @@ class Run:
         if self.state is not None:
             # Whatever the steps above could not stop (a crash mid-way) is removed from the record.
             steps += [("recorded processes", lambda: kill_recorded(self.state.data["processes"])),
+                      ("recorded congestion controls", lambda: unregister_recorded(self.state.data)),
                       ("recorded interfaces", lambda: delete_interfaces(self.state.data["interfaces"])),
                       ("run state", self.state.remove)]
         failures = []

@@ -20,7 +20,10 @@ what it can prove the run created:
   ``<node>-eth<N>`` (``INTERFACE_NAME``, Mininet's naming of switch ports
   under the scenario's node-name rule);
 - the nftables table named after the run id (``thrift_guard``) is deleted
-  if it exists; no other rule is touched.
+  if it exists; no other rule is touched;
+- a recorded BPF TCP congestion control (the run registered it for its
+  background: testbed.traffic.dctcp_bpf) is unregistered if it is still
+  registered and its name is the one that module registers.
 
 Modes are explicit whatever the umask: the state root and run directories
 are created 0700 (``os.mkdir`` mode, then ``chmod``), state files and the
@@ -44,6 +47,7 @@ from pathlib import Path
 
 from testbed.emulation import thrift_guard
 from testbed.errors import RunLockError
+from testbed.traffic import dctcp_bpf
 
 STATE_ROOT = Path(os.environ.get("INATB_STATE_DIR", "/run/inatb"))
 PRIVATE_DIR_MODE = 0o700
@@ -166,6 +170,11 @@ class RunState:
 
     def add_interfaces(self, names):
         self.data["interfaces"].extend(names)
+        self._save()
+
+    def add_congestion_control(self, name: str):
+        """Record a BPF TCP congestion control the run registered."""
+        self.data.setdefault("congestion_controls", []).append(name)
         self._save()
 
     def add_process(self, pid: int, marker: str):
@@ -314,6 +323,13 @@ def _remove_thrift_guard(run_id) -> bool:
         return False
 
 
+def unregister_recorded(data: dict) -> int:
+    """Unregister the BPF congestion controls a run's state records, those of testbed.traffic.dctcp_bpf's name
+    only; how many were still registered."""
+    names = [n for n in data.get("congestion_controls", []) if n == dctcp_bpf.BPF_NAME]
+    return sum(dctcp_bpf.unregister(n) for n in names)
+
+
 def cleanup_stale(root: Path = STATE_ROOT, owner_uid: int = TRUSTED_OWNER_UID) -> list:
     """Remove what runs whose orchestrator is gone left behind. Returns one line per run seen."""
     report = []
@@ -336,9 +352,11 @@ def cleanup_stale(root: Path = STATE_ROOT, owner_uid: int = TRUSTED_OWNER_UID) -
         killed = kill_recorded(data.get("processes", []))
         removed = delete_interfaces(data.get("interfaces", []))
         guard = _remove_thrift_guard(run_id)
+        unregistered = unregister_recorded(data)
         for p in state_file.parent.iterdir():
             p.unlink()
         state_file.parent.rmdir()
         report.append(f"run {run_id}: stopped {killed} processes, removed {removed} interfaces"
-                      + (", removed its Thrift guard" if guard else ""))
+                      + (", removed its Thrift guard" if guard else "")
+                      + (", unregistered its BPF congestion control" if unregistered else ""))
     return report

@@ -29,9 +29,13 @@ Config (JSON object):
 ``{"role": "sink", "port": 5001, "listen_ip": "0.0.0.0", "stop_epoch_s": 1700000030.0, "output": "sink.jsonl"}``
     ``port`` is required; ``listen_ip`` defaults to ``0.0.0.0``; without
     ``stop_epoch_s`` the sink runs until SIGTERM; without ``output`` it records
-    nothing. A sink record is one JSON line per connection:
-    ``{"peer": "10.0.0.1:40312", "bytes": 1460, "duration_s": 0.0021, "completed": true}``
-    (``completed``: EOF reached and acknowledged; ``duration_s`` from accept to EOF).
+    nothing; ``congestion_control`` sets its listener's (connections inherit
+    it: a DCTCP receiver echoes each segment's CE mark, RFC 8257). A sink
+    record is one JSON line per connection:
+    ``{"peer": "10.0.0.1:40312", "bytes": 1460, "duration_s": 0.0021, "completed": true,
+    "congestion_control": "cubic"}`` (``completed``: EOF reached and
+    acknowledged; ``duration_s`` from accept to EOF; ``congestion_control``
+    what the connection's socket reported using).
 
 ``{"role": "source", "src": "h1", "start_epoch_s": ..., "stop_epoch_s": ..., "output": "flows.jsonl", "flows": [...]}``
     ``flows`` is a list of ``{"dst": "10.0.0.2", "port": 5001, "start_s": 0.013, "size_bytes": 1460}``
@@ -336,6 +340,9 @@ class _Sink:
     def __init__(self, config: dict, out: Optional[IO[str]], stop: _StopFlag, wake: socket.socket) -> None:
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if config.get("congestion_control"):
+            # Accepted connections keep the listener's: a DCTCP receiver echoes each segment's CE mark.
+            self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, config["congestion_control"].encode())
         self.listener.bind((config.get("listen_ip", "0.0.0.0"), int(config["port"])))
         self.listener.listen(socket.SOMAXCONN)
         self.listener.setblocking(False)
@@ -355,7 +362,8 @@ class _Sink:
         self.bytes_received += state["bytes"]
         if self.out is not None:
             record = {"peer": state["peer"], "bytes": state["bytes"],
-                      "duration_s": time.monotonic() - state["accept_mono_s"], "completed": completed}
+                      "duration_s": time.monotonic() - state["accept_mono_s"], "completed": completed,
+                      "congestion_control": state["congestion_control"]}
             self.out.write(json.dumps(record) + "\n")
             self.out.flush()
 
@@ -386,7 +394,8 @@ class _Sink:
         except OSError:
             return
         conn.setblocking(False)
-        state = {"peer": f"{host}:{port}", "bytes": 0, "accept_mono_s": time.monotonic()}
+        state = {"peer": f"{host}:{port}", "bytes": 0, "accept_mono_s": time.monotonic(),
+                 "congestion_control": _congestion_control_of(conn)}
         self.selector.register(conn, selectors.EVENT_READ, state)
 
     def run(self) -> str:

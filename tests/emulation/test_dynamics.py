@@ -8,6 +8,7 @@ import pytest
 
 from testbed.emulation.orchestrator import run_scenario
 from testbed.scenario import load_scenario, parse_scenario
+from testbed.traffic import dctcp_bpf
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
@@ -69,6 +70,35 @@ def test_background_tcp_asks_for_ecn_and_the_switch_marks_it(emulation, tmp_path
     assert bg["ecn_negotiated_flows"] == sum(1 for r in connected if r["completed"]) == bg["completed_count"]
     marked = result.summary["switches"]["s1"]["port_ecn_marked"]
     assert sum(marked.values()) > 0, marked
+    assert result.summary["aggregation_exact"]
+
+
+def test_background_dctcp_runs_on_a_kernel_without_it_and_leaves_nothing_registered(emulation, tmp_path, quiet):
+    """``congestion_control: dctcp`` (PA-ATP's background, §III-B 2): where the kernel has no DCTCP, the run
+    registers the project's BPF DCTCP (testbed.traffic.dctcp_bpf) for its flows, both ends, and unregisters
+    it at the end; every connection negotiates ECN and the bottleneck marks."""
+    scenario = parse_scenario(textwrap.dedent("""        version: 1
+        name: bg-dctcp
+        seed: 3
+        scale: 1
+        run_timeout: 120s
+        topology: {kind: dumbbell, hosts_left: 2, hosts_right: 3, link_rate: 20Mbps}
+        jobs: [{workers: [hr2], ps: hr3, policy: ps, iterations: 2, model: resnet18, gradient_size: 20kB}]
+        background:
+          - {distribution: hadoop, load: 0.8, senders: [hl1, hl2], receivers: [hr1], bottleneck: [s1, s2],
+             duration: 8s, ecn: true, congestion_control: dctcp}
+        """), "bg-dctcp.yaml")
+    native = "dctcp" in dctcp_bpf.available()
+    result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
+    bg = result.summary["background"][0]
+    used = "dctcp" if native else dctcp_bpf.BPF_NAME
+    assert bg["congestion_control"] == "dctcp" and bg["congestion_control_used"] == [used], bg
+    assert bg["completed_count"] > 10 and bg["ecn_negotiated_flows"] == bg["completed_count"]
+    sinks = [json.loads(line) for path in (result.run_dir / "background").glob("bg0-sink-*.jsonl")
+             for line in path.read_text().splitlines()]
+    assert sinks and {r["congestion_control"] for r in sinks} == {used}        # the receivers echo as DCTCP does
+    assert sum(result.summary["switches"]["s1"]["port_ecn_marked"].values()) > 0
+    assert dctcp_bpf.BPF_NAME not in dctcp_bpf.available()                     # unregistered at the end
     assert result.summary["aggregation_exact"]
 
 

@@ -8,6 +8,7 @@ from testbed.emulation import background
 from testbed.emulation.orchestrator import InterruptLatch, check_host_supports
 from testbed.errors import EnvironmentMissingError, ScenarioError
 from testbed.scenario import parse_scenario
+from testbed.traffic import dctcp_bpf
 
 BASE = textwrap.dedent("""\
     version: 1
@@ -59,6 +60,25 @@ def test_background_tcp_congestion_control_is_cubic_unless_set_and_checked_again
     with pytest.raises(EnvironmentMissingError, match=r"^background\.0\.congestion_control: this kernel has no "
                                                      r"TCP congestion control 'nosuchcc'"):
         check_host_supports(parse("background: [{load: 0.5, congestion_control: nosuchcc}]"))
+
+
+def test_background_dctcp_runs_as_the_projects_bpf_dctcp_where_the_kernel_has_none(monkeypatch, tmp_path):
+    scenario = parse("background: [{load: 0.5, congestion_control: dctcp, ecn: true}]")
+    monkeypatch.setattr(dctcp_bpf, "cache_dir", lambda: tmp_path)
+    substitutes = check_host_supports(scenario)
+    if "dctcp" in dctcp_bpf.available():
+        assert substitutes == {}                                  # the kernel's own
+        return
+    substitute = substitutes["dctcp"]
+    assert (substitute.requested, substitute.used) == ("dctcp", "inatb_dctcp")
+    assert substitute.object_path.parent == tmp_path and substitute.object_path.stat().st_size > 0
+    assert check_host_supports(scenario)["dctcp"] == substitute   # built once per kernel and source
+    monkeypatch.setattr(dctcp_bpf, "missing_prerequisite", lambda: "clang not installed (scripts/bootstrap.sh "
+                                                                    "installs them)")
+    with pytest.raises(EnvironmentMissingError, match=r"^background\.0\.congestion_control: this kernel has no TCP "
+                                                     r"congestion control 'dctcp', and its BPF substitute cannot be "
+                                                     r"built: clang not installed"):
+        check_host_supports(scenario)
 
 
 def test_bottleneck_must_be_a_link():
@@ -165,6 +185,11 @@ def test_constant_rate_flows_become_udp_roles_paced_in_frame_bits(tmp_path):
     tcp = next(c for _, _, name, c in configs if name == "bg1-source-hl3")
     assert tcp["flows"] and all(1.0 <= f["start_s"] < 4.0 for f in tcp["flows"])
     assert tcp["congestion_control"] == "cubic" and "congestion_control" not in udp     # cubic unless set
+    sinks = {name: c for _, _, name, c in configs if c["role"].endswith("sink")}
+    assert sinks["bg1-sink-hr2"]["congestion_control"] == "cubic" and "congestion_control" not in sinks["bg0-sink-hr3"]
+    # a name the run provides otherwise (testbed.traffic.dctcp_bpf) is what both ends of the flows use
+    renamed = {name: c for _, _, name, c in background.flowgen_configs(s, 60.0, 1000.0, tmp_path, {"cubic": "other"})}
+    assert renamed["bg1-source-hl3"]["congestion_control"] == renamed["bg1-sink-hr2"]["congestion_control"] == "other"
     sent = [{"sent_datagrams": 100, "sent_bytes": 28400}]
     got = [{"peer": "10.0.0.3", "flow": 0, "datagrams": 90, "bytes": 25560, "lost": 10}]
     (summary, _) = background.summarise(s, {0: sent, 1: []}, {0: 2.0, 1: 3.0}, {0: got})

@@ -17,6 +17,7 @@ import pytest
 from testbed import topology
 from testbed.dataplane.pyswitch.process import bind_private_unix_socket
 from testbed.emulation import state
+from testbed.traffic import dctcp_bpf
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, is_recorded_process,
                                      is_run_interface, kill_recorded, make_private_dir, parse_start_ticks,
                                      process_start_ticks, state_file_problem)
@@ -147,6 +148,24 @@ def test_cleanup_of_a_dead_run_stops_its_process_and_removes_its_record(tmp_path
     report = cleanup_stale(tmp_path, owner_uid=OWNER)
     assert report == ["run r5: stopped 1 processes, removed 0 interfaces"]
     assert wait_exit(sleeper) is not None and not run.dir.exists()
+
+
+def test_cleanup_of_a_dead_run_unregisters_the_bpf_congestion_control_it_registered(tmp_path):
+    substitute = dctcp_bpf.Substitute("dctcp", dctcp_bpf.BPF_NAME, dctcp_bpf.build(tmp_path / "cache"))
+    assert dctcp_bpf.register(substitute) and dctcp_bpf.BPF_NAME in dctcp_bpf.available()
+    try:
+        assert not dctcp_bpf.register(substitute)             # there already: not this call's to unregister
+        run = RunState("r7", tmp_path)
+        run.add_congestion_control(dctcp_bpf.BPF_NAME)
+        run.add_congestion_control("cubic")                   # a name that module does not register: left alone
+        run.data["pid"] = dead_pid()
+        run._save()
+        report = cleanup_stale(tmp_path, owner_uid=OWNER)
+        assert report == ["run r7: stopped 0 processes, removed 0 interfaces, unregistered its BPF congestion "
+                          "control"]
+        assert dctcp_bpf.BPF_NAME not in dctcp_bpf.available() and "cubic" in dctcp_bpf.available()
+    finally:
+        dctcp_bpf.unregister()
 
 
 # -- process identity ------------------------------------------------------------------------------

@@ -189,7 +189,7 @@ def test_flowgen_over_loopback(tmp_path):
     source_config = {"role": "source", "src": "h1", "start_epoch_s": now_s + 0.3, "stop_epoch_s": now_s + 20,
                      "output": str(source_out), "flows": flows, "congestion_control": "reno"}
     sink_config = {"role": "sink", "listen_ip": "127.0.0.1", "port": port, "stop_epoch_s": now_s + 30,
-                   "output": str(sink_out)}
+                   "output": str(sink_out), "congestion_control": "reno"}
     procs = []
     try:
         # The source starts first on purpose: it must retry until the sink listens.
@@ -205,6 +205,7 @@ def test_flowgen_over_loopback(tmp_path):
         assert {r["congestion_control"] for r in records} == {"reno"}       # as the sockets reported it
         sink_records = [json.loads(line) for line in sink_out.read_text().splitlines()]
         assert sorted(r["bytes"] for r in sink_records if r["completed"]) == sorted(sizes_bytes)
+        assert {r["congestion_control"] for r in sink_records} == {"reno"}  # accepted with the listener's
         source_stdout = source.stdout.read()
         assert "20 flows" in source_stdout and "20/20 flows completed" in source_stdout
     finally:
