@@ -47,21 +47,27 @@ def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path, quiet):
     assert result.summary["aggregation_exact"]
 
 
+def ecn_background(congestion_control: str):
+    """8 s of Hadoop flows at load 0.8 of a 20 Mb/s dumbbell's bottleneck, with ECN and ``congestion_control``."""
+    return parse_scenario(textwrap.dedent(f"""\
+        version: 1
+        name: bg-{congestion_control}
+        seed: 3
+        scale: 1
+        run_timeout: 120s
+        topology: {{kind: dumbbell, hosts_left: 2, hosts_right: 3, link_rate: 20Mbps}}
+        jobs: [{{workers: [hr2], ps: hr3, policy: ps, iterations: 2, model: resnet18, gradient_size: 20kB}}]
+        background:
+          - {{distribution: hadoop, load: 0.8, senders: [hl1, hl2], receivers: [hr1], bottleneck: [s1, s2],
+             duration: 8s, ecn: true, congestion_control: {congestion_control}}}
+        """), f"bg-{congestion_control}.yaml")
+
+
 def test_background_tcp_asks_for_ecn_and_the_switch_marks_it(emulation, tmp_path, quiet):
     """``ecn: true``: every background connection negotiates ECN (the senders' namespaces ask, RFC 3168), with
     the congestion control the scenario names; the bottleneck's queue marks their packets CE, so it holds
     them near the ECN threshold instead of tail-dropping at the full queue."""
-    scenario = parse_scenario(textwrap.dedent("""        version: 1
-        name: bg-ecn
-        seed: 3
-        scale: 1
-        run_timeout: 120s
-        topology: {kind: dumbbell, hosts_left: 2, hosts_right: 3, link_rate: 20Mbps}
-        jobs: [{workers: [hr2], ps: hr3, policy: ps, iterations: 2, model: resnet18, gradient_size: 20kB}]
-        background:
-          - {distribution: hadoop, load: 0.8, senders: [hl1, hl2], receivers: [hr1], bottleneck: [s1, s2],
-             duration: 8s, ecn: true, congestion_control: reno}
-        """), "bg-ecn.yaml")
+    scenario = ecn_background("reno")
     result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
     bg = result.summary["background"][0]
     connected = [json.loads(line) for path in (result.run_dir / "background").glob("bg0-source-*.jsonl")
@@ -77,17 +83,7 @@ def test_background_dctcp_runs_on_a_kernel_without_it_and_leaves_nothing_registe
     """``congestion_control: dctcp`` (PA-ATP's background, §III-B 2): where the kernel has no DCTCP, the run
     registers the project's BPF DCTCP (testbed.traffic.dctcp_bpf) for its flows, both ends, and unregisters
     it at the end; every connection negotiates ECN and the bottleneck marks."""
-    scenario = parse_scenario(textwrap.dedent("""        version: 1
-        name: bg-dctcp
-        seed: 3
-        scale: 1
-        run_timeout: 120s
-        topology: {kind: dumbbell, hosts_left: 2, hosts_right: 3, link_rate: 20Mbps}
-        jobs: [{workers: [hr2], ps: hr3, policy: ps, iterations: 2, model: resnet18, gradient_size: 20kB}]
-        background:
-          - {distribution: hadoop, load: 0.8, senders: [hl1, hl2], receivers: [hr1], bottleneck: [s1, s2],
-             duration: 8s, ecn: true, congestion_control: dctcp}
-        """), "bg-dctcp.yaml")
+    scenario = ecn_background("dctcp")
     native = "dctcp" in dctcp_bpf.available()
     result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
     bg = result.summary["background"][0]
