@@ -452,8 +452,10 @@ class Run:
         out_dir.mkdir(exist_ok=True)
         world = self.world
         for substitute in self.substitutes.values():
-            if dctcp_bpf.register(substitute):
-                self.state.add_congestion_control(substitute.used)      # teardown unregisters it
+            if substitute.used not in dctcp_bpf.available():
+                # recorded before it exists, as all the run creates: teardown and cleanup unregister it
+                self.state.add_congestion_control(substitute.used)
+                dctcp_bpf.register(substitute)
                 self.say(f"background: {substitute.requested} runs as {substitute.used} (BPF, registered for "
                          f"this run: the kernel has no {substitute.requested})")
         configs = background.flowgen_configs(world, world.run_timeout_s, self.start_epoch, out_dir,
