@@ -110,8 +110,10 @@ def _run(argv: list, what: str, **kwargs) -> subprocess.CompletedProcess:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BpfDctcpError(f"{what}: {exc}") from None
     if out.returncode != 0:
-        err = out.stderr.decode(errors="replace").strip().splitlines()
-        raise BpfDctcpError(f"{what} failed: {err[-1] if err else f'exit {out.returncode}'}")
+        lines = out.stderr.decode(errors="replace").strip().splitlines()
+        # the first error names the cause (a compiler's last line only counts them)
+        first = next((line for line in lines if "error" in line.lower()), lines[-1] if lines else "")
+        raise BpfDctcpError(f"{what} failed: {first.strip() or f'exit {out.returncode}'}")
     return out
 
 
