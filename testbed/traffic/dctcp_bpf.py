@@ -16,8 +16,8 @@ state file records it, so ``inatb cleanup`` unregisters it after a run
 that was killed (testbed.emulation.state). A registration the run did not
 make (an earlier run's that is still going) is used and left alone.
 
-Commands are built apart from running them (``*_argv``); :func:`prepare`
-and :func:`register` run them.
+Commands are built apart from running them (``*_argv``); :func:`build`,
+:func:`register` and :func:`unregister` run them.
 """
 
 import hashlib
