@@ -17,10 +17,10 @@ import pytest
 from testbed import topology
 from testbed.dataplane.pyswitch.process import bind_private_unix_socket
 from testbed.emulation import state
-from testbed.traffic import dctcp_bpf
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, is_recorded_process,
                                      is_run_interface, kill_recorded, make_private_dir, parse_start_ticks,
                                      process_start_ticks, state_file_problem)
+from testbed.traffic import dctcp_bpf
 
 OWNER = os.geteuid()          # the trusted owner in these tests (root where they normally run)
 
