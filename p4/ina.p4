@@ -249,6 +249,9 @@ struct metadata_t {
     bit<64> held_bitmap;
     bit<16> held_submodel;    /* agg_submodel of the slot (ESA: the occupant's esa_evict key) */
     bit<8>  held_elems;       /* agg_elems of the slot */
+    bit<16> collided_job;     /* agg_collided_* of the slot: the tag that last collided there */
+    bit<32> collided_iteration;
+    bit<32> collided_seq;
     /* ESA: esa_job (the colliding contribution's job) and esa_evict (the occupant's) action data */
     bit<1>  esa_hit;
     bit<16> esa_priority;
@@ -387,6 +390,10 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
     @name(".Ingress.agg_resulted")  register<bit<1>>(INA_SLOTS) agg_resulted;             /* RELEASE_SHADOW: RESULT passed */
     @name(".Ingress.agg_submodel")  register<bit<16>>(INA_SLOTS) agg_submodel;            /* the claimant's sub-model */
     @name(".Ingress.agg_elems")     register<bit<8>>(INA_SLOTS) agg_elems;                /* the claimant's lanes */
+    /* the tag that last collided at the slot: its siblings follow it rather than claim the slot */
+    @name(".Ingress.agg_collided_job")       register<bit<16>>(INA_SLOTS) agg_collided_job;
+    @name(".Ingress.agg_collided_iteration") register<bit<32>>(INA_SLOTS) agg_collided_iteration;
+    @name(".Ingress.agg_collided_seq")       register<bit<32>>(INA_SLOTS) agg_collided_seq;
     @name(".Ingress.ina_stats")     counter(INA_STATS, CounterType.packets) ina_stats;
     @name(".Ingress.agg_capacity")  meter(1, MeterType.packets) agg_capacity;
     /* PA-ATP: row r = a job's pa_index (pa_job); worker n = the bit of its raw gradients' bitmap */
@@ -956,8 +963,12 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                                 meta.evicted_count = meta.held_count;
                                 meta.held_count = 0;
                             } else {
-                                /* COLLISION, on to the overflow target (below) */
+                                /* COLLISION, on to the overflow target (below); the slot remembers the
+                                   tag, so that its siblings follow it there (below) */
                                 ina_stats.count(ST_COLLISION_BYPASSED);
+                                agg_collided_job.write(meta.slot, hdr.ina.job);
+                                agg_collided_iteration.write(meta.slot, hdr.ina.iteration);
+                                agg_collided_seq.write(meta.slot, hdr.ina.seq);
                                 hdr.ina.flags = hdr.ina.flags | FLAG_COLLISION;
                                 meta.overflow = 1;
                                 meta.go_on = 0;
@@ -994,6 +1005,22 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             meta.overflow = 1;
                         }
                         meta.go_on = 0;
+                    }
+                    if (meta.go_on == 1 && meta.held_count == 0 && meta.pa_hit == 0 &&
+                            meta.release_mode != RELEASE_SHADOW) {
+                        /* a sibling of this fragment collided here and went on to the overflow target: follow
+                           it there rather than start a partial it never joins, which would wait for a
+                           retransmission to flush it (GOAT Fig. 2(b): ATP's B2 after B1). PA-ATP's jobs follow
+                           their seq cell's overflow instead (next); SwitchML has no overflow */
+                        agg_collided_job.read(meta.collided_job, meta.slot);
+                        agg_collided_iteration.read(meta.collided_iteration, meta.slot);
+                        agg_collided_seq.read(meta.collided_seq, meta.slot);
+                        if (meta.collided_job == hdr.ina.job && meta.collided_iteration == hdr.ina.iteration &&
+                                meta.collided_seq == hdr.ina.seq) {
+                            ina_stats.count(ST_OVERFLOW_FOLLOWED);
+                            meta.overflow = 1;
+                            meta.go_on = 0;
+                        }
                     }
                     if (meta.go_on == 1 && meta.held_count == 0 && meta.pa_hit == 1 && meta.pa_aecn != 0) {
                         /* PA-ATP: a sibling of this seq overflowed and no RESULT of its cell passed since:
@@ -1036,6 +1063,21 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             /* wire.slot_index: overflow_slot_base + seq mod overflow_slot_count */
                             hash(hdr.ina.slot, HashAlgorithm.identity, meta.overflow_slot_base, { hdr.ina.seq },
                                  meta.overflow_slot_count);
+                        }
+                    }
+                    if (meta.go_on == 1 && meta.held_count != 0 && (hdr.ina.flags & FLAG_RETX) != 0 &&
+                            meta.release_mode != RELEASE_SHADOW && meta.pa_hit == 0) {
+                        /* a retransmission of a contribution the partial lacks joins no aggregate: its
+                           original may be in another one (overflowed to the level above, or at the PS),
+                           and two aggregates holding one gradient could never be merged. On to the PS
+                           alone, flags unchanged; the partial's members' RETX duplicates flush it (below).
+                           PA-ATP's jobs and SwitchML's shadow copies keep adding it (p4/README.md). */
+                        agg_bitmap.read(meta.held_bitmap, meta.slot);
+                        if ((meta.held_bitmap & hdr.ina.bitmap) == 0) {
+                            ina_stats.count(ST_RETX_BYPASSED);
+                            hdr.ipv4.dstAddr = meta.bypass_dst;
+                            hdr.udp.checksum = 0;
+                            meta.go_on = 0;
                         }
                     }
                     if (meta.go_on == 1) {

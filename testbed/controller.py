@@ -782,7 +782,7 @@ def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
         first_result_timeout_s = straggler_allowance_s(scenario, job)
         for index, w in enumerate(job.workers):
             window = job.window
-            for g in range(len(fragments)):
+            for g in range(len(fragments) if job.transport_options.get("slot_bound", True) else 0):
                 count = fragment_slots(jp, result.slot_ranges.get((job.name, jp.first_hop[w][g]), (0, 0))[1])
                 if count:
                     window = min(window, count)

@@ -1057,18 +1057,22 @@ def _resolve_jobs(c, spec, topo, scale, switch):
                 c.fail(f"{p}.aggregation_switches.{k}",
                        f"switch {sw!r} is not programmable; aggregation needs a programmable switch "
                        f"(see topology.programmable)")
+        transport = c.choice(job.get("transport", default_transport(policy)), f"{p}.transport",
+                             RING_TRANSPORTS if ring else TRANSPORT_NAMES)
         # Default: ATP's largest window (100 fragments), so a worker's window can cover the round trip of
         # a 5 Mb/s link with the switches' processing in it (RTTs of 30-50 ms measured on 2 cores); at most
         # the switches' slots (a switch of a paper's small memory at reduced scale holds fewer).
         window = c.integer(job.get("window", DEFAULT_WINDOW if ring else min(DEFAULT_WINDOW, switch.slots)),
                            f"{p}.window", 1, 65535)
-        if not ring and window > switch.slots:
-            c.fail(f"{p}.window", f"window {window} exceeds switch.slots {switch.slots}")
-        transport = c.choice(job.get("transport", default_transport(policy)), f"{p}.transport",
-                             RING_TRANSPORTS if ring else TRANSPORT_NAMES)
         transport_options = _resolve_transport_options(
             c, job.get("transport_options"), f"{p}.transport_options", transport, window,
             sum(fragments_of(n, switch.lanes) for n in elements), scale)
+        # ATP's window is a congestion window: with slot_bound false it may outrun the slots, and a
+        # fragment that finds its slot still held by the one a window earlier overflows (GOAT §III-A).
+        if not ring and window > switch.slots and transport_options.get("slot_bound", True):
+            hint = (" (transport_options.slot_bound: false lets ATP's window outrun them)" if transport == "atp"
+                    else "")
+            c.fail(f"{p}.window", f"window {window} exceeds switch.slots {switch.slots}{hint}")
         jobs.append(JobSpec(
             name=name, job_id=i + 1, model=model_name, gradient_bytes=4 * sum(elements),
             submodel_elements=elements, workers=workers, ps=ps, policy=policy,

@@ -2,13 +2,16 @@
 
 The PS owns some sub-models (the policy's ``ps_of_submodel``). For each of
 their fragments it merges what arrives (raw gradients, switch aggregates,
-bypassed fragments) by contributor bitmap:
+bypassed fragments) by contributor bitmap (:class:`FragmentSum`):
 
 - disjoint from what it holds: add (the usual case);
-- a superset of what it holds (a fuller aggregate after a flush): replace;
-- a subset (a duplicate): drop, and if the fragment is complete, send its
-  RESULT again to the packet's contributors (their RESULT was lost);
-- a partial overlap: drop; the senders' retransmissions will resolve it.
+- containing every piece it holds that it touches (a fuller aggregate after a
+  flush, or the aggregate whose member's retransmission came first): those
+  pieces are replaced by it;
+- within what it holds (a duplicate): drop; once the fragment is complete,
+  its RESULT goes again to the packet's contributors (their RESULT was lost);
+- cutting across a piece it holds: drop (``overlap_drops``; the data plane
+  builds no such aggregate, see p4/README.md).
 
 When all (participating) workers' bits are present the sum is compared with
 the exact sum recomputed from their seeds (``gradients.expected_sum``) and
@@ -37,6 +40,7 @@ import select
 import numpy as np
 
 from testbed.agents.common import AgentClock, agent_session, arrived_ce, install_status_dump, pending_datagrams
+from testbed.agents.fragment_sum import DUPLICATE, OVERLAP, REPLACED, FragmentSum
 from testbed.agents.gradients import expected_sum
 from testbed.dataplane.program import PA_ATP_TRANSPORTS
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
@@ -135,7 +139,7 @@ class ParameterServer:
         # Expected sums use the whole job's layout: seq numbering is job-wide.
         expected = expected_sum(cfg.seed, cfg.job_id, self.participants, iteration, cfg.layout, cfg.lanes,
                                 cfg.gradient_bound, cfg.scale_bits)
-        acc = {}          # seq -> int64 lanes
+        acc = {}          # seq -> FragmentSum of what arrived
         bitmaps = {}      # seq -> contributors held
         results = {}      # seq -> payload bytes
         self.iteration, self.held, self.completed = iteration, bitmaps, results
@@ -198,25 +202,18 @@ class ParameterServer:
                     continue
                 lanes = np.frombuffer(data, dtype=">i4", count=min(elems, cfg.lanes),
                                       offset=INA_HEADER_BYTES).astype(np.int64)
-                held = bitmaps.get(seq, 0)
-                if held & bitmap:
-                    if bitmap & held == held:     # superset: a fuller aggregate
-                        stats["replaced"] += 1
-                        acc[seq] = lanes
-                        bitmaps[seq] = bitmap
-                    else:
-                        stats["duplicate_pkts" if bitmap & held == bitmap else "overlap_drops"] += 1
-                        continue
-                elif held:
-                    acc[seq][:len(lanes)] += lanes
-                    bitmaps[seq] = held | bitmap
-                else:
-                    row = np.zeros(cfg.lanes, dtype=np.int64)
-                    row[:len(lanes)] = lanes
-                    acc[seq] = row
-                    bitmaps[seq] = bitmap
-                if bitmaps[seq] == self.full_mask:
-                    total = acc.pop(seq)
+                fragment = acc.get(seq)
+                if fragment is None:
+                    fragment = acc[seq] = FragmentSum(cfg.lanes)
+                verdict = fragment.merge(bitmap, lanes)
+                if verdict is DUPLICATE or verdict is OVERLAP:
+                    stats["duplicate_pkts" if verdict is DUPLICATE else "overlap_drops"] += 1
+                    continue
+                if verdict is REPLACED:
+                    stats["replaced"] += 1
+                bitmaps[seq] = fragment.bitmap
+                if fragment.bitmap == self.full_mask:
+                    total = acc.pop(seq).total
                     if not np.array_equal(total, expected[seq]):
                         exact = False
                         mismatches += 1

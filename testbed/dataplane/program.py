@@ -291,6 +291,9 @@ REGISTERS = {
         Register("agg_resulted", "Ingress", 1, "SLOTS"),  # RELEASE_SHADOW: the PS's RESULT of the held tag passed
         Register("agg_submodel", "Ingress", 16, "SLOTS"),  # the claiming packet's sub-model (ESA: whom to evict)
         Register("agg_elems", "Ingress", 8, "SLOTS"),      # the claiming packet's lanes (ESA: an evicted partial's)
+        Register("agg_collided_job", "Ingress", 16, "SLOTS"),        # the tag that last collided at the slot:
+        Register("agg_collided_iteration", "Ingress", 32, "SLOTS"),  # its siblings follow it to the overflow
+        Register("agg_collided_seq", "Ingress", 32, "SLOTS"),        # target rather than claim the slot
         Register("ecn_threshold", "Egress", 32, "1"),    # queue depth (packets) that marks CE; 0 = off
         Register("impair_drop", "Egress", 32, "PORTS"),       # per port: loss threshold out of IMPAIR_SCALE
         Register("impair_duplicate", "Egress", 32, "PORTS"),  # per port: duplication threshold
@@ -318,13 +321,13 @@ STAT_INDICES = {
     "partial_flushed": 10,    # a RETX duplicate flushed (re-emitted) the slot's aggregate
     "stale_reclaimed": 11,    # slot of an older iteration of the same job reused
     "multicast": 12,          # replicated to a multicast group: a RESULT, a Rina pull, a Rina finished chunk
-    "retx_bypassed": 13,      # a RETX, or a late contribution, for a tag the slot already sent on: to the PS
+    "retx_bypassed": 13,      # a RETX the slot cannot take (its tag sent on; a partial lacking it), or a late one: to the PS
     "result_released": 14,    # a RESULT freed the slot holding its tag (RELEASE_ON_RESULT)
     "lead_bypassed": 15,      # iteration > the slot's (same job) + MAX_ITERATION_LEAD: to the PS, unchanged
     "gacked": 16,             # PA-ATP GACKs sent: absorbed gradients, and clones for completing ones
     "aecn_marked": 17,        # RESULTs marked AECN (PA-ATP)
     "shadow_answered": 18,    # RETX duplicates answered by a resulted shadow copy with its RESULT (SwitchML)
-    "overflow_followed": 19,  # PA-ATP: a contribution whose seq's siblings overflowed to the PS followed them
+    "overflow_followed": 19,  # a contribution whose fragment's sibling overflowed (collided) followed it
     "rina_pulled": 20,        # Rina: tasks multicast to their rack as pulls (a resent task's re-pull too)
     "rina_stale_dropped": 21, # Rina: a shard or task for a tag its slot does not hold, or older than it holds
     "rina_reemitted": 22,     # Rina: a resent task of a complete slot sent the rack's sum again

@@ -218,6 +218,31 @@ def test_retx_duplicate_flushes_the_partial(target):
     assert stat(target, "retx_bypassed") == 1 and rt.register_read("agg_count", slot) == 0
 
 
+def test_retx_of_a_contribution_the_partial_lacks_goes_to_the_ps_alone(target):
+    """A resent gradient whose original went elsewhere (overflowed, or to the PS) must not join the
+    partial: the aggregate would then hold it twice over the two paths, and the PS could never merge
+    the two. It goes on to the PS unchanged; the partial stays until its members' RETX flush it."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1))
+    parts = {w: lanes_of(30 + w) for w in (1, 2, 3)}
+    slot = slot_index(9, 0, 8)
+    target.send_seq([(1, contribution(1, 1, 9, parts[1])), (2, contribution(2, 1, 9, parts[2]))])
+    assert target.quiet() == []
+    target.send(3, contribution(3, 1, 9, parts[3], flags=FLAG_DATA | FLAG_RETX))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.flags == FLAG_DATA | FLAG_RETX and np.array_equal(pkt.lanes, parts[3])
+    assert (pkt.src_ip, pkt.dst_ip, pkt.ina.count, pkt.ina.bitmap, pkt.ina.level) == (HOSTS[3][0], PS_IP, 1,
+                                                                                      0b1000, 0)
+    assert (rt.register_read("agg_count", slot), rt.register_read("agg_bitmap", slot)) == (2, 0b110)
+    assert (stat(target, "retx_bypassed"), stat(target, "aggregated"), stat(target, "emitted")) == (1, 2, 0)
+    # A member's retransmission flushes the partial, which holds the first sends only.
+    target.send(1, contribution(1, 1, 9, parts[1], flags=FLAG_DATA | FLAG_RETX))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert (pkt.ina.count, pkt.ina.bitmap) == (2, 0b110) and np.array_equal(pkt.lanes, wrap_sum(parts[1], parts[2]))
+    assert rt.register_read("agg_count", slot) == 0
+
+
 def test_late_contribution_after_a_flush_goes_on_to_the_ps(target):
     """A worker that starts late finds its slot freed by the others' flush: the slot kept the tag, so
     the late original goes on to the PS instead of opening a partial nobody will complete."""
@@ -323,6 +348,33 @@ def test_collision_bypass(target):
     assert pkt.ina.flags & FLAG_COLLISION and pkt.ina.seq == 4
     assert stat(target, "collision_bypassed") == 2
     assert rt.register_read("agg_job", 0) == 1 and rt.register_read("agg_count", 0) == 1  # job 1 keeps its slot
+
+
+def test_siblings_of_a_collided_fragment_follow_it(target):
+    """A worker running a window ahead: its fragment 4 meets slot 0 still held by fragment 0 and goes on
+    to the overflow target. Its siblings, arriving once slot 0 is free again, follow it there rather
+    than start a partial it would never join (GOAT Fig. 2(b)); another fragment claims the slot as usual."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, base=0, count=4))
+    first = {w: lanes_of(80 + w) for w in (1, 2, 3)}
+    target.send(1, contribution(1, 1, 0, first[1], count=4))
+    ahead = lanes_of(84)
+    target.send(1, contribution(1, 1, 4, ahead, count=4))                    # slot 0 holds fragment 0
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert pkt.ina.flags == FLAG_DATA | FLAG_COLLISION and pkt.ina.seq == 4
+    assert [rt.register_read(f"agg_collided_{r}", 0) for r in ("job", "iteration", "seq")] == [1, 0, 4]
+    target.send_seq([(2, contribution(2, 1, 0, first[2], count=4)), (3, contribution(3, 1, 0, first[3], count=4))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)                             # fragment 0 complete, slot 0 free
+    assert pkt.ina.seq == 0 and pkt.ina.count == 3
+    for w in (2, 3):
+        target.send(w, contribution(w, 1, 4, lanes_of(84 + w), count=4))
+        pkt, _ = only(target.recv(1), port=PS_PORT)
+        assert (pkt.ina.flags, pkt.ina.seq, pkt.ina.bitmap, pkt.ina.level) == (FLAG_DATA, 4, 1 << w, 0)
+        assert np.array_equal(pkt.lanes, lanes_of(84 + w))
+    assert stat(target, "overflow_followed") == 2 and rt.register_read("agg_count", 0) == 0
+    target.send(1, contribution(1, 1, 8, lanes_of(90), count=4))
+    assert target.quiet() == [] and rt.register_read("agg_seq", 0) == 8 and rt.register_read("agg_count", 0) == 1
 
 
 def test_slot_reuse_across_iterations_reclaims_stale(target):
@@ -908,6 +960,24 @@ def assert_gack_of(frame, worker, job, seq, progress, ce=False, iteration=0, fan
     assert int.from_bytes(frame[16:18], "big") == program.GACK_IPV4_BYTES
     assert int.from_bytes(frame[38:40], "big") == program.GACK_UDP_BYTES and udp_checksum_of(frame) == 0
     assert (int.from_bytes(frame[34:36], "big"), pkt.dst_port) == (INA_UDP_PORT, src_port)
+
+
+def test_pa_atp_retx_of_a_contribution_the_partial_lacks_still_joins(target):
+    """PA-ATP's jobs keep the join a plain job's RETX may not make (see the test above): a GACKed member
+    retransmits only on an AACK gap or its hold timer, so a partial the resent gradient skipped would wait
+    for one."""
+    rt = target.runtime
+    pa_setup(rt, aecn=0)
+    parts = {w: lanes_of(35 + w) for w in (1, 2, 3)}
+    target.send_seq([(1, contribution(1, PA_JOB, 9, parts[1])), (2, contribution(2, PA_JOB, 9, parts[2]))])
+    assert sorted(p for p, _ in target.recv(2)) == [1, 2]           # their GACKs
+    target.send(3, contribution(3, PA_JOB, 9, parts[3], flags=FLAG_DATA | FLAG_RETX))
+    frames = target.recv(2)
+    aggregate = [parse_frame(f) for p, f in frames if p == PS_PORT]
+    assert len(aggregate) == 1 and aggregate[0].ina.bitmap == 0b1110
+    assert np.array_equal(aggregate[0].lanes, wrap_sum(parts[1], parts[2], parts[3]))
+    assert [p for p, _ in frames if p != PS_PORT] == [3]            # the resent gradient's GACK
+    assert stat(target, "retx_bypassed") == 0
 
 
 def result_frame(job, seq, worker=1, lanes=None, iteration=0):

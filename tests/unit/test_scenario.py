@@ -183,7 +183,14 @@ def test_a_papers_switch_memory_is_scaled_into_slots_and_caps_the_default_window
     assert error_of(BASE, ["switch.memory=20MB", "switch.slots=64"]).field == "switch.memory"
     err = error_of(BASE, ["switch.memory=100kB"])
     assert err.field == "switch.memory" and "100 B after scale is 0 slots of 256 B" in err.message
-    assert error_of(BASE, ["switch.memory=20MB", "jobs.0.window=100"]).field == "jobs.0.window"
+    err = error_of(BASE, ["switch.memory=20MB", "jobs.0.window=100"])
+    assert err.field == "jobs.0.window" and err.message.endswith(
+        "window 100 exceeds switch.slots 78 (transport_options.slot_bound: false lets ATP's window outrun them)")
+    # ATP's window, a congestion window, may outrun the slots when asked to (its collisions overflow).
+    s = parse(BASE, ["switch.memory=20MB", "jobs.0.window=100", "jobs.0.transport_options={slot_bound: false}"])
+    assert s.jobs[0].window == 100 and s.jobs[0].transport_options == {"slot_bound": False}
+    err = error_of(BASE, ["switch.memory=20MB", "jobs.0.window=100", "jobs.0.transport=switchml"])
+    assert err.field == "jobs.0.window" and err.message.endswith("window 100 exceeds switch.slots 78")
 
 
 def test_submodel_size_splits_the_gradient_into_pieces_across_layers():

@@ -15,7 +15,13 @@ worker of the job, so all workers of a job slide and cut their windows
 together (PA-ATP §II-B). ``transport_options``: ``initial_window``, in
 fragments within [1, min(100, the job's window)] (default 8: eight 64-lane
 frames per worker keep the PS queue of a 8-worker incast inside the default
-64-packet queue).
+64-packet queue); ``slot_bound`` (default true): the window stays within
+the job's slots at the worker's aggregation switch, so no fragment meets its
+slot still held by the fragment a window earlier. False is ATP as published
+(its aggregator index is a hash of the sequence number, and the congestion
+window alone bounds what is in flight): the job's ``window`` may then exceed
+``switch.slots``, and a fast worker's fragment that finds its slot held
+overflows (GOAT §III-A's asynchronous arrival).
 """
 
 from testbed.agents.transport.base import Transport, window_increase
@@ -27,7 +33,7 @@ DEFAULT_INITIAL_WINDOW = 8
 
 class AtpTransport(Transport):
     name = "atp"
-    OPTIONS = {"initial_window": ("window", MAX_WINDOW)}
+    OPTIONS = {"initial_window": ("window", MAX_WINDOW), "slot_bound": ("bool",)}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

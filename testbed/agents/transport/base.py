@@ -11,7 +11,8 @@ RESULT arrived (``acked``), when it was last sent and how many times. Which
 fragment may leave is a sliding window over seq: ``seq`` < lowest
 unacknowledged + ``window()``, so fragments in flight never share a slot at
 their aggregation switch (slot = seq mod slots, window <= slots; SwitchML's
-self-clocking). Subclasses decide ``window()`` (congestion control) and
+self-clocking), unless the scenario gives ATP's a larger window (its
+collisions overflow, ATP's best effort). Subclasses decide ``window()`` (congestion control) and
 react to ECN echoes and losses; one with more than one window (PA-ATP's CWD
 and AWD) replaces ``send_limit()``, and may let fragments outrun the job's
 slots on purpose (PA-ATP §II-B 3: the overflow goes to the PS). Transports that use PA-ATP's per-fragment
@@ -92,7 +93,7 @@ class Transport:
     """The sender state of one worker; a subclass names its congestion control.
 
     ``window_cap`` is the scenario's ``window`` (at most the slots the job has
-    at its first aggregation switch); ``link_rate_bps`` and ``frame_bytes``
+    at its first aggregation switch, but for transport atp's); ``link_rate_bps`` and ``frame_bytes``
     set the pacing; ``min_rto_s`` is the job's ``retransmit_timeout``.
     """
 

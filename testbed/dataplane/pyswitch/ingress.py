@@ -30,7 +30,18 @@ Per packet, in the order the P4 program applies them:
      by another job has no reference for this one and accepts any iteration;
    - free slot, or slot of an older iteration of the same job: claim it
      (``stale_reclaimed`` counts the latter);
-   - same tag, contributors disjoint: add lanes, OR bitmaps, add counts;
+   - same tag, contributors disjoint: add lanes, OR bitmaps, add counts --
+     but a RETX contribution joins no partial (``retx_bypassed``): it goes
+     to ``bypass_dst`` alone, since its original may sit in another
+     aggregate (overflowed to the level above, or at the PS) and two
+     aggregates holding one gradient can never be merged; the partial's
+     members' own RETX duplicates flush it (next rule). Every aggregate is
+     then built of originals only, each in one aggregate, so any two that
+     reach the PS are disjoint or nested (the PS's merge relies on it).
+     PA-ATP's jobs keep the join (a GACKed member retransmits only on an
+     AACK gap or its hold timer, so a partial left behind would wait for
+     one), and so do SwitchML's shadow copies (no overflow: a worker's
+     every contribution goes to its own pool slot);
    - same tag, contributor already in: drop (``duplicate_dropped``); a RETX
      duplicate instead flushes what the slot holds (``partial_flushed``) so a
      lost aggregate or a contribution that bypassed elsewhere cannot wedge the
@@ -40,7 +51,12 @@ Per packet, in the order the P4 program applies them:
      freed (ATP's loss recovery). No partial aggregate ever goes up a level,
      so an upper level never holds contributions a fuller aggregate overlaps;
    - slot held by another tag: COLLISION, the packet overflows (below),
-     ATP's best-effort rule; unless it evicts the holder (ESA, per job:
+     ATP's best-effort rule, and the slot remembers its tag
+     (``agg_collided_*``): a sibling that later finds the slot free or stale
+     follows it to the overflow target (``overflow_followed``) rather than
+     start a partial it never joins (GOAT Fig. 2(b): ATP's B2 follows B1;
+     PA-ATP's jobs follow their seq cell instead, below; SwitchML's shadow
+     copies have no overflow); unless it evicts the holder (ESA, per job:
      ``esa_job`` for the packet's job, ``esa_evict`` for the holder's job and
      sub-model; :meth:`Ingress._eviction` has the conditions, p4/README.md
      the rule): the packet claims the slot as if free, and leaves carrying
@@ -231,6 +247,9 @@ class Ingress:
         self.agg_resulted = [0] * slots                       # RELEASE_SHADOW: the held tag's RESULT passed
         self.agg_submodel = [0] * slots                       # the claimant's sub-model (ESA: whom to evict)
         self.agg_elems = [0] * slots                          # the claimant's lanes
+        self.agg_collided_job = [0] * slots                   # the tag that last collided at the slot
+        self.agg_collided_iteration = [0] * slots
+        self.agg_collided_seq = [0] * slots
         self.agg_used = [0] * program.PA_JOBS                 # slots with agg_count != 0, per pa_index
         self.pa_seq = [0] * (program.PA_JOBS * PA_WORKERS)    # S_n at pa_index * PA_WORKERS + worker
         self.pa_seq_sum = [0] * program.PA_JOBS               # S_sum per pa_index
@@ -355,6 +374,9 @@ class Ingress:
                     evict = self._eviction(buf, slot, job, iteration, seq, elems)
                 if evict is None:
                     stats[ST_COLL] += 1
+                    self.agg_collided_job[slot] = job
+                    self.agg_collided_iteration[slot] = iteration
+                    self.agg_collided_seq[slot] = seq
                     if pa is not None and pa[1]:
                         self._count_overflow(pa[0], seq)
                     return self._overflow(buf, flags | FLAG_COLLISION, overflow, seq)
@@ -374,6 +396,13 @@ class Ingress:
             stats[ST_RETX_BYPASS] += 1
             if flags & FLAG_RETX:
                 return self._bypass(buf, flags, bypass_dst)
+            return self._overflow(buf, flags, overflow, seq)
+        if not held and pa is None and not shadow and self.agg_collided_seq[slot] == seq and \
+                self.agg_collided_iteration[slot] == iteration and self.agg_collided_job[slot] == job:
+            # A sibling of this fragment collided here and went on to the overflow target: follow it there
+            # rather than start a partial it never joins, which would wait for a retransmission to flush it
+            # (GOAT Fig. 2(b): ATP's B2 after B1). PA-ATP's jobs follow their seq cell's overflow (next).
+            stats[ST_FOLLOWED] += 1
             return self._overflow(buf, flags, overflow, seq)
         if not held and pa is not None and pa[1] and self.pa_overflow[program.pa_seq_cell(pa[0], seq)]:
             # PA-ATP: a sibling of this seq overflowed and no RESULT of its cell passed since: this contribution
@@ -432,6 +461,13 @@ class Ingress:
                                  next_agg_node, next_fanin, next_dst, next_slot_base, next_slot_count, seq)
             self._track_used(was_held, slot, pa)
             return verdict
+        elif flags & FLAG_RETX and not shadow and pa is None:
+            # A retransmission of a contribution the partial lacks joins no aggregate: its original may be in
+            # another one (overflowed to the level above, or at the PS), and two aggregates holding the same
+            # gradient could never be merged. On to the PS alone; the partial waits for its members' own
+            # retransmissions, which flush it (above).
+            stats[ST_RETX_BYPASS] += 1
+            return self._bypass(buf, flags, bypass_dst)
         else:
             row = self.agg_value[slot, :elems]
             np.add(row, np.frombuffer(buf, dtype=">i4", count=elems, offset=PAYLOAD_OFFSET), out=row,
