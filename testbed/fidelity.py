@@ -65,7 +65,7 @@ RATE_TOLERANCE = 0.25
 
 
 #: Why a row is not judged: the simulator does not model it (see the module's docstring).
-ASYNCHRONOUS_OVERFLOW = "asynchronous transport: overflow to the PS not modelled"
+ASYNCHRONOUS_OVERFLOW = "transport sends past the slots by design: overflow to the PS not modelled"
 
 
 def _row(metric, emulated, simulated, tolerance, reference=None, unjudged=None):

@@ -38,8 +38,8 @@ The result is a JSON-able dict whose keys end in their unit:
   rate for a job with one PS (:mod:`testbed.sim.bom`: every programmable
   switch aggregating, as PS-based INA's reference curve of Rina Fig. 5);
   ``overflow_modelled`` is false for an asynchronous transport
-  (PA-ATP, StrawAsyn), whose workers run ahead of the job's slowest and
-  overflow to the PS by design: the fragment model sends every worker's
+  (PA-ATP, StrawAsyn), and for ATP's with ``slot_bound: false``, whose
+  workers run ahead of the job's slowest and overflow to the PS by design: the fragment model sends every worker's
   fragments in lockstep, so its counts leave that overflow out; ``ring``
   is true for a ring all-reduce (``policy: rar``, ``h-ar``): nothing at a
   PS or aggregated, ``sent_fragments`` its ring frames, ``comm_time_s``
@@ -170,7 +170,7 @@ def evaluate(scenario, policy) -> dict:
             if len(job.ps) == 1 else None,
             # Workers that run ahead of the job's slowest overflow to the PS by design; the fragment model
             # sends them in lockstep, so its counts leave that overflow out (testbed.fidelity).
-            "overflow_modelled": not TRANSPORTS[job.transport].ASYNCHRONOUS,
+            "overflow_modelled": not TRANSPORTS[job.transport].overflows_by_design(job.transport_options),
             "ring": False,
         }
     total = lambda key: sum(j[key] for j in jobs.values())  # noqa: E731
@@ -378,8 +378,8 @@ def format_simulation(result: dict) -> str:
             lines.append(f"  {name}: ring all-reduce, {j['sent_fragments']} ring fragments sent per iteration, "
                          f"communication {j['comm_time_s'] * 1e3:.1f} ms")
         if not j["overflow_modelled"]:
-            lines.append(f"  {name}: transport {j['transport']} is asynchronous: its workers' overflow to the PS "
-                         f"is not modelled (fragment counts as if in lockstep)")
+            lines.append(f"  {name}: transport {j['transport']} sends past the job's slots by design: its "
+                         f"workers' overflow to the PS is not modelled (fragment counts as if in lockstep)")
     for what in result.get("not_modelled", ()):
         lines.append(f"  {what}: not modelled (the simulator's is one steady iteration; inatb run emulates them)")
     return "\n".join(lines)

@@ -55,7 +55,7 @@ def test_fragment_counts_the_simulator_does_not_model_are_shown_not_judged():
         assert not rows[metric]["within"] and not rows[metric]["judged"]          # 60 against 24: shown ...
     assert rows["min_sending_rate_bps"]["judged"] and rows["comm_time_s"]["judged"]
     assert result["all_within"]                                                   # ... but not judged
-    assert "not judged (asynchronous transport: overflow to the PS not modelled)" in format_fidelity(result)
+    assert "not judged (transport sends past the slots by design: overflow to the PS not modelled)" in format_fidelity(result)
     slow = compare(summary(ps_packets=600, sent=1920, rate_bps=5e6, comm_s=0.2, egress=900),
                    simulation(overflow_modelled=False))
     assert not slow["all_within"]                                                 # comm time 2x: judged

@@ -190,13 +190,17 @@ def test_result_multicast_all_lets_a_switch_without_ina_replicate_results():
 
 
 @pytest.mark.parametrize("transport, modelled", [("atp", True), ("switchml", True), ("pa-atp", False),
-                                                 ("strawasyn", False)])
+                                                 ("strawasyn", False), ("atp-unbound", False)])
 def test_an_asynchronous_transports_overflow_is_reported_as_not_modelled(transport, modelled):
-    scenario = load_scenario(PA_ATP_FIDELITY, [f"transport={transport}"])
+    overrides = [f"transport={transport}"]
+    if transport == "atp-unbound":      # ATP's window allowed past the slots
+        overrides = ["transport=atp", "jobs.0.transport_options={slot_bound: false}",
+                     "jobs.1.transport_options={slot_bound: false}"]
+    scenario = load_scenario(PA_ATP_FIDELITY, overrides)
     result = sim.evaluate(scenario, compute_policy(scenario))
     assert [j["overflow_modelled"] for j in result["jobs"].values()] == [modelled, modelled]
-    assert ("is asynchronous: its workers' overflow to the PS is not modelled" in sim.format_simulation(result)) \
-        is not modelled
+    assert ("sends past the job's slots by design: its workers' overflow to the PS is not modelled"
+            in sim.format_simulation(result)) is not modelled
 
 
 @pytest.mark.parametrize("transport, rate_bps", [("atp", 4e6), ("switchml", 4e6), ("pa-atp", 4e6 * 336 / 416),

@@ -43,6 +43,11 @@ class AtpTransport(Transport):
         self.recover_order = 0    # sends up to this one were out when the window was last cut
         self.slow_start = True
 
+    @classmethod
+    def overflows_by_design(cls, options: dict) -> bool:
+        """A window that may outrun the slots (``slot_bound: false``) overflows whenever workers arrive apart."""
+        return not options.get("slot_bound", True)
+
     def window(self) -> int:
         return int(self.cwnd)
 

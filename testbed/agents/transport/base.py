@@ -110,6 +110,13 @@ class Transport:
     #: job's RESULTs), so fragments past the job's slots overflow to the PS by design: how many depends on
     #: the windows' dynamics, which the flow-level simulator does not model (testbed.fidelity).
     ASYNCHRONOUS = False
+
+    @classmethod
+    def overflows_by_design(cls, options: dict) -> bool:
+        """Whether, with ``options`` (the job's ``transport_options``), workers send past the job's slots on
+        purpose, so fragments overflow to the PS in numbers the flow-level simulator does not model: an
+        asynchronous transport's always (testbed.fidelity leaves such counts unjudged)."""
+        return cls.ASYNCHRONOUS
     #: RTT samples from RESULTs (after the iteration's first): the round trip a RESULT closes. PA-ATP
     #: samples its GACKs instead, since its RESULTs also wait for the job's slower workers.
     RTT_FROM_RESULTS = True
