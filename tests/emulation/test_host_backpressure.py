@@ -73,7 +73,7 @@ def test_a_k_of_n_ps_sending_each_result_to_its_participants_loses_none_in_its_q
     workers = ",".join(f"w{i}" for i in range(1, 17))
     scenario = load_scenario(GOAT_TESTBED, ["jobs.0.iterations=3", "switch.memory=20MB", "policy=ksgd",
                                             "topology.workers_per_rack=8", f"jobs.0.workers=[{workers}]",
-                                            "stragglers.compute_delay=[{workers: all, persistent: true}]"])
+                                            "stragglers.compute_delay=[{workers: all, mean: 0.5s, persistent: true}]"])
     result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
     summary, job = result.summary, result.summary["jobs"][0]
     assert summary["status"] == "ok" and summary["aggregation_exact"] is True, summary["error"]

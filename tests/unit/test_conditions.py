@@ -115,7 +115,7 @@ def test_rate_change_and_link_degradation_on_the_same_link_overlap():
 def test_goat_normal_delay_defaults():
     s = parse("stragglers: {compute_delay: [{workers: all}]}")
     d = s.stragglers.compute_delays[0]
-    assert (d.distribution, d.mean_s, d.std_s, d.low_s, d.high_s) == ("normal", 0.5, 0.2, 0.0, 1.0)
+    assert (d.distribution, d.mean_s, d.std_s, d.low_s, d.high_s) == ("normal", 0.0, 0.2, 0.0, 1.0)
     assert d.workers == ["hl1", "hl2"]
 
 
@@ -233,13 +233,12 @@ def test_an_interrupt_swallowed_where_it_was_raised_is_raised_again_at_the_next_
 
 
 def test_a_persistent_delay_is_drawn_once_per_worker_from_the_seed_and_k_of_n_leaves_the_slow_out():
-    s = parse("stragglers: {compute_delay: [{workers: all, persistent: true}]}")
+    persistent = "stragglers: {compute_delay: [{workers: all, mean: 0.5s, persistent: true}]}"
+    s = parse(persistent)
     (d,) = s.stragglers.compute_delays
     assert set(d.persistent_s) == {"hl1", "hl2"} and all(0 <= v <= 1 for v in d.persistent_s.values())
-    assert parse("stragglers: {compute_delay: [{workers: all, persistent: true}]}").stragglers.compute_delays[0] \
-        .persistent_s == d.persistent_s                                    # seeded: the same every time
-    assert parse("seed: 9\nstragglers: {compute_delay: [{workers: all, persistent: true}]}") \
-        .stragglers.compute_delays[0].persistent_s != d.persistent_s
+    assert parse(persistent).stragglers.compute_delays[0].persistent_s == d.persistent_s   # seeded: the same every time
+    assert parse("seed: 9\n" + persistent).stragglers.compute_delays[0].persistent_s != d.persistent_s
     assert parse("stragglers: {compute_delay: [{workers: all}]}").stragglers.compute_delays[0].persistent_s == {}
     from testbed import controller
     slow = max(d.persistent_s, key=d.persistent_s.get)
