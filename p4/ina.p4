@@ -959,6 +959,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                                 /* the contribution claims the slot as if free (below); the packet leaves
                                    with the evicted partial, swapped lane by lane */
                                 ina_stats.count(ST_ESA_EVICTED);
+                                /* the evicted partial's siblings follow it once the slot is free again, as
+                                   a collided fragment's do (below) */
+                                agg_collided_job.write(meta.slot, meta.held_job);
+                                agg_collided_iteration.write(meta.slot, meta.held_iteration);
+                                agg_collided_seq.write(meta.slot, meta.held_seq);
                                 agg_bitmap.read(meta.held_bitmap, meta.slot);
                                 meta.evicted_count = meta.held_count;
                                 meta.held_count = 0;

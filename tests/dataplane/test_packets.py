@@ -750,6 +750,33 @@ def test_esa_a_job_of_higher_priority_evicts_the_partial_toward_its_overflow_tar
     assert (stat(target, "esa_evicted"), stat(target, "collision_bypassed")) == (1, 1)
 
 
+def test_esa_an_evicted_partials_late_sibling_follows_it_once_the_slot_is_free(target):
+    """Job 2 evicts job 1's partial of seq 4 and completes in the slot, which its emit frees. Job 1's late
+    sibling of seq 4 then finds the slot free: it follows the evicted partial to the overflow target rather
+    than start a partial whose other half left with the eviction."""
+    rt = target.runtime
+    install_routes(rt)
+    to_ps = (PS_IP, 0, 0, 0, 0)
+    for job, priority in ((1, 0), (2, 5)):
+        rt.table_add(aggregate_entry(job=job, count=4, overflow=to_ps))
+        rt.table_add(TableEntry("esa_job", "esa_enable", (job,), (("priority", priority),)))
+        rt.table_add(TableEntry("esa_evict", "esa_evict_to", (job, 0), tuple(zip(
+            ("priority", "fanin", "overflow_dst", "overflow_agg_node", "overflow_fanin", "overflow_slot_base",
+             "overflow_slot_count"), (priority, 2) + to_ps))))
+    target.send_seq([(1, contribution(1, 1, 4, lanes_of(101), count=4, fanin=2)),
+                     (2, contribution(2, 2, 0, lanes_of(102), count=4, fanin=2))])       # evicts job 1's seq 4
+    evicted, _ = only(target.recv(1), port=PS_PORT)
+    assert (evicted.ina.job, evicted.ina.seq, evicted.ina.flags) == (1, 4, FLAG_DATA | FLAG_EVICTED)
+    target.send(3, contribution(3, 2, 0, lanes_of(103), count=4, fanin=2))
+    done, _ = only(target.recv(1), port=PS_PORT)
+    assert (done.ina.job, done.ina.count) == (2, 2) and rt.register_read("agg_count", 0) == 0
+    target.send(2, contribution(2, 1, 4, lanes_of(104), count=4, fanin=2))             # the late sibling
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert (pkt.ina.job, pkt.ina.seq, pkt.ina.flags, pkt.ina.bitmap) == (1, 4, FLAG_DATA, 1 << 2)
+    assert np.array_equal(pkt.lanes, lanes_of(104))
+    assert stat(target, "overflow_followed") == 1 and rt.register_read("agg_count", 0) == 0
+
+
 def test_esa_within_a_job_the_older_fragment_evicts_and_equal_ranks_collide(target):
     """Same priority: job 1's seq 0 evicts its own seq 4 (older first; to the PS, header otherwise as it
     was), a newer seq 8 collides, and job 2 (another job of equal priority) collides too."""

@@ -56,7 +56,9 @@ Per packet, in the order the P4 program applies them:
      follows it to the overflow target (``overflow_followed``) rather than
      start a partial it never joins (GOAT Fig. 2(b): ATP's B2 follows B1;
      PA-ATP's jobs follow their seq cell instead, below; SwitchML's shadow
-     copies have no overflow); unless it evicts the holder (ESA, per job:
+     copies have no overflow; an ESA eviction remembers the evicted tag, so
+     the evicted partial's siblings follow it too); unless it evicts the
+     holder (ESA, per job:
      ``esa_job`` for the packet's job, ``esa_evict`` for the holder's job and
      sub-model; :meth:`Ingress._eviction` has the conditions, p4/README.md
      the rule): the packet claims the slot as if free, and leaves carrying
@@ -380,8 +382,12 @@ class Ingress:
                     if pa is not None and pa[1]:
                         self._count_overflow(pa[0], seq)
                     return self._overflow(buf, flags | FLAG_COLLISION, overflow, seq)
-                # ESA: this contribution claims the slot (below); the packet leaves with the evicted partial.
+                # ESA: this contribution claims the slot (below); the packet leaves with the evicted partial,
+                # whose siblings follow it once the slot is free again, as a collided fragment's do.
                 stats[ST_EVICTED] += 1
+                self.agg_collided_job[slot] = self.agg_job[slot]
+                self.agg_collided_iteration[slot] = held_iteration
+                self.agg_collided_seq[slot] = self.agg_seq[slot]
                 held = 0
             elif held_iteration < iteration:
                 stats[ST_STALE] += 1
