@@ -12,8 +12,8 @@ fragment may leave is a sliding window over seq: ``seq`` < lowest
 unacknowledged + ``window()``, so fragments in flight never share a slot at
 their aggregation switch (slot = seq mod slots, window <= slots; SwitchML's
 self-clocking), unless the scenario gives ATP's a larger window (its
-collisions overflow, ATP's best effort). Subclasses decide ``window()`` (congestion control) and
-react to ECN echoes and losses; one with more than one window (PA-ATP's CWD
+collisions overflow, ATP's best effort). Subclasses decide ``window()``
+(congestion control) and react to ECN echoes and losses; one with more than one window (PA-ATP's CWD
 and AWD) replaces ``send_limit()``, and may let fragments outrun the job's
 slots on purpose (PA-ATP §II-B 3: the overflow goes to the PS). Transports that use PA-ATP's per-fragment
 acknowledgments (GACKs) read them in ``on_gack``; the others ignore them.
@@ -93,8 +93,8 @@ class Transport:
     """The sender state of one worker; a subclass names its congestion control.
 
     ``window_cap`` is the scenario's ``window`` (at most the slots the job has
-    at its first aggregation switch, but for transport atp's); ``link_rate_bps`` and ``frame_bytes``
-    set the pacing; ``min_rto_s`` is the job's ``retransmit_timeout``.
+    at its first aggregation switch, but for transport atp's with ``slot_bound``
+    false); ``link_rate_bps`` and ``frame_bytes`` set the pacing; ``min_rto_s`` is the job's ``retransmit_timeout``.
     """
 
     name = "base"
@@ -110,13 +110,6 @@ class Transport:
     #: job's RESULTs), so fragments past the job's slots overflow to the PS by design: how many depends on
     #: the windows' dynamics, which the flow-level simulator does not model (testbed.fidelity).
     ASYNCHRONOUS = False
-
-    @classmethod
-    def overflows_by_design(cls, options: dict) -> bool:
-        """Whether, with ``options`` (the job's ``transport_options``), workers send past the job's slots on
-        purpose, so fragments overflow to the PS in numbers the flow-level simulator does not model: an
-        asynchronous transport's always (testbed.fidelity leaves such counts unjudged)."""
-        return cls.ASYNCHRONOUS
     #: RTT samples from RESULTs (after the iteration's first): the round trip a RESULT closes. PA-ATP
     #: samples its GACKs instead, since its RESULTs also wait for the job's slower workers.
     RTT_FROM_RESULTS = True
@@ -125,6 +118,13 @@ class Transport:
     def option_conflict(cls, options: dict):
         """(option, reason) when ``options`` (each valid on its own) contradict each other, else None."""
         return None
+
+    @classmethod
+    def overflows_by_design(cls, options: dict) -> bool:
+        """Whether, with ``options`` (the job's ``transport_options``), workers send past the job's slots on
+        purpose, so fragments overflow to the PS in numbers the flow-level simulator does not model: an
+        asynchronous transport's always (testbed.fidelity leaves such counts unjudged)."""
+        return cls.ASYNCHRONOUS
 
     def __init__(self, window_cap: int, link_rate_bps: float, frame_bytes: int, min_rto_s: float,
                  first_result_timeout_s: float = 1.0, options: dict = None):
