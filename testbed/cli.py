@@ -59,11 +59,13 @@ def cmd_validate(args) -> int:
 
 def cmd_run(args) -> int:
     from testbed.emulation.orchestrator import run_scenario
+    from testbed.emulation.progress import ReaderSafeStream
     from testbed.reports.text import format_summary
     scenario = _load(args)
     result = run_scenario(scenario, out_root=args.out, target=args.target)
-    print(format_summary(result.summary), file=sys.stderr)
-    print(result.run_dir)
+    display = ReaderSafeStream(sys.stderr)
+    print(format_summary(result.summary), file=display)
+    print(result.run_dir, file=ReaderSafeStream(sys.stdout))
     return 0 if result.summary["aggregation_exact"] else 8
 
 
@@ -71,6 +73,7 @@ def cmd_fidelity(args) -> int:
     """Emulation and simulator on the same scenario: per job and metric, emulated, simulated, ratio."""
     from testbed import sim
     from testbed.emulation.orchestrator import run_scenario
+    from testbed.emulation.progress import ReaderSafeStream
     from testbed.fidelity import compare, format_fidelity
     from testbed.metrics.summary import write_summary
     from testbed.policy import compute_policy
@@ -81,9 +84,10 @@ def cmd_fidelity(args) -> int:
     fidelity = compare(result.summary, simulation)
     result.summary["fidelity"] = fidelity
     write_summary(result.run_dir, result.summary)
-    print(format_summary(result.summary), file=sys.stderr)
-    print(format_fidelity(fidelity), file=sys.stderr)
-    print(result.run_dir)
+    display = ReaderSafeStream(sys.stderr)
+    print(format_summary(result.summary), file=display)
+    print(format_fidelity(fidelity), file=display)
+    print(result.run_dir, file=ReaderSafeStream(sys.stdout))
     return 0 if result.summary["aggregation_exact"] else 8
 
 

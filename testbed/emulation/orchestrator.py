@@ -49,7 +49,7 @@ from testbed.emulation.failover import RingFallback
 from testbed.emulation.network import (build_network, mininet_log_to, neighbor_argv, rto_min_route_argv, run_in,
                                       stop_network)
 from testbed.emulation.nodes import SWITCH_TARGETS, log_tail
-from testbed.emulation.progress import Progress, line_count
+from testbed.emulation.progress import Progress, ReaderSafeStream, line_count
 from testbed.emulation.stall import StallWatch, diagnose, stall_bound_s
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded,
                                      stop_process, unregister_recorded)
@@ -249,7 +249,7 @@ class Run:
         self.time_dilation = time_dilation
         self.world = dilation.network_scenario(scenario, time_dilation)
         self.target = target
-        self.stream = stream
+        self.stream = ReaderSafeStream(stream)    # a reader that goes away silences the display, not the run
         self.run_id = summary_mod.new_run_id()
         self.out_root = Path(out_root)
         self.run_dir = self.out_root / scenario.name / self.run_id

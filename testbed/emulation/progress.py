@@ -6,6 +6,10 @@ logs stay short. Completions are counted from the agents' records
 (``records/<agent>.jsonl``, one line per iteration). Under a time dilation N
 (testbed/dilation.py) the line shows the wall time and the virtual time it
 stands for, and the PS ingress rate in virtual time (N x the wall rate).
+
+What a run displays goes through :class:`ReaderSafeStream`: a reader that
+goes away (``inatb run ... 2>&1 | head``) silences the display, never the
+run.
 """
 
 import sys
@@ -19,6 +23,34 @@ def line_count(path: Path) -> int:
         return path.read_bytes().count(b"\n")
     except OSError:
         return 0
+
+
+class ReaderSafeStream:
+    """A text stream for a run's display that outlives its reader: once a write or flush finds the pipe
+    closed (``BrokenPipeError``), the display goes quiet (``reader_gone``) and the run goes on; the results
+    are in the run directory either way."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.reader_gone = False
+
+    def _guarded(self, call, *args):
+        if self.reader_gone:
+            return None
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            self.reader_gone = True
+            return None
+
+    def write(self, text: str):
+        self._guarded(self.stream.write, text)
+
+    def flush(self):
+        self._guarded(self.stream.flush)
+
+    def isatty(self) -> bool:
+        return not self.reader_gone and self.stream.isatty()
 
 
 class Progress:

@@ -73,6 +73,22 @@ def test_quickstart_runs_end_to_end_exactly_and_cleans_up(emulation, tmp_path):
     assert summary["switches"]["s1"]["result_released"] > 0     # ATP: the PS's RESULT frees the slot
 
 
+def test_a_reader_that_goes_away_silences_the_display_not_the_run(emulation, tmp_path):
+    """``inatb run ... 2>&1 | head -2``: once head has its lines and exits, the run's writes find the pipe
+    closed. The run goes on to the end, exact, and exits 0 (it used to end "failed: Broken pipe")."""
+    proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(QUICKSTART), "--out", str(tmp_path),
+                             "--target", "pyswitch", "--set", "jobs.0.iterations=10"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc.stdout.readline()                   # "building ...": the run is under way
+    proc.stdout.close()                      # the reader goes away
+    assert proc.wait(timeout=300) == 0
+    (summary_path,) = tmp_path.glob("quickstart/*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert (summary["status"], summary["error"], summary["aggregation_exact"]) == ("ok", None, True)
+    assert summary["jobs"][0]["iterations_completed"] == 10
+    assert_clean()
+
+
 @pytest.mark.parametrize("policy", ("ps", "atp", "goat"))
 def test_quickstart_on_bmv2(policy, emulation, tmp_path):
     """The quickstart on simple_switch running p4/ina.p4: exact, and nothing left (no simple_switch, no

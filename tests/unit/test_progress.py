@@ -3,7 +3,7 @@ PS ingress only when some job has a PS."""
 
 import io
 
-from testbed.emulation.progress import Progress, line_count
+from testbed.emulation.progress import Progress, ReaderSafeStream, line_count
 from testbed.scenario import parse_scenario
 
 SCENARIO = """version: 1
@@ -25,3 +25,33 @@ def test_the_progress_line_counts_iterations_and_shows_the_ps_ingress_only_with_
         line = stream.getvalue()
         assert "j (" in line and "iteration 2/3" in line
         assert ("PS ingress 2.5 Mb/s" in line) is with_ps
+
+
+class ClosedPipe(io.StringIO):
+    """A stream whose reader went away after ``lines`` writes."""
+
+    def __init__(self, lines):
+        super().__init__()
+        self.lines = lines
+
+    def write(self, text):
+        if self.lines == 0:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.lines -= 1
+        return super().write(text)
+
+    def isatty(self):
+        return True
+
+
+def test_a_display_whose_reader_went_away_goes_quiet_and_raises_nothing():
+    pipe = ClosedPipe(lines=1)
+    display = ReaderSafeStream(pipe)
+    assert display.isatty()
+    display.write("first\n")
+    display.flush()
+    assert not display.reader_gone
+    display.write("second\n")               # the reader is gone: quiet from now on
+    display.write("third\n")
+    display.flush()
+    assert display.reader_gone and pipe.getvalue() == "first\n" and not display.isatty()
