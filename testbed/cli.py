@@ -57,23 +57,29 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def _report_run(result, *texts) -> int:
+    """A finished run's ``texts`` (its summary, ...) on stderr and its directory on stdout, each as long as
+    its reader is there (the run is over and written either way); the exit status: 0 when exact, else 8."""
+    from testbed.emulation.progress import ReaderSafeStream
+    display = ReaderSafeStream(sys.stderr)
+    for text in texts:
+        print(text, file=display)
+    print(result.run_dir, file=ReaderSafeStream(sys.stdout))
+    return 0 if result.summary["aggregation_exact"] else 8
+
+
 def cmd_run(args) -> int:
     from testbed.emulation.orchestrator import run_scenario
-    from testbed.emulation.progress import ReaderSafeStream
     from testbed.reports.text import format_summary
     scenario = _load(args)
     result = run_scenario(scenario, out_root=args.out, target=args.target)
-    display = ReaderSafeStream(sys.stderr)
-    print(format_summary(result.summary), file=display)
-    print(result.run_dir, file=ReaderSafeStream(sys.stdout))
-    return 0 if result.summary["aggregation_exact"] else 8
+    return _report_run(result, format_summary(result.summary))
 
 
 def cmd_fidelity(args) -> int:
     """Emulation and simulator on the same scenario: per job and metric, emulated, simulated, ratio."""
     from testbed import sim
     from testbed.emulation.orchestrator import run_scenario
-    from testbed.emulation.progress import ReaderSafeStream
     from testbed.fidelity import compare, format_fidelity
     from testbed.metrics.summary import write_summary
     from testbed.policy import compute_policy
@@ -84,11 +90,7 @@ def cmd_fidelity(args) -> int:
     fidelity = compare(result.summary, simulation)
     result.summary["fidelity"] = fidelity
     write_summary(result.run_dir, result.summary)
-    display = ReaderSafeStream(sys.stderr)
-    print(format_summary(result.summary), file=display)
-    print(format_fidelity(fidelity), file=display)
-    print(result.run_dir, file=ReaderSafeStream(sys.stdout))
-    return 0 if result.summary["aggregation_exact"] else 8
+    return _report_run(result, format_summary(result.summary), format_fidelity(fidelity))
 
 
 def cmd_sweep(args) -> int:

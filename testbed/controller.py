@@ -76,6 +76,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from testbed.agents.config import AgentConfig, SubmodelPlan
+from testbed.agents.transport import TRANSPORTS
 from testbed.agents.transport.pa_atp import aecn_threshold_factor
 from testbed.agents.transport.paced import PacedTransport
 from testbed.agents.transport.switchml import SwitchMLTransport, default_pool_frames, default_timeout_s
@@ -782,10 +783,11 @@ def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
         first_result_timeout_s = straggler_allowance_s(scenario, job)
         for index, w in enumerate(job.workers):
             window = job.window
-            for g in range(len(fragments) if job.transport_options.get("slot_bound", True) else 0):
-                count = fragment_slots(jp, result.slot_ranges.get((job.name, jp.first_hop[w][g]), (0, 0))[1])
-                if count:
-                    window = min(window, count)
+            if TRANSPORTS[job.transport].window_within_slots(job.transport_options):
+                for g in range(len(fragments)):
+                    count = fragment_slots(jp, result.slot_ranges.get((job.name, jp.first_hop[w][g]), (0, 0))[1])
+                    if count:
+                        window = min(window, count)
             result.agents.append(AgentConfig(
                 role="worker", name=w, ip=topo.node(w).ip, worker_index=index,
                 submodels=[plan_of(g, w) for g in range(len(fragments))], compute_time_s=job.compute_time_s,

@@ -1071,7 +1071,7 @@ def _resolve_jobs(c, spec, topo, scale, switch):
             sum(fragments_of(n, switch.lanes) for n in elements), scale)
         # ATP's window is a congestion window: with slot_bound false it may outrun the slots, and a
         # fragment that finds its slot still held by the one a window earlier overflows (GOAT §III-A).
-        if not ring and window > switch.slots and transport_options.get("slot_bound", True):
+        if not ring and window > switch.slots and TRANSPORTS[transport].window_within_slots(transport_options):
             hint = (" (transport_options.slot_bound: false lets ATP's window outrun them)" if transport == "atp"
                     else "")
             c.fail(f"{p}.window", f"window {window} exceeds switch.slots {switch.slots}{hint}")

@@ -79,7 +79,7 @@ class ParameterServer:
         self.echo_congestion = False
         self.gacks = config.transport in PA_ATP_TRANSPORTS     # answer raw gradients with GACKs (PA-ATP)
         self.iteration = 0
-        self.held = {}        # seq -> contributor bitmap held in the current iteration (diagnosis)
+        self.held = {}        # seq -> FragmentSum of an incomplete fragment of the current iteration (diagnosis)
         self.completed = {}   # seq -> RESULT payload of the current iteration
 
     def send_result(self, iteration, seq, payload_bytes, addrs):
@@ -128,10 +128,11 @@ class ParameterServer:
     def describe(self) -> dict:
         """What this PS waits for (the stall diagnosis): incomplete fragments and the workers missing."""
         incomplete = sorted(seq for seq in self.owned if seq not in self.completed)
+        held = {seq: fragment.bitmap for seq, fragment in self.held.items()}
         return {"role": "ps", "iteration": self.iteration, "fragments": len(self.owned),
                 "incomplete": len(incomplete),
                 "first_incomplete": [{"seq": seq, "workers_missing": [i for i in self.participants
-                                                                      if not self.held.get(seq, 0) >> i & 1]}
+                                                                      if not held.get(seq, 0) >> i & 1]}
                                      for seq in incomplete[:10]]}
 
     def run_iteration(self, iteration, previous_results, t_prev):
@@ -139,10 +140,9 @@ class ParameterServer:
         # Expected sums use the whole job's layout: seq numbering is job-wide.
         expected = expected_sum(cfg.seed, cfg.job_id, self.participants, iteration, cfg.layout, cfg.lanes,
                                 cfg.gradient_bound, cfg.scale_bits)
-        acc = {}          # seq -> FragmentSum of what arrived
-        bitmaps = {}      # seq -> contributors held
+        acc = {}          # seq -> FragmentSum of what arrived, until the fragment is complete
         results = {}      # seq -> payload bytes
-        self.iteration, self.held, self.completed = iteration, bitmaps, results
+        self.iteration, self.held, self.completed = iteration, acc, results
         stats = dict(ingress_pkts=0, ingress_bytes=0, raw_pkts=0, aggregate_pkts=0, bypassed_pkts=0,
                      duplicate_pkts=0, overlap_drops=0, replaced=0, stale_pkts=0, foreign_pkts=0,
                      discarded_pkts=0, max_level=0, ce_marked_pkts=0, spurious_retx_pkts=0, gacks_sent=0)
@@ -173,7 +173,8 @@ class ParameterServer:
                 if ce:
                     stats["ce_marked_pkts"] += 1
                     self.echo_congestion = True
-                if flags & FLAG_RETX and level == 0 and (seq in results or bitmap & bitmaps.get(seq, 0) == bitmap):
+                if flags & FLAG_RETX and level == 0 and (
+                        seq in results or bitmap & (acc[seq].bitmap if seq in acc else 0) == bitmap):
                     stats["spurious_retx_pkts"] += 1     # a worker's retransmission of what the PS holds
                 if it != iteration:
                     stats["stale_pkts"] += 1
@@ -211,7 +212,6 @@ class ParameterServer:
                     continue
                 if verdict is REPLACED:
                     stats["replaced"] += 1
-                bitmaps[seq] = fragment.bitmap
                 if fragment.bitmap == self.full_mask:
                     total = acc.pop(seq).total
                     if not np.array_equal(total, expected[seq]):

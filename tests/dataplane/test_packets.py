@@ -706,12 +706,12 @@ def test_a_capacity_refusal_and_its_siblings_overflow_to_level_two_and_resent_fr
 
 # -- ESA: preemption of a slot by a contribution of higher rank -------------------------------------
 
-def esa_setup(rt, jobs):
+def esa_setup(rt, jobs, release_mode=program.RELEASE_ON_RESULT):
     """``jobs``: {job: (priority, submodel, fanin here, overflow target)}; every job's range is slots 0-3."""
     install_routes(rt)
     for job, (priority, submodel, fanin, overflow) in jobs.items():
         rt.table_add(aggregate_entry(job=job, count=4, submodel=submodel, overflow=overflow,
-                                     release_mode=program.RELEASE_ON_RESULT))
+                                     release_mode=release_mode))
         rt.table_add(TableEntry("esa_job", "esa_enable", (job,), (("priority", priority),)))
         rt.table_add(TableEntry("esa_evict", "esa_evict_to", (job, submodel), tuple(zip(
             ("priority", "fanin", "overflow_dst", "overflow_agg_node", "overflow_fanin", "overflow_slot_base",
@@ -755,14 +755,8 @@ def test_esa_an_evicted_partials_late_sibling_follows_it_once_the_slot_is_free(t
     sibling of seq 4 then finds the slot free: it follows the evicted partial to the overflow target rather
     than start a partial whose other half left with the eviction."""
     rt = target.runtime
-    install_routes(rt)
     to_ps = (PS_IP, 0, 0, 0, 0)
-    for job, priority in ((1, 0), (2, 5)):
-        rt.table_add(aggregate_entry(job=job, count=4, overflow=to_ps))
-        rt.table_add(TableEntry("esa_job", "esa_enable", (job,), (("priority", priority),)))
-        rt.table_add(TableEntry("esa_evict", "esa_evict_to", (job, 0), tuple(zip(
-            ("priority", "fanin", "overflow_dst", "overflow_agg_node", "overflow_fanin", "overflow_slot_base",
-             "overflow_slot_count"), (priority, 2) + to_ps))))
+    esa_setup(rt, {1: (0, 0, 2, to_ps), 2: (5, 0, 2, to_ps)}, release_mode=program.RELEASE_ON_EMIT)
     target.send_seq([(1, contribution(1, 1, 4, lanes_of(101), count=4, fanin=2)),
                      (2, contribution(2, 2, 0, lanes_of(102), count=4, fanin=2))])       # evicts job 1's seq 4
     evicted, _ = only(target.recv(1), port=PS_PORT)

@@ -44,9 +44,8 @@ class AtpTransport(Transport):
         self.slow_start = True
 
     @classmethod
-    def overflows_by_design(cls, options: dict) -> bool:
-        """A window that may outrun the slots (``slot_bound: false``) overflows whenever workers arrive apart."""
-        return not options.get("slot_bound", True)
+    def window_within_slots(cls, options: dict) -> bool:
+        return options.get("slot_bound", True)
 
     def window(self) -> int:
         return int(self.cwnd)

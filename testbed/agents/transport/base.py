@@ -120,11 +120,18 @@ class Transport:
         return None
 
     @classmethod
+    def window_within_slots(cls, options: dict) -> bool:
+        """Whether, with ``options`` (the job's ``transport_options``), the job's ``window`` is at most
+        ``switch.slots`` and each worker's at most its slots at its aggregation switch (the controller
+        caps it)."""
+        return True
+
+    @classmethod
     def overflows_by_design(cls, options: dict) -> bool:
-        """Whether, with ``options`` (the job's ``transport_options``), workers send past the job's slots on
-        purpose, so fragments overflow to the PS in numbers the flow-level simulator does not model: an
-        asynchronous transport's always (testbed.fidelity leaves such counts unjudged)."""
-        return cls.ASYNCHRONOUS
+        """Whether, with ``options``, workers send past the job's slots on purpose, so fragments overflow to
+        the PS in numbers the flow-level simulator does not model (testbed.fidelity leaves such counts
+        unjudged): an asynchronous transport's always, and one whose window may outrun the slots."""
+        return cls.ASYNCHRONOUS or not cls.window_within_slots(options)
 
     def __init__(self, window_cap: int, link_rate_bps: float, frame_bytes: int, min_rto_s: float,
                  first_result_timeout_s: float = 1.0, options: dict = None):
