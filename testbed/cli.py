@@ -97,11 +97,13 @@ def cmd_sweep(args) -> int:
     """Every point of a sweep not done yet, then the table and plots; exit 0 when every point is ok."""
     from testbed.sweep import load_sweep, run_sweep
     from testbed.sweep.executors import EXECUTORS
+    from testbed.emulation.progress import ReaderSafeStream
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: it goes with --executor ray")
     spec = load_sweep(args.sweep)
+    display = ReaderSafeStream(sys.stderr)    # a reader that goes away silences the display, not the sweep
     print(f"sweep {spec.name}: {len(spec.points)} points ({' x '.join(str(len(v)) for _, v in spec.axes)} "
-          f"x {spec.repetitions} repetitions) of {spec.scenario_path}", file=sys.stderr)
+          f"x {spec.repetitions} repetitions) of {spec.scenario_path}", file=display)
     if spec.simulate:
         if args.executor == "ray":
             raise UsageError(f"{args.sweep} is simulated (simulate: true): its points run here, in seconds; "
@@ -110,24 +112,24 @@ def cmd_sweep(args) -> int:
         executor = EXECUTORS["local"](runner=simulate_into)
     else:
         executor = EXECUTORS["ray"](address=args.address) if args.executor == "ray" else EXECUTORS["local"]()
-    result = run_sweep(spec, args.out, target=args.target, executor=executor)
+    result = run_sweep(spec, args.out, target=args.target, progress=display, executor=executor)
     statuses = {}
     for r in result.rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     distorted = sum(1 for r in result.rows if r.get("distorted"))
     print(f"sweep {spec.name}: ran {result.ran}, already done {result.skipped}; "
           + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
-          + (f"; {distorted} distorted (an emulator artifact, not a result)" if distorted else ""), file=sys.stderr)
+          + (f"; {distorted} distorted (an emulator artifact, not a result)" if distorted else ""), file=display)
     for path in result.plots:
-        print(f"plot {path}", file=sys.stderr)
+        print(f"plot {path}", file=display)
     for metric in result.unplotted:
         print(f"metric {metric}: no finished run has it as a number, so no plot (the table's columns are the "
-              f"summary's metrics)", file=sys.stderr)
+              f"summary's metrics)", file=display)
     if result.paper is not None:
         from testbed.sweep.table import format_paper_comparison
         print(f"against the paper ({result.sweep_dir / 'paper.csv'}):\n" + format_paper_comparison(result.paper),
-              file=sys.stderr)
-    print(result.table_path)
+              file=display)
+    print(result.table_path, file=ReaderSafeStream(sys.stdout))
     return 0 if statuses.get("ok", 0) + statuses.get("refused", 0) == len(result.rows) else 8
 
 

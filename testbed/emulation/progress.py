@@ -7,9 +7,9 @@ logs stay short. Completions are counted from the agents' records
 (testbed/dilation.py) the line shows the wall time and the virtual time it
 stands for, and the PS ingress rate in virtual time (N x the wall rate).
 
-What a run displays goes through :class:`ReaderSafeStream`: a reader that
+What a run or a sweep displays goes through :class:`ReaderSafeStream`: a reader that
 goes away (``inatb run ... 2>&1 | head``) silences the display, never the
-run.
+run or the sweep.
 """
 
 import sys

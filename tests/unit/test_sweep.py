@@ -273,3 +273,25 @@ def test_a_sweep_with_paper_figures_writes_paper_csv(tmp_path):
     paper = pd.read_csv(tmp_path / "out" / "s" / "paper.csv")
     assert list(paper["a"]) == ["ps"] and paper["paper_ratio"][0] == 4.0 and paper["our_ratio"][0] > 1
     assert bool(paper["same_order"][0]) and paper["source"][0] == "a test"
+
+
+def test_a_sweep_whose_reader_went_away_runs_every_point(tmp_path):
+    """``inatb sweep ... 2>&1 | head``: once the reader is gone every write finds the pipe closed (here it is
+    closed before the sweep starts). The sweep goes on through every point, writes its table and plots, and
+    exits 0; it used to end at its first progress line with every point but the done ones left to run."""
+    import os
+    import subprocess
+    import sys
+    path = sweep_file(tmp_path, "simulate: true\naxes: {policy: [ps, atp, goat]}\n"
+                                "metrics: [training_throughput_iter_per_s]\n")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "testbed.cli", "sweep", str(path), "--out", str(tmp_path / "out")],
+                              cwd=REPO, stdout=write_end, stderr=write_end, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0
+    table = pd.read_csv(tmp_path / "out" / "s" / "table.csv")
+    assert list(table["policy"]) == ["ps", "atp", "goat"] and set(table["status"]) == {"ok"}
+    assert (tmp_path / "out" / "s" / "plots" / "training_throughput_iter_per_s.png").is_file()
