@@ -566,8 +566,11 @@ def straggler_allowance_s(scenario, job) -> float:
     The first RESULT needs every worker's first fragment, so it comes only after the slowest worker
     finished computing: the allowance is the widest spread of the job's compute delays (the upper
     bound of each distribution; a normal's clip bound) plus ``FIRST_RESULT_MARGIN_S`` for start-up
-    jitter and the round trip. Later fragments time out on the measured RTT alone.
+    jitter and the round trip. Later fragments time out on the measured RTT alone. A job with
+    ``straggler_allowance: false`` has none (0): its workers time out on their RTO from the start.
     """
+    if not job.straggler_allowance:
+        return 0.0
     return compute_delay_spread_s(scenario, job) + FIRST_RESULT_MARGIN_S + 4 * job.retransmit_timeout_s
 
 

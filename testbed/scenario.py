@@ -124,7 +124,8 @@ DEFAULT_MIN_RTO = "200ms"
 DEFAULT_WINDOW = 100
 JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterations", "compute_time",
             "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches",
-            "submodel_elements", "submodel_size", "policy_options", "ps_memory", "transport", "transport_options", "start"}
+            "submodel_elements", "submodel_size", "policy_options", "ps_memory", "transport", "transport_options",
+            "start", "straggler_allowance"}
 #: A job's ``transport:`` (how its workers send; testbed/agents/transport registers one class per name, and
 #: each class declares the ``transport_options`` it takes). Default: the one each paper pairs with the
 #: job's policy (``default_transport``). Transports are not policies: any policy runs with any transport.
@@ -189,6 +190,11 @@ class JobSpec:
     transport: str = "atp"         # how its workers send (testbed/agents/transport)
     transport_options: dict = field(default_factory=dict)   # {option: value}, checked against the transport's OPTIONS
     start_s: float = 0.0           # its workers start the first iteration this long after the run's start
+    #: Whether its workers know the compute-delay spread (``stragglers.compute_delay``) and wait that long
+    #: for an iteration's first RESULT before counting fragments as lost (controller.straggler_allowance_s).
+    #: False: as a deployed transport, which cannot know it, they time out on their RTO alone, and a fast
+    #: worker resends while the job waits for its stragglers (GOAT §VII-B's asynchronous arrivals).
+    straggler_allowance: bool = True
 
     @property
     def is_ring(self) -> bool:
@@ -1089,7 +1095,8 @@ def _resolve_jobs(c, spec, topo, scale, switch):
             ps_memory_bytes=c.size_bytes(job["ps_memory"], f"{p}.ps_memory", allow_zero=True) * scale
             if "ps_memory" in job else 0.0,
             transport=transport, transport_options=transport_options,
-            start_s=c.duration_s(job.get("start", "0s"), f"{p}.start")))
+            start_s=c.duration_s(job.get("start", "0s"), f"{p}.start"),
+            straggler_allowance=c.boolean(job.get("straggler_allowance", True), f"{p}.straggler_allowance")))
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         c.fail("jobs", f"job names must be unique, got {names}")

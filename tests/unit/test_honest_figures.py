@@ -150,7 +150,7 @@ def hand_run():
         for iteration, row in enumerate(rows):
             row["iteration"] = iteration
     job = SimpleNamespace(name="j", policy="atp", transport="atp", workers=["w1", "w2"], ps=["ps"], iterations=2,
-                          is_ring=False, completion_agents=["ps"], ps_agents=["ps"])
+                          is_ring=False, completion_agents=["ps"], ps_agents=["ps"], straggler_allowance=True)
     return job, records
 
 
@@ -271,3 +271,18 @@ def test_a_bmv2_port_held_by_its_packet_rate_in_small_frames_is_found_and_marks_
     assert reasons == ["packet-rate shaping: bmv2 port s1-eth1 sent at 95% of its packets-per-second cap in "
                        "frames of 200 bytes on average (1 interval(s)), below its link's rate"]
     assert packet_rate_bound_ports(samples, {"s1-eth1": 1000 / 0.75}, 336) == {}         # 71% of a larger cap
+
+
+def test_resends_while_a_job_without_straggler_allowance_waits_for_its_stragglers_are_the_schemes():
+    """A job whose workers do not know its stragglers (``straggler_allowance: false``) resends on purpose while
+    it waits for its slowest worker to start: those resends (sent before the iteration's first RESULT) are left
+    out of the spurious count that marks a run distorted. With the allowance, a resend that early is not the
+    scheme's intent and still counts."""
+    job, records = hand_run()
+    stats = {"s1": {"partial_flushed": 2}}
+    records["w1"][1]["retx_before_first_result"] = 2
+    assert honest_figures([job_metrics(job, records)], stats, {}, {})[0]["spurious_retransmissions"] == 3
+    job.straggler_allowance = False
+    m = job_metrics(job, records)
+    assert m["straggler_wait_retransmissions"] == 2 and m["transport_events"]["retx_before_first_result"] == 2
+    assert honest_figures([m], stats, {}, {})[0]["spurious_retransmissions"] == 1

@@ -209,3 +209,16 @@ def test_submodel_size_splits_the_gradient_into_pieces_across_layers():
 def test_even_pieces_are_the_fewest_near_equal_ones():
     from testbed.models import even_pieces
     assert even_pieces(10, 3) == [2, 3, 2, 3] and even_pieces(9, 3) == [3, 3, 3] and even_pieces(2, 5) == [2]
+
+
+def test_a_jobs_straggler_allowance_defaults_on_and_off_leaves_its_workers_none():
+    """``straggler_allowance`` (default true): the workers wait the compute-delay spread for an iteration's
+    first RESULT before counting fragments as lost; false, as a deployed transport, they wait their RTO alone."""
+    from testbed.controller import FIRST_RESULT_MARGIN_S, straggler_allowance_s
+    delayed = ["stragglers.compute_delay=[{workers: all, distribution: uniform, low: 0s, high: 2s}]"]
+    on = parse(BASE, delayed)
+    assert on.jobs[0].straggler_allowance is True
+    assert straggler_allowance_s(on, on.jobs[0]) == pytest.approx(2.0 + FIRST_RESULT_MARGIN_S + 4 * 0.2)
+    off = parse(BASE, delayed + ["jobs.0.straggler_allowance=false"])
+    assert off.jobs[0].straggler_allowance is False and straggler_allowance_s(off, off.jobs[0]) == 0.0
+    assert "jobs.0.straggler_allowance" in str(error_of(BASE, ["jobs.0.straggler_allowance=sometimes"]))

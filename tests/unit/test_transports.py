@@ -240,3 +240,16 @@ def test_paced_sends_at_its_rate_with_a_fixed_window_whatever_the_network_says()
     assert fast.rate_bps == 1e6                    # never above the host link
     with pytest.raises(ValueError, match="rate_bps"):
         make_transport("paced", window_cap=4, link_rate_bps=1e6, frame_bytes=FRAME_BYTES, min_rto_s=0.2)
+
+
+def test_resends_before_the_iterations_first_result_are_counted_apart():
+    """Without a straggler allowance a fast worker's timer fires while the job waits for its slowest worker:
+    the transport counts those resends (``retx_before_first_result``), and none after the first RESULT."""
+    t = transport(min_rto_s=0.1, first_result_timeout_s=0.0)
+    t.start_iteration(2, now_s=0.0)
+    drain(t, 0.0)
+    assert drain(t, 1.01) == [(0, True), (1, True)]              # initial RTO 1 s: nobody answered yet
+    assert t.stats["retx_before_first_result"] == 2
+    t.on_result(0, 1.5)                                          # the straggler started; fragment 1 still out
+    assert drain(t, 1.5 + MAX_RTO_S + 0.01) == [(1, True)]
+    assert t.stats["retx_before_first_result"] == 2 and t.stats["retransmitted"] == 3

@@ -141,7 +141,7 @@ class Transport:
         self.pacer = Pacer(link_rate_bps, frame_bytes)
         self.first_result_timeout_s = first_result_timeout_s
         self.stats = dict(sent=0, retransmitted=0, timeouts=0, fast_retransmits=0, ecn_echoes=0, window_cuts=0,
-                          releases=0)
+                          releases=0, retx_before_first_result=0)
         self.total = 0
         self.sends = 0
 
@@ -232,6 +232,8 @@ class Transport:
         if retransmission:
             self.attempts[seq] += 1
             self.stats["retransmitted"] += 1
+            if self.first_result_s is None:     # while the job may still wait for a straggler to start
+                self.stats["retx_before_first_result"] += 1
         self.stats["sent"] += 1
         self._arm(seq, self._deadline(seq, now_s))
 
