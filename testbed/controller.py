@@ -43,7 +43,8 @@ Choices:
   scenario resolved them (by default the transport each paper pairs with
   the scheme, ``testbed.agents.transport.default_transport``), their host
   link rate for pacing, and a first-RESULT allowance covering the job's
-  compute-delay spread (:func:`straggler_allowance_s`); SwitchML's workers
+  compute-delay spread (:func:`straggler_allowance_s`; none for a job with
+  ``straggler_allowance: false``); SwitchML's workers
   get their fixed timeout scaled to the run (:func:`transport_options_of`).
 - Aggregation capacity (GRID's switch processing capacity) becomes the
   ``agg_capacity`` meter in fragments/s: capacity_bps / (lanes x 32 bits).
