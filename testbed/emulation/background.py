@@ -115,6 +115,9 @@ def summarise(scenario, records_by_entry: dict, windows_s: dict, sink_records_by
             summary["congestion_control_used"] = sorted({r["congestion_control"] for r in records
                                                          if r.get("congestion_control")})
             summary["ecn_negotiated_flows"] = sum(bool(r.get("ecn")) for r in records)
+            # Flows whose SYN was sent again: Linux asks no more for ECN then (net.ipv4.tcp_ecn_fallback).
+            summary["ecn_fallback_flows"] = sum(bool(r.get("syn_retransmitted")) and not r.get("ecn")
+                                                for r in records)
         out.append({"distribution": spec.distribution, "requested_load": spec.load,
                     "load_relative_to": "bottleneck " + "-".join(spec.bottleneck) if spec.bottleneck
                     else "each sender's link rate (HPCC rule)",

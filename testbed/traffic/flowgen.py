@@ -48,13 +48,16 @@ Config (JSON object):
     source exits as soon as every flow is recorded. Each flow is one JSON
     line, written when it ends:
     ``{"src": "h1", "dst": "10.0.0.2", "size_bytes": 1460, "start_s": 0.013, "fct_s": 0.0021,
-    "completed": true, "congestion_control": "cubic", "ecn": false}``
+    "completed": true, "congestion_control": "cubic", "ecn": false, "syn_retransmitted": false}``
     with ``start_s`` the planned offset, ``fct_s`` null when not completed
     (connection refused until the deadline, reset, or still running at stop),
     ``congestion_control`` what the socket reported using (null if it never
     had one), and ``ecn`` whether the connection negotiated ECN (TCP_INFO's
     ``TCPI_OPT_ECN``: the host's ``net.ipv4.tcp_ecn`` asked for it and the sink
-    agreed; false if it never connected).
+    agreed; false if it never connected), and ``syn_retransmitted`` whether its
+    SYN had to be sent again (TCP_INFO's ``tcpi_total_retrans`` when it
+    connected): Linux then asks no more for ECN (``net.ipv4.tcp_ecn_fallback``,
+    RFC 3168 §6.1.1.1), so such a connection runs without it.
 
 Constant-rate UDP flows. A *udp-source* sends each flow's datagrams at a
 constant rate from ``start_epoch_s + start_s`` for ``duration_s``; a
@@ -210,6 +213,7 @@ class _Flow:
     attempts: int = 0
     congestion_control: Optional[str] = None   # what the socket reported using
     ecn: bool = False                          # the connection negotiated ECN
+    syn_retransmitted: bool = False            # its SYN was sent again (Linux then falls back to no ECN)
 
 
 class _Source:
@@ -239,7 +243,7 @@ class _Source:
         flow.state = "done"
         record = {"src": self.src, "dst": flow.dst, "size_bytes": flow.size_bytes, "start_s": flow.start_s,
                   "fct_s": fct_s, "completed": fct_s is not None, "congestion_control": flow.congestion_control,
-                  "ecn": flow.ecn}
+                  "ecn": flow.ecn, "syn_retransmitted": flow.syn_retransmitted}
         self.records.append(record)
         self.out.write(json.dumps(record) + "\n")
         self.out.flush()
@@ -285,7 +289,7 @@ class _Source:
                     self._retry(index)
                     return
                 flow.state = "sending"
-                flow.ecn = _negotiated_ecn(flow.sock)
+                flow.ecn, flow.syn_retransmitted = _negotiated_ecn(flow.sock), _total_retrans(flow.sock) > 0
             if flow.state == "sending":
                 remaining = flow.size_bytes - flow.sent_bytes
                 if remaining:
@@ -708,9 +712,19 @@ TCP_INFO_OPTIONS_OFFSET = 5
 TCPI_OPT_ECN = 8
 
 
+#: tcpi_total_retrans (u32) after the 8 bytes of u8 fields and 23 u32 fields; on a socket that has just
+#: connected it counts the SYN's retransmissions.
+TCP_INFO_TOTAL_RETRANS_OFFSET = 100
+
+
 def _negotiated_ecn(sock: socket.socket) -> bool:
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_OPTIONS_OFFSET + 1)
     return bool(info[TCP_INFO_OPTIONS_OFFSET] & TCPI_OPT_ECN)
+
+
+def _total_retrans(sock: socket.socket) -> int:
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_TOTAL_RETRANS_OFFSET + 4)
+    return int.from_bytes(info[TCP_INFO_TOTAL_RETRANS_OFFSET:TCP_INFO_TOTAL_RETRANS_OFFSET + 4], sys.byteorder)
 
 
 def _congestion_control_of(sock: socket.socket) -> str:

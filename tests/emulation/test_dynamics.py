@@ -65,15 +65,18 @@ def ecn_background(congestion_control: str):
 
 def test_background_tcp_asks_for_ecn_and_the_switch_marks_it(emulation, tmp_path, quiet):
     """``ecn: true``: every background connection negotiates ECN (the senders' namespaces ask, RFC 3168), with
-    the congestion control the scenario names; the bottleneck's queue marks their packets CE, so it holds
-    them near the ECN threshold instead of tail-dropping at the full queue."""
+    the congestion control the scenario names, but for one whose SYN had to be sent again (Linux then asks no
+    more: ``net.ipv4.tcp_ecn_fallback``); the bottleneck's queue marks their packets CE, so it holds them near
+    the ECN threshold instead of tail-dropping at the full queue."""
     scenario = ecn_background("reno")
     result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
     bg = result.summary["background"][0]
     connected = [json.loads(line) for path in (result.run_dir / "background").glob("bg0-source-*.jsonl")
                  for line in path.read_text().splitlines()]
     assert bg["ecn"] is True and bg["congestion_control_used"] == ["reno"] and bg["completed_count"] > 10
-    assert bg["ecn_negotiated_flows"] == sum(1 for r in connected if r["completed"]) == bg["completed_count"]
+    assert bg["ecn_negotiated_flows"] + bg["ecn_fallback_flows"] == bg["completed_count"]
+    assert bg["ecn_negotiated_flows"] > bg["ecn_fallback_flows"]
+    assert all(r["ecn"] or r["syn_retransmitted"] for r in connected if r["completed"])
     marked = result.summary["switches"]["s1"]["port_ecn_marked"]
     assert sum(marked.values()) > 0, marked
     assert result.summary["aggregation_exact"]
@@ -82,14 +85,17 @@ def test_background_tcp_asks_for_ecn_and_the_switch_marks_it(emulation, tmp_path
 def test_background_dctcp_runs_on_a_kernel_without_it_and_leaves_nothing_registered(emulation, tmp_path, quiet):
     """``congestion_control: dctcp`` (PA-ATP's background, §III-B 2): where the kernel has no DCTCP, the run
     registers the project's BPF DCTCP (testbed.traffic.dctcp_bpf) for its flows, both ends, and unregisters
-    it at the end; every connection negotiates ECN and the bottleneck marks."""
+    it at the end; every connection negotiates ECN (but for a SYN sent again: Linux's ECN fallback) and the
+    bottleneck marks. A run once had 122 of 123 flows negotiate it: the other's SYN was lost at the queue."""
     scenario = ecn_background("dctcp")
     native = "dctcp" in dctcp_bpf.available()
     result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
     bg = result.summary["background"][0]
     used = "dctcp" if native else dctcp_bpf.BPF_NAME
     assert bg["congestion_control"] == "dctcp" and bg["congestion_control_used"] == [used], bg
-    assert bg["completed_count"] > 10 and bg["ecn_negotiated_flows"] == bg["completed_count"]
+    assert bg["completed_count"] > 10
+    assert bg["ecn_negotiated_flows"] + bg["ecn_fallback_flows"] == bg["completed_count"]
+    assert bg["ecn_negotiated_flows"] > bg["ecn_fallback_flows"]
     sinks = [json.loads(line) for path in (result.run_dir / "background").glob("bg0-sink-*.jsonl")
              for line in path.read_text().splitlines()]
     assert sinks and {r["congestion_control"] for r in sinks} == {used}        # the receivers echo as DCTCP does

@@ -248,3 +248,14 @@ def test_a_persistent_delay_is_drawn_once_per_worker_from_the_seed_and_k_of_n_le
     assert max(intervals, key=intervals.get) == slow
     assert error_of("stragglers: {compute_delay: [{workers: all, persistent: yes please}]}").field == \
         "stragglers.compute_delay.0.persistent"
+
+
+def test_a_background_summary_counts_flows_that_negotiated_ecn_and_those_that_fell_back():
+    """A flow whose SYN had to be sent again runs without ECN (Linux's ``net.ipv4.tcp_ecn_fallback``): the
+    summary counts it apart from the flows that negotiated ECN, and a flow that never asked in neither."""
+    s = parse("background: [{distribution: hadoop, load: 0.5, ecn: true}]")
+    flow = lambda ecn, syn_again: {"size_bytes": 1000, "start_s": 0.1, "fct_s": 0.01, "completed": True,  # noqa
+                                   "congestion_control": "cubic", "ecn": ecn, "syn_retransmitted": syn_again}
+    records = [flow(True, False), flow(True, True), flow(False, True), flow(False, False)]
+    (summary,) = background.summarise(s, {0: records}, {0: 2.0})
+    assert (summary["ecn_negotiated_flows"], summary["ecn_fallback_flows"]) == (2, 1)

@@ -203,6 +203,7 @@ def test_flowgen_over_loopback(tmp_path):
         assert sorted(r["size_bytes"] for r in records) == sorted(sizes_bytes)
         assert all(r["completed"] and r["fct_s"] > 0 and r["src"] == "h1" for r in records)
         assert {r["congestion_control"] for r in records} == {"reno"}       # as the sockets reported it
+        assert not any(r["syn_retransmitted"] for r in records)            # no SYN lost over loopback
         sink_records = [json.loads(line) for line in sink_out.read_text().splitlines()]
         assert sorted(r["bytes"] for r in sink_records if r["completed"]) == sorted(sizes_bytes)
         assert {r["congestion_control"] for r in sink_records} == {"reno"}  # accepted with the listener's
