@@ -289,7 +289,7 @@ class _Source:
                     self._retry(index)
                     return
                 flow.state = "sending"
-                flow.ecn, flow.syn_retransmitted = _negotiated_ecn(flow.sock), _total_retrans(flow.sock) > 0
+                flow.ecn, flow.syn_retransmitted = _connection_ecn(flow.sock)
             if flow.state == "sending":
                 remaining = flow.size_bytes - flow.sent_bytes
                 if remaining:
@@ -710,21 +710,17 @@ def load_config(path: str) -> dict:
 #: struct tcp_info (linux/tcp.h): tcpi_options is its sixth byte; TCPI_OPT_ECN the bit ECN negotiation sets.
 TCP_INFO_OPTIONS_OFFSET = 5
 TCPI_OPT_ECN = 8
-
-
 #: tcpi_total_retrans (u32) after the 8 bytes of u8 fields and 23 u32 fields; on a socket that has just
 #: connected it counts the SYN's retransmissions.
 TCP_INFO_TOTAL_RETRANS_OFFSET = 100
 
 
-def _negotiated_ecn(sock: socket.socket) -> bool:
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_OPTIONS_OFFSET + 1)
-    return bool(info[TCP_INFO_OPTIONS_OFFSET] & TCPI_OPT_ECN)
-
-
-def _total_retrans(sock: socket.socket) -> int:
+def _connection_ecn(sock: socket.socket) -> Tuple[bool, bool]:
+    """(negotiated ECN, SYN sent again) of a socket that has just connected, from one TCP_INFO read."""
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_TOTAL_RETRANS_OFFSET + 4)
-    return int.from_bytes(info[TCP_INFO_TOTAL_RETRANS_OFFSET:TCP_INFO_TOTAL_RETRANS_OFFSET + 4], sys.byteorder)
+    total_retrans = int.from_bytes(info[TCP_INFO_TOTAL_RETRANS_OFFSET:TCP_INFO_TOTAL_RETRANS_OFFSET + 4],
+                                   sys.byteorder)
+    return bool(info[TCP_INFO_OPTIONS_OFFSET] & TCPI_OPT_ECN), total_retrans > 0
 
 
 def _congestion_control_of(sock: socket.socket) -> str:
