@@ -43,7 +43,7 @@
 #endif
 
 #define INA_PORTS 64        /* per-port counters: ports 0..63 (program.MAX_PORTS) */
-#define INA_STATS 24        /* entries of ina_stats (len(program.STAT_INDICES)) */
+#define INA_STATS 25        /* entries of ina_stats (len(program.STAT_INDICES)) */
 #define INA_PA_JOBS 16      /* PA-ATP register rows: opted-in jobs per switch (program.PA_JOBS) */
 #define INA_PA_WORKERS 64   /* pa_seq entries per row: one per bitmap bit (program.PA_WORKERS) */
 #define INA_PA_SEQS 1024    /* pa_overflow cells per row, a power of two (program.PA_SEQS) */
@@ -75,6 +75,7 @@ const bit<16> FLAG_EVICTED   = 0x8000;   /* ESA: a partial evicted from its slot
 const bit<8> RELEASE_ON_EMIT   = 0;
 const bit<8> RELEASE_ON_RESULT = 1;
 const bit<8> RELEASE_SHADOW    = 2;   /* SwitchML: two copies per pool slot (wire.shadow_slot) */
+const bit<8> RELEASE_HOLD      = 3;   /* GOAT: freed on emit; an incomplete partial waits for its members */
 
 /* program.MAX_ITERATION_LEAD: a DATA packet may claim or reclaim a slot whose tag is of its own job only
    if its iteration is at most the tag's + this. Synchronous training has one iteration in flight per
@@ -126,6 +127,7 @@ const bit<32> ST_RINA_PULLED        = 20;
 const bit<32> ST_RINA_STALE_DROPPED = 21;
 const bit<32> ST_RINA_REEMITTED     = 22;
 const bit<32> ST_ESA_EVICTED        = 23;
+const bit<32> ST_RETX_HELD          = 24;
 
 /* ---------------------------------------------------------------- headers */
 
@@ -994,11 +996,14 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         }
                     }
                     if (meta.go_on == 1 && meta.held_count == 0 &&
-                            (((hdr.ina.flags & FLAG_RETX) != 0 && meta.release_mode != RELEASE_SHADOW) ||
+                            (((hdr.ina.flags & FLAG_RETX) != 0 && meta.release_mode != RELEASE_SHADOW &&
+                              meta.release_mode != RELEASE_HOLD) ||
                              (meta.held_job == hdr.ina.job && meta.held_iteration == hdr.ina.iteration &&
                               meta.held_seq == hdr.ina.seq))) {
                         /* a retransmission finds no slot holding its tag: on to the PS (ATP's rule for
-                           resent fragments); a contribution finds the slot free but still tagged with its
+                           resent fragments; RELEASE_HOLD: only where the slot keeps its own tag, since a
+                           fragment that never reached the slot starts its partial with it, as its lost
+                           original would have); a contribution finds the slot free but still tagged with its
                            own tag (a release keeps the tag, and so does a capacity refusal): its siblings
                            left already, so on to the overflow target, where a refused sibling went (below);
                            flags unchanged either way */
@@ -1071,12 +1076,16 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                         }
                     }
                     if (meta.go_on == 1 && meta.held_count != 0 && (hdr.ina.flags & FLAG_RETX) != 0 &&
-                            meta.release_mode != RELEASE_SHADOW && meta.pa_hit == 0) {
+                            meta.release_mode != RELEASE_SHADOW && meta.release_mode != RELEASE_HOLD &&
+                            meta.pa_hit == 0) {
                         /* a retransmission of a contribution the partial lacks joins no aggregate: its
                            original may be in another one (overflowed to the level above, or at the PS),
                            and two aggregates holding one gradient could never be merged. On to the PS
                            alone, flags unchanged; the partial's members' RETX duplicates flush it (below).
-                           PA-ATP's jobs and SwitchML's shadow copies keep adding it (p4/README.md). */
+                           PA-ATP's jobs, SwitchML's shadow copies and RELEASE_HOLD keep adding it (GOAT: a
+                           partial that waits for its members must take the one whose original was lost on
+                           the way; had the original gone to the PS alone, the aggregate nests over it)
+                           (p4/README.md). */
                         agg_bitmap.read(meta.held_bitmap, meta.slot);
                         if ((meta.held_bitmap & hdr.ina.bitmap) == 0) {
                             ina_stats.count(ST_RETX_BYPASSED);
@@ -1105,6 +1114,13 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                             if ((meta.held_bitmap & hdr.ina.bitmap) != 0) {
                                 ina_stats.count(ST_DUPLICATE_DROPPED);
                                 if ((hdr.ina.flags & FLAG_RETX) == 0) {
+                                    return;
+                                }
+                                if (meta.release_mode == RELEASE_HOLD) {
+                                    /* GOAT: the slot is the sub-model's own, so the partial (incomplete: a
+                                       complete one left) waits for its missing members instead of going to
+                                       the PS; the resend is dropped */
+                                    ina_stats.count(ST_RETX_HELD);
                                     return;
                                 }
                                 /* a RETX duplicate: send on what the slot holds. Complete (kept until
@@ -1155,7 +1171,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 #include "ina_lanes.p4"
                         }
 
-                        if (meta.emit == 1 && (meta.release_mode == RELEASE_ON_EMIT || meta.flush_to_ps == 1)) {
+                        if (meta.emit == 1 && (meta.release_mode == RELEASE_ON_EMIT || meta.release_mode == RELEASE_HOLD ||
+                                               meta.flush_to_ps == 1)) {
                             agg_count.write(meta.slot, 0);
                             agg_bitmap.write(meta.slot, 0);
                         } else {

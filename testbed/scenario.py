@@ -54,7 +54,8 @@ RING_TRANSPORTS = ("atp",)
 #: ("duration",) -> stored as ``<key>_s``, ("worker_durations",) -> ``<key>_s`` = {worker: seconds}.
 _LP_OPTIONS = {"solver": ("choice", ("auto", "highs", "cbc")), "time_limit": ("duration",)}
 _ROUTING_OPTIONS = {"paths": ("int", 1, 16), "roundings": ("int", 1, 1000), "improve": ("bool",), **_LP_OPTIONS}
-_KRGS_OPTIONS = {"objective": ("choice", ("eq4", "eq1")), "roundings": ("int", 1, 1000), **_LP_OPTIONS}
+_KRGS_OPTIONS = {"objective": ("choice", ("eq4", "eq1")), "roundings": ("int", 1, 1000),
+                 "release": ("choice", ("hold", "emit")), **_LP_OPTIONS}
 #: Ring schemes' per-step delay (Rina Eq. 1: a step's fixed overhead O and its spread sigma): each worker
 #: waits a draw of a normal of mean ``step_overhead`` and std ``step_jitter``, clipped at 0, before each step.
 _RING_OPTIONS = {"step_overhead": ("duration",), "step_jitter": ("duration",)}

@@ -165,7 +165,8 @@ def check_switch_limits(entry: TableEntry, slots: int) -> None:
                                  f"switch's {slots} slots (p4 -D INA_SLOTS / switch.slots)")
     if entry.action == "ina_aggregate" and values["release_mode"] not in program.SUPPORTED_RELEASE_MODES:
         raise DataplaneError(f"ina_aggregate: release_mode {values['release_mode']} is not supported "
-                             f"(0 = release on emit, 1 = release on RESULT, 2 = SwitchML shadow copies)")
+                             f"(0 = release on emit, 1 = release on RESULT, 2 = SwitchML shadow copies, "
+                             f"3 = release on emit with hold)")
     if entry.action == "pa_enable":
         if values["pa_index"] >= program.PA_JOBS:
             raise DataplaneError(f"pa_enable: pa_index {values['pa_index']} outside the program's "

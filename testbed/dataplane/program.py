@@ -13,7 +13,9 @@ Value kinds: ``ip`` (dotted IPv4 string), ``mac`` (``aa:bb:..``), ``int``.
 
 Slot release modes (``ina_aggregate``'s ``release_mode``; p4/README.md has
 the full semantics), implemented by both targets: release on emit, release
-on RESULT (ATP), and SwitchML's shadow copies (``RELEASE_SHADOW``: a
+on RESULT (ATP), release on emit with partials held (``RELEASE_HOLD``,
+GOAT: a member's retransmission of an incomplete partial is dropped, not a
+flush of it), and SwitchML's shadow copies (``RELEASE_SHADOW``: a
 complete slot keeps its aggregate until a newer use of the same job claims
 it; once the PS's RESULT of it passed the switch (``ina_shadow_result``
 marks it in ``agg_resulted``) it answers a retransmission with it, before
@@ -83,7 +85,10 @@ RELEASE_ON_RESULT = 1   # ATP: free the slot when the PS's RESULT for its tag pa
 RELEASE_SHADOW = 2      # SwitchML: two copies per pool slot (wire.shadow_slot); a complete copy keeps its
                         # aggregate until a newer use of its job claims it, and answers RETX duplicates with it
                         # once the PS's RESULT of it passed (ina_shadow_result); before, it re-emits it
-SUPPORTED_RELEASE_MODES = (RELEASE_ON_EMIT, RELEASE_ON_RESULT, RELEASE_SHADOW)
+RELEASE_HOLD = 3        # GOAT: free the slot when the aggregate leaves; the switch's memory for a sub-model is
+                        # its own (GOAT §I), so an incomplete partial waits for its missing members: a member's
+                        # RETX duplicate is dropped (retx_held) and a RETX the partial lacks joins it
+SUPPORTED_RELEASE_MODES = (RELEASE_ON_EMIT, RELEASE_ON_RESULT, RELEASE_SHADOW, RELEASE_HOLD)
 
 #: How many iterations a DATA packet may be ahead of the tag of the slot it names (same job) and still
 #: claim or reclaim it (ina.p4's MAX_ITERATION_LEAD). Synchronous training has one iteration in flight
@@ -332,6 +337,7 @@ STAT_INDICES = {
     "rina_stale_dropped": 21, # Rina: a shard or task for a tag its slot does not hold, or older than it holds
     "rina_reemitted": 22,     # Rina: a resent task of a complete slot sent the rack's sum again
     "esa_evicted": 23,        # ESA: a contribution of higher rank took a held slot; the partial left in its place
+    "retx_held": 24,          # RELEASE_HOLD: a member's RETX duplicate of an incomplete partial, dropped (not a flush)
 }
 
 COUNTERS = {

@@ -45,6 +45,15 @@ scenario seed. Every aggregating switch sends its aggregate to the PS (one
 level) and gets as many slots as its sub-models have fragments (at most
 ``switch.slots``); slots are released when the aggregate leaves.
 
+Loss recovery (the paper is silent on it): a switch aggregates its
+sub-models "exclusively" (§I), so an incomplete partial has no reason to
+leave its slot; ``release: hold`` (the default, ``program.RELEASE_HOLD``)
+makes a member's retransmission of it a drop, not a flush to the PS, so
+workers that time out while a straggler has not started (§VI's generated
+delays with no allowance for them) leave the PS's load unchanged.
+``release: emit`` applies ATP's recovery instead (the flush; p4/README.md,
+"Slot release modes").
+
 GOAT-Async (§V-C, Alg. 2): from each worker's history interval p_w (time from
 parameters out to its gradient in; ``policy_options.goat-async.intervals``,
 else one draw of :func:`~testbed.policy.baselines.estimated_intervals_s`), for
@@ -302,8 +311,8 @@ def krgs(job, scenario, scheme="goat"):
              "rounded_eq4_bytes_hops": value, "k_per_submodel": ks, "memory_repairs": repairs,
              "switches_per_submodel": {g: sorted(v) for g, v in chosen.items()},
              "roundings": max(1, opts.get("roundings", 1)), "seed": scenario.seed}
-    return JobPolicy(job.name, scheme, owner, first_hop, next_hop, slots=slots,
-                     release_mode=program.RELEASE_ON_EMIT, notes=notes)
+    release = program.RELEASE_HOLD if opts.get("release", "hold") == "hold" else program.RELEASE_ON_EMIT
+    return JobPolicy(job.name, scheme, owner, first_hop, next_hop, slots=slots, release_mode=release, notes=notes)
 
 
 def goat_policy(job, scenario) -> JobPolicy:

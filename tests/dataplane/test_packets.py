@@ -243,6 +243,68 @@ def test_retx_of_a_contribution_the_partial_lacks_goes_to_the_ps_alone(target):
     assert rt.register_read("agg_count", slot) == 0
 
 
+def test_hold_a_members_retx_is_dropped_and_the_partial_waits_for_its_straggler(target):
+    """RELEASE_HOLD (GOAT): the slot is its sub-model's own, so a fast member's retransmission while a
+    straggler has not sent is dropped instead of flushing the partial to the PS; the straggler's first
+    send then completes the aggregate, which leaves as a first send (RETX clear) and frees the slot."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, release_mode=program.RELEASE_HOLD))
+    parts = {w: lanes_of(60 + w) for w in (1, 2, 3)}
+    slot = slot_index(9, 0, 8)
+    target.send_seq([(1, contribution(1, 1, 9, parts[1])), (2, contribution(2, 1, 9, parts[2])),
+                     (1, contribution(1, 1, 9, parts[1], flags=FLAG_DATA | FLAG_RETX)),
+                     (2, contribution(2, 1, 9, parts[2], flags=FLAG_DATA | FLAG_RETX))])
+    assert target.quiet() == []
+    assert (rt.register_read("agg_count", slot), rt.register_read("agg_bitmap", slot)) == (2, 0b110)
+    assert (stat(target, "retx_held"), stat(target, "duplicate_dropped"), stat(target, "partial_flushed"),
+            stat(target, "emitted")) == (2, 2, 0, 0)
+    target.send(3, contribution(3, 1, 9, parts[3]))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert (pkt.ina.flags, pkt.ina.count, pkt.ina.bitmap, pkt.ina.level) == (FLAG_DATA, 3, 0b1110, 1)
+    assert np.array_equal(pkt.lanes, wrap_sum(*parts.values()))
+    assert (rt.register_read("agg_count", slot), rt.register_read("agg_bitmap", slot)) == (0, 0)
+
+
+def test_hold_a_retx_the_partial_lacks_joins_it(target):
+    """RELEASE_HOLD: a member whose first send was lost before the switch resends it; the partial, which
+    waits for it, takes it (ATP's rule would send it to the PS alone, leaving the partial to a flush)."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, release_mode=program.RELEASE_HOLD))
+    parts = {w: lanes_of(70 + w) for w in (1, 2, 3)}
+    target.send_seq([(1, contribution(1, 1, 3, parts[1])), (2, contribution(2, 1, 3, parts[2]))])
+    assert target.quiet() == []
+    target.send(3, contribution(3, 1, 3, parts[3], flags=FLAG_DATA | FLAG_RETX))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert (pkt.ina.flags, pkt.ina.count, pkt.ina.bitmap) == (FLAG_DATA, 3, 0b1110)
+    assert np.array_equal(pkt.lanes, wrap_sum(*parts.values()))
+    assert (stat(target, "retx_bypassed"), stat(target, "aggregated"), stat(target, "emitted")) == (0, 3, 1)
+
+
+def test_hold_a_retx_claims_a_slot_its_fragment_never_reached_but_not_one_it_left(target):
+    """RELEASE_HOLD: a RETX that finds the slot free under another tag starts the partial (the fragment's
+    first sends were lost before the switch), and the others' first sends complete it; once the aggregate
+    has left (the slot keeps its tag), a RETX of it -- its RESULT was lost -- goes to the PS alone."""
+    rt = target.runtime
+    install_routes(rt)
+    rt.table_add(aggregate_entry(job=1, release_mode=program.RELEASE_HOLD))
+    parts = {w: lanes_of(80 + w) for w in (1, 2, 3)}
+    slot = slot_index(5, 0, 8)
+    target.send(1, contribution(1, 1, 5, parts[1], flags=FLAG_DATA | FLAG_RETX))
+    assert target.quiet() == []
+    assert (rt.register_read("agg_count", slot), rt.register_read("agg_bitmap", slot)) == (1, 0b10)
+    target.send_seq([(2, contribution(2, 1, 5, parts[2])), (3, contribution(3, 1, 5, parts[3]))])
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert (pkt.ina.flags, pkt.ina.count, pkt.ina.bitmap) == (FLAG_DATA, 3, 0b1110)
+    assert np.array_equal(pkt.lanes, wrap_sum(*parts.values()))
+    target.send(1, contribution(1, 1, 5, parts[1], flags=FLAG_DATA | FLAG_RETX))
+    pkt, _ = only(target.recv(1), port=PS_PORT)
+    assert (pkt.ina.flags, pkt.ina.count, pkt.ina.bitmap, pkt.ina.level) == (FLAG_DATA | FLAG_RETX, 1, 0b10, 0)
+    assert np.array_equal(pkt.lanes, parts[1]) and pkt.src_ip == HOSTS[1][0]
+    assert (stat(target, "retx_bypassed"), rt.register_read("agg_count", slot)) == (1, 0)
+
+
 def test_late_contribution_after_a_flush_goes_on_to_the_ps(target):
     """A worker that starts late finds its slot freed by the others' flush: the slot kept the tag, so
     the late original goes on to the PS instead of opening a partial nobody will complete."""
@@ -1415,7 +1477,7 @@ def test_bad_entries_are_refused_clearly(target):
          "expected 2 match values"),
         (aggregate_entry(job=1, base=SLOTS - 4, count=8), f"outside the switch's {SLOTS} slots"),
         (aggregate_entry(job=1, base=0, count=0), "is empty"),
-        (aggregate_entry(job=1, release_mode=3), "release_mode 3 is not supported"),
+        (aggregate_entry(job=1, release_mode=4), "release_mode 4 is not supported"),
         (TableEntry("ina_result", "ina_release", (1, PS_IP), (("slot_base", 0), ("slot_count", SLOTS + 1),
                                                               ("mcast_grp", 0))), "outside the switch's"),
     ]

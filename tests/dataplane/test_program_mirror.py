@@ -170,7 +170,7 @@ def test_flags_and_release_modes_match_wire_and_program():
                  "GATHER", "EVICTED"):
         value = int(re.search(rf"const bit<16> FLAG_{name}\s*=\s*(0x[0-9A-Fa-f]+);", text).group(1), 16)
         assert value == getattr(wire, f"FLAG_{name}"), name
-    for name in ("RELEASE_ON_EMIT", "RELEASE_ON_RESULT"):
+    for name in ("RELEASE_ON_EMIT", "RELEASE_ON_RESULT", "RELEASE_SHADOW", "RELEASE_HOLD"):
         value = int(re.search(rf"const bit<8> {name}\s*=\s*(\d+);", text).group(1))
         assert value == getattr(program, name), name
     assert int(re.search(r"const bit<16> INA_UDP_PORT = (\d+);", text).group(1)) == wire.INA_UDP_PORT

@@ -161,6 +161,13 @@ def test_goat_eq1_objective_prefers_switches_near_the_workers():
     assert job.notes["objective"] == "eq1"
 
 
+@pytest.mark.parametrize("scheme", ["goat", "goat-async"])
+def test_goat_switches_hold_their_partials_unless_told_to_flush_them(scheme):
+    assert compute_policy(scenario_with(scheme, TWO_RACKS)).jobs["j"].release_mode == program.RELEASE_HOLD
+    job = compute_policy(scenario_with(scheme, TWO_RACKS, f"jobs.0.policy_options.{scheme}.release=emit")).jobs["j"]
+    assert job.release_mode == program.RELEASE_ON_EMIT
+
+
 # --- GOAT-Async -------------------------------------------------------------------------------------
 
 def test_goat_async_search_leaves_a_slow_straggler_out():

@@ -41,7 +41,7 @@ Per packet, in the order the P4 program applies them:
      PA-ATP's jobs keep the join (a GACKed member retransmits only on an
      AACK gap or its hold timer, so a partial left behind would wait for
      one), and so do SwitchML's shadow copies (no overflow: a worker's
-     every contribution goes to its own pool slot);
+     every contribution goes to its own pool slot) and RELEASE_HOLD (below);
    - same tag, contributor already in: drop (``duplicate_dropped``); a RETX
      duplicate instead flushes what the slot holds (``partial_flushed``) so a
      lost aggregate or a contribution that bypassed elsewhere cannot wedge the
@@ -49,7 +49,16 @@ Per packet, in the order the P4 program applies them:
      toward the next node, still flagged RETX, so a switch above re-emits it
      too; an incomplete one sends its partial to ``bypass_dst`` (the PS) and is
      freed (ATP's loss recovery). No partial aggregate ever goes up a level,
-     so an upper level never holds contributions a fuller aggregate overlaps;
+     so an upper level never holds contributions a fuller aggregate overlaps.
+     RELEASE_HOLD (GOAT, whose switch aggregates its sub-models exclusively,
+     §I) drops an incomplete partial's member's RETX duplicate instead
+     (``retx_held``): the partial waits for its missing members, so a fast
+     worker's resends while a straggler has not started do not send the
+     fast workers' partial to the PS. For the partial to complete, a RETX
+     it lacks joins it (its original was lost on the way; had it gone to
+     the PS alone, the aggregate nests over it), and a RETX that finds the
+     slot free under another tag claims it; one that finds its own tag (the
+     aggregate left, its RESULT or the aggregate was lost) goes to the PS;
    - slot held by another tag: COLLISION, the packet overflows (below),
      ATP's best-effort rule, and the slot remembers its tag
      (``agg_collided_*``): a sibling that later finds the slot free or stale
@@ -65,7 +74,8 @@ Per packet, in the order the P4 program applies them:
      the evicted partial (its tag, sub-model, count, bitmap and lanes, flags
      DATA | EVICTED) toward the holder's overflow target (``esa_evicted``);
    - a RETX packet that finds no slot holding its tag goes to ``bypass_dst``
-     too (``retx_bypassed``; ATP forwards resent packets to the PS), and any
+     too (``retx_bypassed``; ATP forwards resent packets to the PS;
+     RELEASE_HOLD only under its own tag, above), and any
      other contribution that finds its own tag in a free slot overflows: its
      siblings already left the switch, so a new partial would only wait for
      another timeout;
@@ -80,8 +90,8 @@ Per packet, in the order the P4 program applies them:
      fanin and slot rewritten for the next level, ``level`` + 1, UDP
      checksum 0.
 
-   Slot release: RELEASE_ON_EMIT frees the slot whenever an aggregate (or a
-   flush) leaves; RELEASE_ON_RESULT keeps it, full, until the RESULT of its
+   Slot release: RELEASE_ON_EMIT and RELEASE_HOLD free the slot whenever an
+   aggregate (or a flush) leaves; RELEASE_ON_RESULT keeps it, full, until the RESULT of its
    tag passes back (``ina_release``), so a RETX re-emits the aggregate and a
    late sibling is a duplicate; the next iteration reclaims it anyway if the
    RESULT was lost. RELEASE_SHADOW (SwitchML's shadow copies; the worker names
@@ -190,12 +200,12 @@ ST_FWD, ST_NOROUTE = S["forwarded"], S["no_route_dropped"]
 ST_FLUSH, ST_STALE = S["partial_flushed"], S["stale_reclaimed"]
 ST_MCAST, ST_RETX_BYPASS, ST_RELEASED = S["multicast"], S["retx_bypassed"], S["result_released"]
 ST_LEAD_BYPASS, ST_GACKED, ST_AECN = S["lead_bypassed"], S["gacked"], S["aecn_marked"]
-ST_SHADOW = S["shadow_answered"]
+ST_SHADOW, ST_HELD = S["shadow_answered"], S["retx_held"]
 ST_FOLLOWED = S["overflow_followed"]
 ST_RINA_PULLED, ST_RINA_STALE, ST_RINA_REEMIT = S["rina_pulled"], S["rina_stale_dropped"], S["rina_reemitted"]
 ST_EVICTED = S["esa_evicted"]
 _TASK_RETX = FLAG_TASK | FLAG_RETX
-RELEASE_ON_EMIT, RELEASE_SHADOW = program.RELEASE_ON_EMIT, program.RELEASE_SHADOW
+RELEASE_ON_EMIT, RELEASE_SHADOW, RELEASE_HOLD = program.RELEASE_ON_EMIT, program.RELEASE_SHADOW, program.RELEASE_HOLD
 MAX_ITERATION_LEAD = program.MAX_ITERATION_LEAD
 PA_WORKERS = program.PA_WORKERS
 
@@ -363,6 +373,7 @@ class Ingress:
             stats[ST_LEAD_BYPASS] += 1
             return self._bypass(buf, flags, bypass_dst)
         shadow = release_mode == RELEASE_SHADOW
+        hold = release_mode == RELEASE_HOLD
         evict = None
         if held:
             if shadow and self.agg_job[slot] == job and (held_iteration < iteration or (
@@ -392,10 +403,11 @@ class Ingress:
             elif held_iteration < iteration:
                 stats[ST_STALE] += 1
                 held = 0
-        if not held and ((flags & FLAG_RETX and not shadow) or (
+        if not held and ((flags & FLAG_RETX and not shadow and not hold) or (
                 self.agg_seq[slot] == seq and self.agg_iteration[slot] == iteration and self.agg_job[slot] == job)):
             # A retransmission finds no slot holding its tag: on to the PS (ATP's rule for resent
-            # fragments). A contribution arrives at a free slot still tagged with its very tag (a release
+            # fragments; RELEASE_HOLD: only where the slot keeps its own tag, since a fragment that never
+            # reached the slot starts its partial with it, as its lost original would have). A contribution arrives at a free slot still tagged with its very tag (a release
             # keeps the tag, and so does a capacity refusal): its siblings already left, so it goes on to the
             # overflow target, where a refused sibling went, rather than starting a partial that would wait
             # a whole timeout for contributions that never come.
@@ -443,6 +455,11 @@ class Ingress:
             stats[ST_DUP] += 1
             if not flags & FLAG_RETX:
                 return None
+            if hold:
+                # GOAT: the slot is the sub-model's own, so the partial (incomplete: a complete one left)
+                # waits for its missing members instead of going to the PS; the resend is dropped.
+                stats[ST_HELD] += 1
+                return None
             # A retransmission of a contribution the slot already holds: the
             # others' contributions may never come here (they bypassed, or the
             # aggregate was lost): send what the slot holds on. Complete (kept
@@ -467,11 +484,13 @@ class Ingress:
                                  next_agg_node, next_fanin, next_dst, next_slot_base, next_slot_count, seq)
             self._track_used(was_held, slot, pa)
             return verdict
-        elif flags & FLAG_RETX and not shadow and pa is None:
+        elif flags & FLAG_RETX and not shadow and not hold and pa is None:
             # A retransmission of a contribution the partial lacks joins no aggregate: its original may be in
             # another one (overflowed to the level above, or at the PS), and two aggregates holding the same
             # gradient could never be merged. On to the PS alone; the partial waits for its members' own
-            # retransmissions, which flush it (above).
+            # retransmissions, which flush it (above). RELEASE_HOLD keeps the join (GOAT: a partial that waits
+            # for its members must take the one whose original was lost on the way; had the original gone to
+            # the PS alone, the aggregate nests over it).
             stats[ST_RETX_BYPASS] += 1
             return self._bypass(buf, flags, bypass_dst)
         else:
@@ -659,7 +678,7 @@ class Ingress:
         self._write_aggregate(buf, slot, level, elems, flags, switch_addr)
         self._address_to(buf, next_agg_node, next_fanin, next_slot_base, next_slot_count, seq)
         buf[30:34] = next_dst
-        if release_mode == RELEASE_ON_EMIT:
+        if release_mode == RELEASE_ON_EMIT or release_mode == RELEASE_HOLD:
             self.agg_count[slot] = 0
             self.agg_bitmap[slot] = 0
         return True
