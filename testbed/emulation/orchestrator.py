@@ -718,7 +718,8 @@ class Run:
         run_dir = self.run_dir
         records = summary_mod.load_records(run_dir)
         jobs = [summary_mod.job_metrics(job, records, policy.jobs[job.name].participants,
-                                        scenario.metrics.warmup_iterations, failed=self.failing)
+                                        scenario.metrics.warmup_iterations, failed=self.failing,
+                                        aggregation_depth=policy.jobs[job.name].aggregation_depth())
                 for job in scenario.jobs]
         samples = counters.load_counter_samples(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() \
             else []

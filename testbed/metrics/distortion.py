@@ -19,7 +19,8 @@ plus ``distortion_reasons``) when any of these holds:
   rate (:func:`testbed.metrics.counters.packet_rate_bound_ports`);
 - **spurious retransmissions** above ``SPURIOUS_RETX_LIMIT`` of the
   fragments sent: retransmissions of a contribution its aggregation node
-  already held (``partial_flushed`` at a switch, a RETX duplicate at a PS).
+  already held (``partial_flushed`` or ``retx_held`` at a switch, a RETX
+  duplicate at a PS).
   Timers firing while the original still waits in a queue make the figures
   measure timeouts, not the scheme.
 

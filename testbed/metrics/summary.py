@@ -64,9 +64,11 @@ def load_records(run_dir: Path) -> dict:
     return records
 
 
-def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0, failed=()) -> dict:
+def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0, failed=(),
+                aggregation_depth: int = 1) -> dict:
     """Metrics of one job; with K-of-N participation, the workers that count define the timing. Workers that
     ``failed`` (``stragglers.failures``) neither complete the job nor time it; what they sent counts.
+    ``aggregation_depth``: the most aggregation nodes a gradient passes (:meth:`JobPolicy.aggregation_depth`).
 
     Times, rates and the per-iteration PS ingress leave out the first ``warmup_iterations`` iterations
     (``metrics.warmup_iterations``; all of them when no later iteration completed); totals of packets and
@@ -129,6 +131,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0,
         # A job whose workers do not know its stragglers (straggler_allowance false) resends on purpose while
         # it waits for them: those resends are the scheme's, not the emulator's (honest_figures).
         "straggler_wait_retransmissions": 0 if job.straggler_allowance else events["retx_before_first_result"],
+        "aggregation_depth": aggregation_depth,
     }
 
 
@@ -174,14 +177,16 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict,
 
     - ``retransmission_ratio``: worker retransmissions / original fragments, all jobs;
     - ``spurious_retransmissions``: retransmissions of a contribution its aggregation node already
-      held: RETX duplicates at switches (``partial_flushed``) plus at PSs (counted at every node such
-      a retransmission reaches, so an upper bound), less the transports' deliberate releases
+      held: RETX duplicates at switches (``partial_flushed``, or ``retx_held`` where a switch holds its
+      partials) plus at PSs (counted at every node such a retransmission reaches, so an upper bound),
+      less the transports' deliberate releases
       (``transport_events.releases``: PA-ATP retransmits a fragment a switch holds to release its
       partial aggregate to the PS, §III-B 1; each is one such duplicate where it arrives) and the
       resends of jobs without a straggler allowance sent before their iteration's first RESULT
       (``straggler_wait_retransmissions``: a fast worker's timer firing while the job waits for a
-      straggler to start, what a deployed transport does; each is at most one such duplicate where it
-      arrives first);
+      straggler to start, what a deployed transport does; each is at most one such duplicate at each
+      of the job's ``aggregation_depth`` nodes: ATP's ToR re-emits its complete aggregate, still a
+      retransmission, and the switch above flushes its partial);
     - ``queue_drops``: per switch and port, tail drops of the egress queues (pyswitch; bmv2 does not count them);
     - ``impairment_drops``: per switch and port, packets the link impairment dropped (both targets count them);
     - ``unmodelled_losses``: per place, packets lost outside modelled queues and impairments;
@@ -193,9 +198,10 @@ def honest_figures(jobs: list, switch_stats: dict, host_losses: dict, cpu: dict,
     fragments = sum(j["fragments_sent"] for j in jobs)
     retransmitted = sum(j["retransmitted_packets"] for j in jobs)
     duplicates = sum(j["spurious_retransmissions_at_ps"] for j in jobs) + \
-        sum(int(st.get("partial_flushed", 0)) for st in switch_stats.values())
+        sum(int(st.get("partial_flushed", 0)) + int(st.get("retx_held", 0)) for st in switch_stats.values())
     spurious = max(0, duplicates - sum(j["transport_events"].get("releases", 0)
-                                       + j.get("straggler_wait_retransmissions", 0) for j in jobs))
+                                       + j.get("straggler_wait_retransmissions", 0) * j.get("aggregation_depth", 1)
+                                       for j in jobs))
     unmodelled = {}
     for name, st in switch_stats.items():
         if st.get("socket_dropped"):

@@ -95,6 +95,20 @@ class JobPolicy:
                     found.add(c)
         return found
 
+    def aggregation_depth(self) -> int:
+        """The most aggregation nodes (switches, then the PS) a worker's gradient passes on its way: a
+        retransmission can meet what it repeats at each of them."""
+        depth = 1
+        for hops in self.first_hop.values():
+            for g, node in hops.items():
+                chain, seen = 1, {node}
+                while g in self.next_hop.get(node, {}) and self.next_hop[node][g] not in seen:
+                    node = self.next_hop[node][g]
+                    seen.add(node)
+                    chain += 1
+                depth = max(depth, chain)
+        return depth
+
     def aggregating_switches(self, submodel: int = None) -> list:
         nodes = set(self.next_hop)
         if submodel is not None:

@@ -286,3 +286,17 @@ def test_resends_while_a_job_without_straggler_allowance_waits_for_its_straggler
     m = job_metrics(job, records)
     assert m["straggler_wait_retransmissions"] == 2 and m["transport_events"]["retx_before_first_result"] == 2
     assert honest_figures([m], stats, {}, {})[0]["spurious_retransmissions"] == 1
+    # Under ATP's two levels a resend re-emitted by its ToR flushes the partial above too: one duplicate at each
+    # of the job's aggregation nodes (ToR, level-2 switch, PS), and no more.
+    deep = job_metrics(job, records, aggregation_depth=3)
+    assert deep["aggregation_depth"] == 3
+    assert honest_figures([deep], {"s1": {"partial_flushed": 4}, "s2": {"partial_flushed": 3}}, {}, {})[0][
+        "spurious_retransmissions"] == 2
+
+
+def test_a_resend_a_holding_switch_drops_is_as_spurious_as_one_that_flushes():
+    """GOAT's switches hold their partials: a RETX duplicate is dropped there (``retx_held``) instead of flushing
+    (``partial_flushed``); it repeats what the node held all the same."""
+    job, records = hand_run()
+    assert honest_figures([job_metrics(job, records)], {"s1": {"retx_held": 2}}, {}, {})[0][
+        "spurious_retransmissions"] == 3

@@ -161,6 +161,12 @@ def test_goat_eq1_objective_prefers_switches_near_the_workers():
     assert job.notes["objective"] == "eq1"
 
 
+@pytest.mark.parametrize("scheme, depth", [("ps", 1), ("goat", 2), ("atp", 3)])
+def test_aggregation_depth_counts_the_nodes_a_gradient_passes_up_to_its_ps(scheme, depth):
+    """PS: the PS alone; GOAT: one switch, then the PS; ATP: the ToR, the level-2 switch, the PS."""
+    assert compute_policy(scenario_with(scheme, TWO_RACKS)).jobs["j"].aggregation_depth() == depth
+
+
 @pytest.mark.parametrize("scheme", ["goat", "goat-async"])
 def test_goat_switches_hold_their_partials_unless_told_to_flush_them(scheme):
     assert compute_policy(scenario_with(scheme, TWO_RACKS)).jobs["j"].release_mode == program.RELEASE_HOLD
