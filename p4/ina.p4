@@ -1171,8 +1171,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 #include "ina_lanes.p4"
                         }
 
-                        if (meta.emit == 1 && (meta.release_mode == RELEASE_ON_EMIT || meta.release_mode == RELEASE_HOLD ||
-                                               meta.flush_to_ps == 1)) {
+                        if (meta.emit == 1 && (meta.release_mode == RELEASE_ON_EMIT ||
+                                               meta.release_mode == RELEASE_HOLD || meta.flush_to_ps == 1)) {
                             agg_count.write(meta.slot, 0);
                             agg_bitmap.write(meta.slot, 0);
                         } else {

@@ -91,10 +91,10 @@ Per packet, in the order the P4 program applies them:
      checksum 0.
 
    Slot release: RELEASE_ON_EMIT and RELEASE_HOLD free the slot whenever an
-   aggregate (or a flush) leaves; RELEASE_ON_RESULT keeps it, full, until the RESULT of its
-   tag passes back (``ina_release``), so a RETX re-emits the aggregate and a
-   late sibling is a duplicate; the next iteration reclaims it anyway if the
-   RESULT was lost. RELEASE_SHADOW (SwitchML's shadow copies; the worker names
+   aggregate (or a flush) leaves; RELEASE_ON_RESULT keeps it, full, until
+   the RESULT of its tag passes back (``ina_release``), so a RETX re-emits
+   the aggregate and a late sibling is a duplicate; the next iteration
+   reclaims it anyway if the RESULT was lost. RELEASE_SHADOW (SwitchML's shadow copies; the worker names
    copy ``version`` of its pool slot, ``wire.shadow_slot``) keeps a complete
    copy too, until a newer use of the same job (later iteration, or same
    iteration and higher seq) reclaims it (``stale_reclaimed``). A RESULT of
@@ -407,10 +407,11 @@ class Ingress:
                 self.agg_seq[slot] == seq and self.agg_iteration[slot] == iteration and self.agg_job[slot] == job)):
             # A retransmission finds no slot holding its tag: on to the PS (ATP's rule for resent
             # fragments; RELEASE_HOLD: only where the slot keeps its own tag, since a fragment that never
-            # reached the slot starts its partial with it, as its lost original would have). A contribution arrives at a free slot still tagged with its very tag (a release
-            # keeps the tag, and so does a capacity refusal): its siblings already left, so it goes on to the
-            # overflow target, where a refused sibling went, rather than starting a partial that would wait
-            # a whole timeout for contributions that never come.
+            # reached the slot starts its partial with it, as its lost original would have). A contribution
+            # arrives at a free slot still tagged with its very tag (a release keeps the tag, and so does a
+            # capacity refusal): its siblings already left, so it goes on to the overflow target, where a
+            # refused sibling went, rather than starting a partial that would wait a whole timeout for
+            # contributions that never come.
             stats[ST_RETX_BYPASS] += 1
             if flags & FLAG_RETX:
                 return self._bypass(buf, flags, bypass_dst)
