@@ -7,12 +7,14 @@ flushes that partial toward the PS (ATP's loss recovery), so the PS aggregates w
 §III-A's asynchronous ATP). Under GOAT (``release: hold``) the switch drops those resends and its partials
 wait for the stragglers, so nothing is flushed. The resends sent before an iteration's first RESULT are
 counted apart (``straggler_wait_retransmissions``) and do not mark the run distorted; every iteration is
-exact. Pyswitch (the data plane is the one the packet suite pins on both targets); root only.
+exact. ATP on pyswitch, GOAT's hold on pyswitch and bmv2 (the packet suite pins the data plane on both); root
+only.
 """
 
 from pathlib import Path
 
 import pytest
+from support import require_bmv2
 from test_quickstart import assert_clean
 
 from testbed.emulation.orchestrator import run_scenario
@@ -22,16 +24,19 @@ GOAT_TESTBED = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "g
 
 
 # ATP's 19 slots a switch (5 MB); GOAT's 78 (20 MB, exp3.yaml's), which its sub-models need to go to switches at all
-@pytest.mark.parametrize("policy, memory", [("atp", "5MB"), ("goat", "20MB")])
-def test_fast_workers_resend_while_a_job_without_allowance_waits_and_the_run_stays_a_result(emulation, tmp_path,
-                                                                                          quiet, policy, memory):
+@pytest.mark.parametrize("policy, memory, target", [("atp", "5MB", "pyswitch"), ("goat", "20MB", "pyswitch"),
+                                                    ("goat", "20MB", "bmv2")])
+def test_fast_workers_resend_while_a_job_without_allowance_waits_and_the_run_stays_a_result(
+        emulation, tmp_path, quiet, policy, memory, target):
+    if target == "bmv2":
+        require_bmv2()
     scenario = load_scenario(GOAT_TESTBED, [
         "jobs.0.model=resnet18", "jobs.0.compute_time=10ms", "jobs.0.iterations=1", "metrics.warmup_iterations=0",
         f"switch.memory={memory}",
         "topology.workers_per_rack=2", "jobs.0.workers=[w1,w2,w3,w4]", f"policy={policy}",
         "stragglers.compute_delay=[{workers: [w2, w4], distribution: fixed, value: 1.2s}]",
         "jobs.0.straggler_allowance=false"])
-    result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
+    result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
     summary, job = result.summary, result.summary["jobs"][0]
     assert summary["status"] == "ok" and summary["aggregation_exact"] is True, summary["error"]
     assert job["iterations_completed"] == 1
