@@ -94,8 +94,9 @@ Per packet, in the order the P4 program applies them:
    aggregate (or a flush) leaves; RELEASE_ON_RESULT keeps it, full, until
    the RESULT of its tag passes back (``ina_release``), so a RETX re-emits
    the aggregate and a late sibling is a duplicate; the next iteration
-   reclaims it anyway if the RESULT was lost. RELEASE_SHADOW (SwitchML's shadow copies; the worker names
-   copy ``version`` of its pool slot, ``wire.shadow_slot``) keeps a complete
+   reclaims it anyway if the RESULT was lost. RELEASE_SHADOW (SwitchML's
+   shadow copies; the worker names copy ``version`` of its pool slot,
+   ``wire.shadow_slot``) keeps a complete
    copy too, until a newer use of the same job (later iteration, or same
    iteration and higher seq) reclaims it (``stale_reclaimed``). A RESULT of
    the job (``ina_shadow_result``) marks the copy holding its tag resulted
