@@ -18,8 +18,10 @@ switches are addressed to 10.254.<job id>.<PS index + 1>
 (:func:`result_group_ip`). A host that runs a job's PS beside one of its
 workers (a co-located PS, Rina §VI-A4; ``Topology.colocated_ps``) serves the
 PS at a second address, 10.253.x.y beside its 10.0.x.y (:meth:`Topology.ps_ip`),
-so the two agents each bind the INA port. Switch ports are numbered from 1 in
-link order; parallel links (PA-ATP's four paths) are distinct ports.
+so the two agents each bind the INA port; the worker's gradients to that PS
+stay within the host (no link, no switch aggregates them). Switch ports are
+numbered from 1 in link order; parallel links (PA-ATP's four paths) are
+distinct ports.
 """
 
 import random
