@@ -1,6 +1,7 @@
 """Ring all-reduce (policy rar): its schedule, its scenario rules, its agents' plan and its metrics."""
 
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,7 +16,9 @@ from testbed.errors import PolicyError, ScenarioError
 from testbed.metrics.summary import job_metrics
 from testbed.models import fragments_per_submodel
 from testbed.policy import compute_policy
-from testbed.scenario import parse_scenario
+from testbed.scenario import load_scenario, parse_scenario
+
+RINA_TESTBED = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "rina" / "testbed.yaml"
 
 RING = textwrap.dedent("""\
     version: 1
@@ -220,6 +223,21 @@ def test_h_ar_forms_its_racks_under_the_tors_and_refuses_uneven_ones():
     assert ring["ring"] and ring["sent_fragments"] == 6 * total and 0 < ring["comm_time_s"] < 1
     rar = parse_scenario(RING, "ring.yaml")
     assert {a.schedule for a in controller.plan(rar, compute_policy(rar)).agents if a.role == "ring"} == {"rar"}
+
+
+def test_h_ars_middle_phase_needs_the_rack_to_rack_capacity_rings_do_not():
+    """On Rina's testbed H-AR's middle phase sends each rack's four streams between the ToRs at once, RAR one
+    stream each way: with one host link's rate between the ToRs H-AR is the slower, joined without
+    oversubscription (the scenario's 400 Gb/s) it is the faster, and RAR is the same on both."""
+    one_link = ["topology.links=[[w1, t1], [w2, t1], [w3, t1], [w4, t1], [w5, t2], [w6, t2], [w7, t2], [w8, t2], "
+                "[t1, t2]]"]
+
+    def comm_s(policy, overrides=()):
+        scenario = load_scenario(RINA_TESTBED, [f"policy={policy}", *overrides])
+        return sim.evaluate(scenario, compute_policy(scenario))["jobs"]["job"]["comm_time_s"]
+
+    assert comm_s("rar") == pytest.approx(comm_s("rar", one_link), rel=1e-9)
+    assert comm_s("h-ar") < comm_s("rar") < comm_s("h-ar", one_link)
 
 
 def test_a_rings_step_overhead_reaches_its_agents_and_the_simulator():
