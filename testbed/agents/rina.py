@@ -75,6 +75,23 @@ REPAIR_AFTER_RTOS = 4
 MAX_REPAIR_RUN = 0xFFFF
 
 
+def ring_datagrams(agent, now: float):
+    """The datagrams waiting on ``agent``'s socket that belong to its ring: ``(header, iteration, datagram,
+    ancillary data, sender)``, ``header`` the unpacked ``INA_HEADER`` and ``iteration`` the ring's own (its
+    generation taken off). Those too short for the header, of another job or of another ring generation are
+    dropped; every datagram counts as an arrival (``agent.last_arrival_s = now``: an agent done with its
+    iterations lingers until none came for a while, :meth:`testbed.agents.ring.AnsweringPeer.linger`)."""
+    cfg = agent.cfg
+    for data, ancillary, sender in pending_datagrams(agent.sock):
+        agent.last_arrival_s = now
+        if len(data) < INA_HEADER_BYTES:
+            continue
+        header = INA_HEADER.unpack_from(data)
+        generation, iteration = rina_generation_iteration(header[8])
+        if header[0] == cfg.job_id and generation == cfg.generation:
+            yield header, iteration, data, ancillary, sender
+
+
 def repair_runs(missing) -> list:
     """(first, count) runs of the sorted fragment indices ``missing``, each at most ``MAX_REPAIR_RUN`` long."""
     runs = []
@@ -122,15 +139,8 @@ class RinaMember(RingWorker):
                 + out[index].tobytes())
 
     def _receive(self, now: float):
-        cfg = self.cfg
-        for data, ancillary, sender in pending_datagrams(self.sock):
-            self.last_arrival_s = now
-            if len(data) < INA_HEADER_BYTES:
-                continue
-            job, flags, _, _, _, _, count, _, field, seq, _, _, _ = INA_HEADER.unpack_from(data)
-            generation, iteration = rina_generation_iteration(field)
-            if job != cfg.job_id or generation != cfg.generation:
-                continue
+        for header, iteration, data, ancillary, sender in ring_datagrams(self, now):
+            _, flags, _, _, _, _, count, _, _, seq, _, _, _ = header
             if flags & FLAG_REPAIR:
                 self._answer_repair(sender, iteration, seq, count)
                 continue
@@ -235,15 +245,8 @@ class RinaRackWorker(AnsweringPeer):
             self._receive(self.clock.now_s())
 
     def _receive(self, now: float):
-        cfg = self.cfg
-        for data, _, sender in pending_datagrams(self.sock):
-            self.last_arrival_s = now
-            if len(data) < INA_HEADER_BYTES:
-                continue
-            job, flags, _, _, agg_node, fanin, _, _, field, seq, _, _, _ = INA_HEADER.unpack_from(data)
-            generation, iteration = rina_generation_iteration(field)
-            if job != cfg.job_id or generation != cfg.generation:
-                continue
+        for header, iteration, data, _, sender in ring_datagrams(self, now):
+            _, flags, _, _, agg_node, fanin, _, _, _, seq, _, _, _ = header
             if flags & FLAG_PULL:
                 if self.gradient is None or iteration > self.gradient[0]:
                     self.waiting_pulls.append((iteration, seq, flags, agg_node, fanin))
