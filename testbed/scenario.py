@@ -50,8 +50,9 @@ RING_POLICIES = ("rar", "h-ar", "rina")
 RING_TRANSPORTS = ("atp",)
 #: Options a scheme accepts under a job's ``policy_options.<scheme>`` (keyed by scheme, so that
 #: ``--set policy=NAME`` picks up NAME's options). Defaults and meaning live in the scheme's module.
-#: Kinds: ("int", low, high), ("number", low, high), ("bool",), ("choice", values),
-#: ("duration",) -> stored as ``<key>_s``, ("worker_durations",) -> ``<key>_s`` = {worker: seconds}.
+#: Kinds: ("int", low, high), ("number", low, high), ("bool",), ("choice", values), ("int_or", low,
+#: high, word): an integer in [low, high] or that word, ("duration",) -> stored as ``<key>_s``,
+#: ("worker_durations",) -> ``<key>_s`` = {worker: seconds}.
 _LP_OPTIONS = {"solver": ("choice", ("auto", "highs", "cbc")), "time_limit": ("duration",)}
 _ROUTING_OPTIONS = {"paths": ("int", 1, 16), "roundings": ("int", 1, 1000), "improve": ("bool",), **_LP_OPTIONS}
 _KRGS_OPTIONS = {"objective": ("choice", ("eq4", "eq1")), "roundings": ("int", 1, 1000),
@@ -61,7 +62,7 @@ _KRGS_OPTIONS = {"objective": ("choice", ("eq4", "eq1")), "roundings": ("int", 1
 _RING_OPTIONS = {"step_overhead": ("duration",), "step_jitter": ("duration",)}
 POLICY_OPTIONS = {
     "ps": {},
-    "atp": {"levels": ("int", 1, 2), "admission": ("choice", ("fragment", "flow")),
+    "atp": {"levels": ("int_or", 1, 2, "all"), "admission": ("choice", ("fragment", "flow")),
             "release": ("choice", ("result", "emit"))},
     "esa": {"levels": ("int", 1, 2), "priority": ("int", 0, 65535), "release": ("choice", ("result", "emit"))},
     "switchml": {"pool": ("int", 1, 1 << 20)},
@@ -1155,6 +1156,11 @@ def _resolve_policy_options(c, spec, path, workers):
                 out[key] = c.boolean(value, kp)
             elif kind[0] == "choice":
                 out[key] = c.choice(value, kp, kind[1])
+            elif kind[0] == "int_or":
+                if value != kind[3] and (isinstance(value, bool) or not isinstance(value, int)
+                                         or not kind[1] <= value <= kind[2]):
+                    c.fail(kp, f"expected an integer in [{kind[1]}, {kind[2]}] or {kind[3]}, got {_brief(value)}")
+                out[key] = value
             elif kind[0] == "duration":
                 out[f"{key}_s"] = c.duration_s(value, kp, allow_zero=False)
             else:  # worker_durations

@@ -16,6 +16,15 @@ it). Options (``policy_options.atp``):
   then the PS. ``levels: 1`` is the first-level-only ATP (partial aggregates
   and overflow go straight to the PS). A worker whose first programmable
   switch is already the level-2 switch aggregates there directly.
+  ``levels: all`` aggregates at every programmable switch on the way: each
+  sends its partial aggregate to the next programmable switch on its default
+  route to the PS (one next hop per switch toward one destination, so the
+  paths form a tree). That is PS-based INA as Rina §III-B's
+  Bandwidth-Occupation Model has it ("the INA switch can fully aggregate
+  incoming traffic", Lemma 2: an INA switch and its children are one
+  worker); ATP itself aggregates at two levels. Overflow at the first level
+  bypasses to the next programmable switch, above it to the PS;
+  ``admission: flow`` takes one or two levels.
 - ``admission`` (default ``fragment``): how a switch's limited capacity is
   shared. ``fragment`` is ATP's data plane: every fragment tries the switch,
   what the switch cannot take (slot held by another fragment, capacity
@@ -129,19 +138,27 @@ def ps_policy(job, scenario, scheme: str = "ps") -> JobPolicy:
 # --- atp / esa ----------------------------------------------------------------------
 
 def _atp_levels(net, job, scheme, owner, levels):
-    """Level-1 switch of every (worker, sub-model) and the level-2 switch behind every level-1 switch."""
+    """Level-1 switch of every (worker, sub-model), and the switch each aggregating switch sends its partial
+    aggregate to (``upper[switch][g]``, None: the PS): with two levels the programmable switch nearest the
+    PS, behind level-1 switches only; with ``all`` the next programmable switch on the default route, behind
+    every aggregating switch."""
     allowed = set(allowed_switches(job, net.topology, scheme))
-    first, second = {}, {}
+    first, upper = {}, {}
     for w in job.workers:
         first[w] = {}
         for g, ps in owner.items():
             path = require_path(net, scheme, job, w, ps)
             node = next((n for n in path[1:-1] if n in allowed), ps)
             first[w][g] = node
-            if node != ps and levels >= 2:
-                later = [n for n in net.default_path(node, ps)[1:-1] if n in allowed]
-                second.setdefault(node, {})[g] = later[-1] if later else None
-    return first, second
+            if node == ps or levels == 1:
+                continue
+            later = [n for n in net.default_path(node, ps)[1:-1] if n in allowed]
+            if levels == "all":
+                for low, high in zip([node] + later, later + [None]):
+                    upper.setdefault(low, {})[g] = high
+            else:
+                upper.setdefault(node, {})[g] = later[-1] if later else None
+    return first, upper
 
 
 def _tree_from_first_hops(first_hop, child_next, owner):
@@ -158,17 +175,20 @@ def _tree_from_first_hops(first_hop, child_next, owner):
     return next_hop
 
 
-def _fragment_tree(first, second, owner):
-    """ATP's tree with best-effort admission: every flow tries its level-1 switch; overflow goes to level 2."""
+def _fragment_tree(first, upper_of, owner):
+    """ATP's tree with best-effort admission: every flow tries its level-1 switch; overflow goes to the next
+    level. ``upper_of`` is :func:`_atp_levels`'s ``upper``."""
     child_next, bypass = {}, {}
     for hops in first.values():
         for g, node in hops.items():
             if node == owner[g]:
                 continue
-            upper = second.get(node, {}).get(g)
-            child_next.setdefault(node, {})[g] = upper or owner[g]
+            upper = upper_of.get(node, {}).get(g)
             if upper:
                 bypass.setdefault(node, {})[g] = upper
+            while node is not None and g not in child_next.get(node, {}):
+                child_next.setdefault(node, {})[g] = upper or owner[g]
+                node, upper = upper, upper_of.get(upper, {}).get(g)
     return {w: dict(h) for w, h in first.items()}, _tree_from_first_hops(first, child_next, owner), bypass
 
 
@@ -239,17 +259,19 @@ def _flow_tree(net, job, owner, first, second, capacity):
 
 
 def _atp_like(job, scenario, scheme, levels, admission="fragment"):
+    if admission == "flow" and levels == "all":
+        raise PolicyError(f"{scheme}: job {job.name}: admission flow takes levels 1 or 2, not all")
     net = NetworkView(scenario)
     owner = split_submodels(job)
-    first, second = _atp_levels(net, job, scheme, owner, levels)
+    first, upper = _atp_levels(net, job, scheme, owner, levels)
     notes = {"levels": levels, "admission": admission}
     bypass = {}
     if admission == "flow" and scenario.switch.aggregation_capacity_bps > 0:
-        first_hop, next_hop, lam = _flow_tree(net, job, owner, first, second,
+        first_hop, next_hop, lam = _flow_tree(net, job, owner, first, upper,
                                               scenario.switch.aggregation_capacity_bps)
         notes["admission_rate_bps"] = lam
     else:
-        first_hop, next_hop, bypass = _fragment_tree(first, second, owner)
+        first_hop, next_hop, bypass = _fragment_tree(first, upper, owner)
     slots = {s: window_slots(scenario, job) for s in next_hop}
     release = options(job, scheme).get("release", "result")
     return JobPolicy(job.name, scheme, owner, first_hop, next_hop, bypass_hop=bypass, slots=slots,

@@ -207,6 +207,22 @@ def test_a_colocated_ps_sends_no_result_back_over_its_own_link():
     assert result["min_sending_rate_bps"] == pytest.approx(1e9, rel=1e-9)
 
 
+def test_atp_with_every_level_sends_at_the_bandwidth_occupation_models_rate_on_the_fat_tree():
+    """With every switch programmable, BOM (§III-B, every INA switch aggregating) gives the workers the
+    link's rate; ATP's two levels leave the aggregation and core switches forwarding the ToRs' partial
+    aggregates, seven of them converging on the PS's ToR over its two uplinks, ``levels: all`` aggregates
+    there too and reaches BOM's rate."""
+    text = FAT_TREE % ("all", ALL_HOSTS)
+    rates = {}
+    for levels in (2, "all"):
+        scenario = parse_scenario(text.replace("policy: rar", f"ps: [h16], policy: atp, "
+                                                              f"policy_options: {{atp: {{levels: {levels}}}}}"))
+        result = evaluate(scenario, compute_policy(scenario))
+        rates[levels] = result["jobs"]["j"]["min_sending_rate_bps"]
+        assert result["jobs"]["j"]["bom_rate_bps"] == pytest.approx(10e9)
+    assert rates["all"] == pytest.approx(10e9, rel=1e-9) and rates[2] < 0.5 * 10e9
+
+
 def test_rinas_controller_gives_each_rina_tor_its_rack_and_each_worker_its_member():
     """Rina §IV-B: t1's rack (w1, w2) is one member, w3 and w4 autonomous; t1 sums the rack's shards in the
     job's slots, pulls w2 (its agent w1 sends the tasks), and sends finished chunks to w1, w2 and toward w3."""

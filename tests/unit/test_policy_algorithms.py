@@ -288,6 +288,34 @@ def test_atp_one_level_sends_aggregates_straight_to_the_ps():
     assert job.fanin(0, "p1") == 2
 
 
+CHAIN = textwrap.dedent("""\
+    version: 1
+    scale: 1
+    topology:
+      kind: explicit
+      link_rate: 10Gbps
+      switches: [t1, t2, a1, c1]
+      hosts: [w1, w2, w3, w4, p1]
+      links: [[w1, t1], [w2, t1], [w3, t2], [w4, t2], [t1, a1], [t2, a1], [a1, c1], [p1, c1]]
+    jobs:
+      - {name: j, workers: [w1, w2, w3, w4], ps: [p1], policy: atp, gradient_size: 1MB}
+    """)
+
+
+def test_atp_every_level_aggregates_at_each_programmable_switch_on_the_way():
+    """Two levels skip a1 (level 2 is the switch nearest the PS); every level chains t1, t2 -> a1 -> c1 -> p1, an
+    INA switch and the workers behind it one worker to the next (Rina §III-B, Lemma 2)."""
+    two = compute_policy(scenario_with("atp", CHAIN)).jobs["j"]
+    assert two.next_hop["t1"][0] == two.next_hop["t2"][0] == "c1" and "a1" not in two.next_hop
+    every = compute_policy(scenario_with("atp", CHAIN, "jobs.0.policy_options.atp.levels=all")).jobs["j"]
+    assert {sw: hops[0] for sw, hops in every.next_hop.items()} == {"t1": "a1", "t2": "a1", "a1": "c1", "c1": "p1"}
+    assert {sw: set(hops.values()) for sw, hops in every.bypass_hop.items()} == {"t1": {"a1"}, "t2": {"a1"}}
+    assert [every.fanin(0, n) for n in ("t1", "a1", "c1", "p1")] == [2, 4, 4, 1]
+    assert every.aggregation_depth() == 4 and two.aggregation_depth() == 3
+    with pytest.raises(PolicyError, match="admission flow takes levels 1 or 2, not all"):
+        compute_policy(scenario_with("atp", CHAIN, "jobs.0.policy_options.atp={levels: all, admission: flow}"))
+
+
 def test_switchml_needs_one_rack():
     text = TWO_RACKS.replace("[w3, t2], [w4, t2]", "[w3, t1], [w4, t1]")
     job = compute_policy(scenario_with("switchml", text)).jobs["j"]

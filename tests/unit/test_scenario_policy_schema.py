@@ -43,11 +43,15 @@ def test_policy_options_are_resolved_per_scheme_with_units():
 def test_policy_options_set_from_the_command_line():
     job = parse(BASE, "jobs.0.policy_options.atp.levels=1", "policy=atp").jobs[0]
     assert job.policy_options == {"atp": {"levels": 1}}
+    assert parse(BASE, "jobs.0.policy_options.atp.levels=all", "policy=atp").jobs[0].policy_options == \
+        {"atp": {"levels": "all"}}
 
 
 @pytest.mark.parametrize("options, field, words", [
     ("{magic: {}}", "jobs.0.policy_options.magic", "allowed here"),
-    ("{atp: {levels: 3}}", "jobs.0.policy_options.atp.levels", "[1, 2]"),
+    ("{atp: {levels: 3}}", "jobs.0.policy_options.atp.levels", "[1, 2] or all"),
+    ("{atp: {levels: every}}", "jobs.0.policy_options.atp.levels", "[1, 2] or all, got 'every'"),
+    ("{atp: {levels: true}}", "jobs.0.policy_options.atp.levels", "[1, 2] or all"),
     ("{atp: {admission: maybe}}", "jobs.0.policy_options.atp.admission", "fragment, flow"),
     ("{grid: {improve: 1}}", "jobs.0.policy_options.grid.improve", "true or false"),
     ("{ksgd: {intervals: {w9: 1s}}}", "jobs.0.policy_options.ksgd.intervals.w9", "allowed here"),
