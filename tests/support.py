@@ -1,4 +1,5 @@
-"""What tests share beyond fixtures: the rule for tests that need root and binaries.
+"""What tests share beyond fixtures: the rule for tests that need root and binaries, and scenario
+pieces more than one kind of test runs (``ATP_CHAIN_TOPOLOGY``).
 
 Outside CI such a test skips with the reason; under CI (``CI=true``, which
 runs as root on a machine the bootstrap prepared) a missing requirement FAILS
@@ -14,6 +15,16 @@ import shutil
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+#: Four workers under two ToRs that reach their PS through two more switches (t1, t2 -> a1 -> c1 -> p1):
+#: ATP's two levels skip a1, ``levels: all`` aggregates there (the policy's unit test and the emulation test).
+ATP_CHAIN_TOPOLOGY = """topology:
+  kind: explicit
+  link_rate: 100Gbps
+  switches: [t1, t2, a1, c1]
+  hosts: [w1, w2, w3, w4, p1]
+  links: [[w1, t1], [w2, t1], [w3, t2], [w4, t2], [t1, a1], [t2, a1], [a1, c1], [p1, c1]]
+"""
 
 
 def require_emulation(*binaries):

@@ -8,7 +8,7 @@ iteration ends with the exact sum. On pyswitch and bmv2; root only.
 """
 
 import pytest
-from support import require_bmv2
+from support import ATP_CHAIN_TOPOLOGY, require_bmv2
 from test_quickstart import assert_clean
 
 from testbed.emulation.orchestrator import run_scenario
@@ -19,13 +19,7 @@ name: atp-every-level
 seed: 1
 scale: 0.00005
 run_timeout: 90s
-topology:
-  kind: explicit
-  link_rate: 100Gbps
-  switches: [t1, t2, a1, c1]
-  hosts: [w1, w2, w3, w4, p1]
-  links: [[w1, t1], [w2, t1], [w3, t2], [w4, t2], [t1, a1], [t2, a1], [a1, c1], [p1, c1]]
-jobs:
+""" + ATP_CHAIN_TOPOLOGY + """jobs:
   - name: j
     model: resnet18
     workers: [w1, w2, w3, w4]

@@ -5,6 +5,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from support import ATP_CHAIN_TOPOLOGY
 
 from testbed import controller
 from testbed.dataplane import program
@@ -288,15 +289,7 @@ def test_atp_one_level_sends_aggregates_straight_to_the_ps():
     assert job.fanin(0, "p1") == 2
 
 
-CHAIN = textwrap.dedent("""\
-    version: 1
-    scale: 1
-    topology:
-      kind: explicit
-      link_rate: 10Gbps
-      switches: [t1, t2, a1, c1]
-      hosts: [w1, w2, w3, w4, p1]
-      links: [[w1, t1], [w2, t1], [w3, t2], [w4, t2], [t1, a1], [t2, a1], [a1, c1], [p1, c1]]
+CHAIN = "version: 1\nscale: 1\n" + ATP_CHAIN_TOPOLOGY + textwrap.dedent("""\
     jobs:
       - {name: j, workers: [w1, w2, w3, w4], ps: [p1], policy: atp, gradient_size: 1MB}
     """)
