@@ -77,8 +77,10 @@ at once and forgives the older backlog, so a stall never turns into a burst;
 a source that cannot keep up sends less, as its record shows. A send that
 fails (ENOBUFS/EAGAIN: the socket's send buffer or the device queue is full;
 any other per-datagram error too) is counted in ``send_drops`` and not
-retried. Each flow sends from its own socket (its own source port, so ECMP
-hashes flows apart). Linux drops silently, without ENOBUFS, a UDP datagram
+retried. Each flow sends from its own socket (its own source port; a
+switch hashing ports would spread them, while the emulated switches choose
+among parallel links by source and destination, so one pair's flows share
+a path). Linux drops silently, without ENOBUFS, a UDP datagram
 that a full qdisc of the sender's own interface refuses after the socket
 accepted it; the sink's ``lost`` counts those.
 
