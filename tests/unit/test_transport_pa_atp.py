@@ -14,6 +14,7 @@ from testbed.agents.transport import TRANSPORTS, make_transport
 from testbed.agents.transport.pa_atp import (DEFAULT_AECN_WEIGHT, DEFAULT_ECN_WEIGHT, DEFAULT_INITIAL_CWD,
                                              HOLD_RTOS, PaAtpTransport, StrawAsynTransport, aecn_threshold_factor)
 from testbed.agents.worker import Worker
+from testbed.dataplane.program import PA_SEQS
 from testbed.dataplane.wire import FLAG_AECN, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, INA_HEADER
 
 
@@ -263,6 +264,25 @@ def test_asynchrony_unlimited_without_awd_limited_with_it():
     assert leading_worker(pa(awd_limit=False)) == list(range(100))   # StrawAsyn+PC
     assert leading_worker(pa(initial_awd=20)) == list(range(20))     # PA-ATP: base 0 + AWD 20
     assert leading_worker(pa(initial_awd=20, progress_aware=False)) == list(range(20))   # StrawAsyn+AL
+
+
+def test_no_worker_runs_the_switchs_overflow_cells_or_more_ahead_of_the_jobs_last_result():
+    """A seq PA_SEQS past one not yet AACKed would share its overflow cell at the switch (ina.p4's
+    pa_overflow): whatever the windows allow, a worker stops PA_SEQS past its base."""
+    def leading_worker(t, results=0):
+        t.start_iteration(PA_SEQS + 200, now_s=0.0)
+        out = []
+        while batch := sent(t):
+            out += batch
+            for seq in batch:
+                t.on_gack(seq, 0.01)
+        for seq in range(results):
+            t.on_result(seq, 0.02)
+        return out + sent(t)
+    assert leading_worker(pa("strawasyn", window_cap=PA_SEQS + 200)) == list(range(PA_SEQS))
+    assert leading_worker(pa(window_cap=PA_SEQS + 200, initial_awd=PA_SEQS + 100)) == list(range(PA_SEQS))
+    assert leading_worker(pa(window_cap=PA_SEQS + 200, initial_awd=PA_SEQS + 100),
+                          results=50) == list(range(PA_SEQS + 50))   # the job's RESULTs move the edge on
 
 
 def test_strawasyn_ignores_aecn_and_keeps_no_awd():
