@@ -134,8 +134,8 @@ Choices where the paper is silent:
   seq that far ahead would find the cell of one not yet aggregated and
   follow it to the PS while its siblings aggregate at the switch. Fig. 8's
   job A with 1024 slots per job (1368 fragments, its leading worker AWD
-  past its lagging one) stalled so for four hold times, 7.5 s against
-  3.5 s with this bound. It binds only on gradients of over 1024 fragments;
+  past its lagging one) stood still so for a hold time (four RTOs), 7.5 s
+  against 3.5 s with this bound. It binds only on gradients of over 1024 fragments;
 - congestion avoidance after the first cut (``congestion_avoidance``,
   default true; see above);
 - alpha and beta start at 1 (Linux DCTCP's initial alpha): until measured,
