@@ -250,16 +250,21 @@ def test_awd_never_below_one():
     assert t.awd == 1 and t.stats["awd_cuts"] == 40 and t.finished()
 
 
+def leading_worker(t, total=100, results=0):
+    """The seqs a worker sends with every fragment GACKed and no RESULT (the job's other workers stall),
+    then those it sends once the job's first ``results`` RESULTs come."""
+    t.start_iteration(total, now_s=0.0)
+    out = []
+    while batch := sent(t):
+        out += batch
+        for seq in batch:
+            t.on_gack(seq, 0.01)
+    for seq in range(results):
+        t.on_result(seq, 0.02)
+    return out + sent(t)
+
+
 def test_asynchrony_unlimited_without_awd_limited_with_it():
-    def leading_worker(t):
-        """Every fragment GACKed, no RESULT: the job's other workers stall."""
-        t.start_iteration(100, now_s=0.0)
-        out = []
-        while batch := sent(t):
-            out += batch
-            for seq in batch:
-                t.on_gack(seq, 0.01)
-        return out
     assert leading_worker(pa("strawasyn")) == list(range(100))  # StrawAsyn: only the iteration stops it
     assert leading_worker(pa(awd_limit=False)) == list(range(100))   # StrawAsyn+PC
     assert leading_worker(pa(initial_awd=20)) == list(range(20))     # PA-ATP: base 0 + AWD 20
@@ -269,19 +274,10 @@ def test_asynchrony_unlimited_without_awd_limited_with_it():
 def test_no_worker_runs_the_switchs_overflow_cells_or_more_ahead_of_the_jobs_last_result():
     """A seq PA_SEQS past one not yet AACKed would share its overflow cell at the switch (ina.p4's
     pa_overflow): whatever the windows allow, a worker stops PA_SEQS past its base."""
-    def leading_worker(t, results=0):
-        t.start_iteration(PA_SEQS + 200, now_s=0.0)
-        out = []
-        while batch := sent(t):
-            out += batch
-            for seq in batch:
-                t.on_gack(seq, 0.01)
-        for seq in range(results):
-            t.on_result(seq, 0.02)
-        return out + sent(t)
-    assert leading_worker(pa("strawasyn", window_cap=PA_SEQS + 200)) == list(range(PA_SEQS))
-    assert leading_worker(pa(window_cap=PA_SEQS + 200, initial_awd=PA_SEQS + 100)) == list(range(PA_SEQS))
-    assert leading_worker(pa(window_cap=PA_SEQS + 200, initial_awd=PA_SEQS + 100),
+    total = PA_SEQS + 200
+    assert leading_worker(pa("strawasyn", window_cap=total), total) == list(range(PA_SEQS))
+    assert leading_worker(pa(window_cap=total, initial_awd=PA_SEQS + 100), total) == list(range(PA_SEQS))
+    assert leading_worker(pa(window_cap=total, initial_awd=PA_SEQS + 100), total,
                           results=50) == list(range(PA_SEQS + 50))   # the job's RESULTs move the edge on
 
 
