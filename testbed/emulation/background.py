@@ -13,7 +13,7 @@ source config per sending host; the orchestrator writes and starts them.
 """
 
 from testbed.traffic.distributions import CONSTANT_DATAGRAM_BYTES, CONSTANT_RATE, FlowSizeCDF, plan_flows
-from testbed.traffic.flowgen import ETHERNET_HEADER_BYTES, UDP_IP_OVERHEAD_BYTES, summarise_flows
+from testbed.traffic.flowgen import ETHERNET_HEADER_BYTES, UDP_IP_OVERHEAD_BYTES, received_load, summarise_flows
 
 
 def distribution_of(spec) -> FlowSizeCDF:
@@ -97,9 +97,9 @@ def constant_rate_ip_bps(spec, topology) -> float:
 
 def summarise(scenario, records_by_entry: dict, windows_s: dict, sink_records_by_entry: dict = None) -> list:
     """Per background entry: requested load and what came of it. TCP entries: achieved load and FCT
-    percentiles (``summarise_flows``) from the sources' records; ``constant`` entries: the IP bytes the
-    sources sent and the sinks received (``sink_records_by_entry``), the load received in Ethernet frame
-    bits, and the datagrams lost."""
+    percentiles (``summarise_flows``) from the sources' records, received load (``received_load``) from
+    the sinks'; ``constant`` entries: the IP bytes the sources sent and the sinks received
+    (``sink_records_by_entry``), the load received in Ethernet frame bits, and the datagrams lost."""
     topo = scenario.topology
     out = []
     for index, spec in enumerate(scenario.background):
@@ -111,6 +111,8 @@ def summarise(scenario, records_by_entry: dict, windows_s: dict, sink_records_by
                                         capacity_bps)
         else:
             summary = summarise_flows(records, window_s, capacity_bps) if window_s else {}
+            if window_s and capacity_bps:
+                summary.update(received_load((sink_records_by_entry or {}).get(index, []), window_s, capacity_bps))
             # What the flows' sockets reported using: the scenario's choice, or evidence that it did not hold.
             summary["congestion_control_used"] = sorted({r["congestion_control"] for r in records
                                                          if r.get("congestion_control")})

@@ -47,7 +47,8 @@ def format_summary(s: dict) -> str:
         used = ", ".join(b.get("congestion_control_used") or []) or b.get("congestion_control") or "host default"
         lines.append(f"  background {b['distribution']} (TCP {used}): requested load {b['requested_load']:g} "
                      f"(of {b['load_relative_to']}), offered {num(b.get('offered_load'), '.3f')}, "
-                     f"achieved {num(b.get('achieved_load'), '.3f')}; "
+                     f"achieved {num(b.get('achieved_load'), '.3f')} (completed flows), "
+                     f"received {num(b.get('received_load'), '.3f')}; "
                      f"{b.get('completed_count', 0)}/{b.get('flow_count', 0)} flows completed; FCT p50 "
                      f"{num(b.get('fct_p50_s'), '.4f')} s, p95 {num(b.get('fct_p95_s'), '.4f')} s, "
                      f"p99 {num(b.get('fct_p99_s'), '.4f')} s")

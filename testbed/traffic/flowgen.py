@@ -165,8 +165,8 @@ def summarise_flows(records: Sequence[dict], duration_s: float, link_rate_bps: f
 
     ``achieved_load`` = bytes of *completed* flows / (link_rate_bps * duration_s / 8)
     (a flow cut off at the deadline contributes nothing: the sender cannot know
-    how much of it arrived); ``offered_load`` is the same ratio for the bytes of
-    all flows. For records of several senders pass the sum of their link
+    how much of it arrived; ``received_load`` counts it from the sinks' records);
+    ``offered_load`` is the same ratio for the bytes of all flows. For records of several senders pass the sum of their link
     rates. FCT percentiles (linear interpolation) are over completed flows and
     None when no flow completed; ``mean_size_bytes`` is over all flows.
     """
@@ -189,6 +189,22 @@ def summarise_flows(records: Sequence[dict], duration_s: float, link_rate_bps: f
     for q in PERCENTILES:
         summary[f"fct_p{q}_s"] = _percentile(fcts_s, q) if fcts_s else None
     return summary
+
+
+def received_load(sink_records: Sequence[dict], duration_s: float, link_rate_bps: float) -> Dict[str, float]:
+    """What the sinks received over a window of ``duration_s`` on ``link_rate_bps`` of capacity.
+
+    ``received_load`` = payload bytes of every connection the sinks recorded, completed or cut off at
+    the deadline / (link_rate_bps * duration_s / 8): the share of the capacity the flows actually used.
+    ``achieved_load`` (``summarise_flows``) counts completed flows only, so one Hadoop flow of
+    megabytes still running at the deadline takes its every byte out of it: on PA-ATP's testbed at
+    4 Mb/s a cut-off 10 MB flow is a third of the load over 60 s. Same units as ``achieved_load``
+    (TCP payload bytes over link capacity).
+    """
+    if duration_s <= 0 or link_rate_bps <= 0:
+        raise ValueError(f"duration_s and link_rate_bps must be > 0, got {duration_s}, {link_rate_bps}")
+    received_bytes = sum(r["bytes"] for r in sink_records)
+    return {"received_bytes": received_bytes, "received_load": received_bytes / (link_rate_bps * duration_s / 8.0)}
 
 
 class _StopFlag:

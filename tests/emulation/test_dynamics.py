@@ -41,6 +41,8 @@ def test_background_load_on_a_dumbbell_bottleneck(emulation, tmp_path, quiet):
     assert bg["flow_count"] > 1500
     assert bg["completed_count"] >= 0.98 * bg["flow_count"]
     assert abs(bg["achieved_load"] - 0.6) <= 0.06, bg
+    # the sinks received every completed flow's bytes and some of the rest; nothing beyond what was offered
+    assert bg["achieved_load"] <= bg["received_load"] <= bg["offered_load"], bg
     assert 0 < bg["fct_p50_s"] <= bg["fct_p99_s"]
     assert bg["congestion_control"] == "cubic" and bg["congestion_control_used"] == ["cubic"]   # not the host's
     assert bg["ecn"] is False and bg["ecn_negotiated_flows"] == 0                               # Linux's default

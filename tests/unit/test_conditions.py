@@ -192,9 +192,12 @@ def test_constant_rate_flows_become_udp_roles_paced_in_frame_bits(tmp_path):
     assert renamed["bg1-source-hl3"]["congestion_control"] == renamed["bg1-sink-hr2"]["congestion_control"] == "other"
     sent = [{"sent_datagrams": 100, "sent_bytes": 28400}]
     got = [{"peer": "10.0.0.3", "flow": 0, "datagrams": 90, "bytes": 25560, "lost": 10}]
-    (summary, _) = background.summarise(s, {0: sent, 1: []}, {0: 2.0, 1: 3.0}, {0: got})
+    cut_off = [{"peer": "10.0.0.3:40312", "bytes": 15000, "completed": False}]     # a TCP flow running at the end
+    (summary, tcp) = background.summarise(s, {0: sent, 1: []}, {0: 2.0, 1: 3.0}, {0: got, 1: cut_off})
     assert summary["distribution"] == "constant" and summary["lost_datagrams"] == 10
     assert summary["achieved_load"] == pytest.approx(8 * 90 * 298 / 2.0 / 20e6)
+    assert tcp["achieved_load"] == 0 and tcp["received_bytes"] == 15000
+    assert tcp["received_load"] == pytest.approx(8 * 15000 / 3.0 / tcp["capacity_bps"])
 
 
 def test_constant_rate_flows_have_no_sizes():

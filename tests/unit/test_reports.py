@@ -118,6 +118,18 @@ def test_the_text_summary_of_a_run_with_a_constant_rate_udp_flow(tmp_path):
             "1.84 s, received 0.767; 1150 of 1200 datagrams arrived") in text
 
 
+def test_the_text_summary_of_a_tcp_background_gives_its_load_by_completed_flows_and_received(tmp_path):
+    summary = json.loads((write_run(tmp_path / "run") / "summary.json").read_text())
+    summary["background"] = [{"distribution": "hadoop", "requested_load": 0.8, "load_relative_to": "bottleneck hr3-s2",
+                               "congestion_control": "cubic", "congestion_control_used": ["cubic"],
+                               "offered_load": 0.812, "achieved_load": 0.222, "received_load": 0.589,
+                               "completed_count": 200, "flow_count": 205, "fct_p50_s": 0.12, "fct_p95_s": 0.6,
+                               "fct_p99_s": 2.5}]
+    text = format_summary(summary)
+    assert ("background hadoop (TCP cubic): requested load 0.8 (of bottleneck hr3-s2), offered 0.812, achieved "
+            "0.222 (completed flows), received 0.589; 200/205 flows completed") in text
+
+
 def test_a_plot_of_many_lines_keeps_its_legend_inside_the_figure(tmp_path):
     # A fat-tree's 45 switches (InArt §5.3) as one legend column outgrew the figure: tight_layout warned and
     # gave up. In columns of at most LEGEND_ROWS entries it fits.

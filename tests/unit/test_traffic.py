@@ -21,7 +21,7 @@ from testbed.traffic.distributions import (
     poisson_arrivals,
 )
 from testbed.traffic.flowgen import (MAX_BURST_DATAGRAMS, _StopFlag, _UdpSource, congestion_control_error, load_config,
-                                     summarise_flows)
+                                     received_load, summarise_flows)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("hadoop", "cache_follower", "web_search", "data_mining")
@@ -147,6 +147,19 @@ def test_summarise_flows_on_hand_made_records():
     assert summary["fct_p95_s"] == pytest.approx(np.percentile([0.1, 0.2, 0.3], 95))
     assert summary["fct_p99_s"] == pytest.approx(np.percentile([0.1, 0.2, 0.3], 99))
     assert summarise_flows([], 1.0, 1e6)["fct_p50_s"] is None
+
+
+def test_received_load_counts_the_bytes_of_flows_cut_off_at_the_deadline():
+    # Two completed connections and one still running at the deadline: achieved_load (completed flows,
+    # from the sources) leaves the running one's 7 000 bytes out; received_load (the sinks) does not.
+    sink_records = [{"peer": "10.0.0.1:1", "bytes": 1000, "completed": True},
+                    {"peer": "10.0.0.1:2", "bytes": 2000, "completed": True},
+                    {"peer": "10.0.0.2:3", "bytes": 7000, "completed": False}]
+    out = received_load(sink_records, duration_s=2.0, link_rate_bps=40_000)   # capacity 10 000 bytes
+    assert out == {"received_bytes": 10_000, "received_load": pytest.approx(1.0)}
+    assert received_load([], 1.0, 1e6)["received_load"] == 0
+    with pytest.raises(ValueError):
+        received_load(sink_records, 0.0, 1e6)
 
 
 def _free_port():
