@@ -110,9 +110,10 @@ def summarise(scenario, records_by_entry: dict, windows_s: dict, sink_records_by
             summary = _constant_summary(records, (sink_records_by_entry or {}).get(index, []), window_s,
                                         capacity_bps)
         else:
-            summary = summarise_flows(records, window_s, capacity_bps) if window_s else {}
-            if window_s and capacity_bps:
-                summary.update(received_load((sink_records_by_entry or {}).get(index, []), window_s, capacity_bps))
+            summary = {}
+            if window_s:
+                summary = {**summarise_flows(records, window_s, capacity_bps),
+                           **received_load((sink_records_by_entry or {}).get(index, []), window_s, capacity_bps)}
             # What the flows' sockets reported using: the scenario's choice, or evidence that it did not hold.
             summary["congestion_control_used"] = sorted({r["congestion_control"] for r in records
                                                          if r.get("congestion_control")})

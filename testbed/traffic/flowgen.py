@@ -160,19 +160,24 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (position - lo)
 
 
+def _window_capacity_bytes(duration_s: float, link_rate_bps: float) -> float:
+    """Bytes ``link_rate_bps`` carries in ``duration_s``: what every load of a window is a share of."""
+    if duration_s <= 0 or link_rate_bps <= 0:
+        raise ValueError(f"duration_s and link_rate_bps must be > 0, got {duration_s}, {link_rate_bps}")
+    return link_rate_bps * duration_s / 8.0
+
+
 def summarise_flows(records: Sequence[dict], duration_s: float, link_rate_bps: float) -> Dict[str, Optional[float]]:
     """Summary of source records over a window of ``duration_s`` on ``link_rate_bps`` of capacity.
 
     ``achieved_load`` = bytes of *completed* flows / (link_rate_bps * duration_s / 8)
     (a flow cut off at the deadline contributes nothing: the sender cannot know
     how much of it arrived; ``received_load`` counts it from the sinks' records);
-    ``offered_load`` is the same ratio for the bytes of all flows. For records of several senders pass the sum of their link
-    rates. FCT percentiles (linear interpolation) are over completed flows and
+    ``offered_load`` is the same ratio for the bytes of all flows. For records of
+    several senders pass the sum of their link rates. FCT percentiles (linear interpolation) are over completed flows and
     None when no flow completed; ``mean_size_bytes`` is over all flows.
     """
-    if duration_s <= 0 or link_rate_bps <= 0:
-        raise ValueError(f"duration_s and link_rate_bps must be > 0, got {duration_s}, {link_rate_bps}")
-    capacity_bytes = link_rate_bps * duration_s / 8.0
+    capacity_bytes = _window_capacity_bytes(duration_s, link_rate_bps)
     completed = [r for r in records if r["completed"]]
     offered_bytes = sum(r["size_bytes"] for r in records)
     delivered_bytes = sum(r["size_bytes"] for r in completed)
@@ -201,10 +206,9 @@ def received_load(sink_records: Sequence[dict], duration_s: float, link_rate_bps
     4 Mb/s a cut-off 10 MB flow is a third of the load over 60 s. Same units as ``achieved_load``
     (TCP payload bytes over link capacity).
     """
-    if duration_s <= 0 or link_rate_bps <= 0:
-        raise ValueError(f"duration_s and link_rate_bps must be > 0, got {duration_s}, {link_rate_bps}")
+    capacity_bytes = _window_capacity_bytes(duration_s, link_rate_bps)
     received_bytes = sum(r["bytes"] for r in sink_records)
-    return {"received_bytes": received_bytes, "received_load": received_bytes / (link_rate_bps * duration_s / 8.0)}
+    return {"received_bytes": received_bytes, "received_load": received_bytes / capacity_bytes}
 
 
 class _StopFlag:
