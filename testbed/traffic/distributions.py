@@ -19,11 +19,13 @@ Design (REFERENCE.md, "Background traffic"):
   destination is uniform among the receivers other than the sender.
 
 Every random draw comes from ``numpy.random.default_rng`` seeded by the caller
-(``plan_flows`` derives one stream per sender from ``(seed, sender_index)``),
-so a plan is a pure function of its arguments.
+(``plan_flows`` derives one stream per sender from ``(seed, sender_index)``,
+and one per further minute of the window, see ``PLAN_MINUTE_S``), so a plan is
+a pure function of its arguments.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Sequence, Tuple, Union
@@ -191,6 +193,13 @@ class FlowPlan:
     size_bytes: int
 
 
+#: A window's first PLAN_MINUTE_S are drawn as a whole (over the window, when shorter); each further
+#: PLAN_MINUTE_S from its own stream, whole, and cut at the window's end. Lengthening a window past its
+#: first minute (or the run_timeout an untimed background is planned over) then adds flows at its end
+#: and changes none before them.
+PLAN_MINUTE_S = 60.0
+
+
 def plan_flows(
     cdf: FlowSizeCDF,
     load: float,
@@ -204,24 +213,32 @@ def plan_flows(
 
     Each sender offers ``load`` of its ``link_rate_bps`` link (Poisson arrivals at
     ``arrival_rate_per_s``); sizes are drawn from ``cdf``; each destination is
-    uniform among ``receivers`` other than the sender. Sender ``i`` draws from
-    ``default_rng((seed, i))``, so the plan depends only on the arguments.
+    uniform among ``receivers`` other than the sender. Sender ``i`` draws its
+    first minute (``PLAN_MINUTE_S``, or the whole window when shorter) from
+    ``default_rng((seed, i))`` and minute ``k`` >= 1 from ``default_rng((seed, i,
+    k))``, so the plan depends only on the arguments, and its flows before any
+    time past the first minute do not depend on how long the window is.
     """
     rate_per_s = arrival_rate_per_s(load, link_rate_bps, cdf.mean_bytes())
     if duration_s <= 0:
         raise ValueError(f"duration_s must be > 0, got {duration_s}")
+    minutes = max(1, math.ceil(duration_s / PLAN_MINUTE_S))
     flows: List[FlowPlan] = []
     for index, sender in enumerate(senders):
         destinations = [r for r in receivers if r != sender]
         if not destinations:
             raise ValueError(f"sender {sender!r} has no receiver other than itself among {list(receivers)}")
-        rng = np.random.default_rng((seed, index))
-        starts_s = poisson_arrivals(rng, rate_per_s, duration_s)
-        sizes_bytes = cdf.sample(rng, len(starts_s))
-        picks = rng.integers(len(destinations), size=len(starts_s))
-        flows.extend(
-            FlowPlan(sender, destinations[pick], float(start_s), int(size_bytes))
-            for start_s, size_bytes, pick in zip(starts_s, sizes_bytes, picks)
-        )
+        for minute in range(minutes):
+            rng = np.random.default_rng((seed, index) if minute == 0 else (seed, index, minute))
+            offset_s = minute * PLAN_MINUTE_S
+            span_s = min(duration_s, PLAN_MINUTE_S) if minute == 0 else PLAN_MINUTE_S
+            starts_s = offset_s + poisson_arrivals(rng, rate_per_s, span_s)
+            sizes_bytes = cdf.sample(rng, len(starts_s))
+            picks = rng.integers(len(destinations), size=len(starts_s))
+            flows.extend(
+                FlowPlan(sender, destinations[pick], float(start_s), int(size_bytes))
+                for start_s, size_bytes, pick in zip(starts_s, sizes_bytes, picks)
+                if start_s < duration_s
+            )
     flows.sort(key=lambda flow: flow.start_s)
     return flows

@@ -130,6 +130,22 @@ def test_plan_flows_is_deterministic_and_never_self_addressed():
         plan_flows(cdf, 0.5, 100e6, 1.0, ["h1"], ["h1"], seed=1)
 
 
+def test_a_longer_window_adds_flows_at_its_end_and_changes_none_before():
+    """Past its first minute a window's flows are drawn minute by minute: the plan of 300 s (an untimed
+    background's run_timeout) starts with the plan of 60 s and of 130 s, flow for flow; within the first
+    minute a shorter window is drawn as a whole, so its draws differ."""
+    cdf = FlowSizeCDF.load("hadoop")
+    args = dict(cdf=cdf, load=0.8, link_rate_bps=4e6, senders=["h7", "h8"], receivers=["h3"], seed=1000)
+    long = plan_flows(duration_s=300.0, **args)
+    assert long[-1].start_s > 240.0
+    for window_s in (60.0, 130.0):
+        assert [flow for flow in long if flow.start_s < window_s] == plan_flows(duration_s=window_s, **args)
+    assert [flow for flow in long if flow.start_s < 20.0] != plan_flows(duration_s=20.0, **args)
+    sizes = [[flow.size_bytes for flow in long if minute * 60.0 <= flow.start_s < (minute + 1) * 60.0]
+             for minute in (0, 1)]
+    assert sizes[1] and sizes[1][:len(sizes[0])] != sizes[0][:len(sizes[1])]   # each minute its own stream
+
+
 def test_summarise_flows_on_hand_made_records():
     records = [
         {"src": "h1", "dst": "10.0.0.2", "size_bytes": 1000, "start_s": 0.0, "fct_s": 0.1, "completed": True},
