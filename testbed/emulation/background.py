@@ -5,8 +5,9 @@ For each ``background`` entry the flows are planned up front
 the named CDF, uniform destinations; an entry without ``duration`` is
 planned over the run's run_timeout, minute by minute past the first
 (``PLAN_MINUTE_S``), so a longer run_timeout only adds flows at the end), so
-a run's background is a pure function of the scenario and its seed; a ``constant`` entry is one UDP flow
-per (sender, receiver) at a constant rate instead. Load is relative to each
+a run's background is a pure function of the scenario and its seed; a
+``constant`` entry is one UDP flow per (sender, receiver) at a constant rate
+instead. Load is relative to each
 sender's link rate unless the entry names a bottleneck link, in which case
 the senders together offer ``load`` of that link (each offers an equal
 share).

@@ -222,7 +222,7 @@ def plan_flows(
     rate_per_s = arrival_rate_per_s(load, link_rate_bps, cdf.mean_bytes())
     if duration_s <= 0:
         raise ValueError(f"duration_s must be > 0, got {duration_s}")
-    minutes = max(1, math.ceil(duration_s / PLAN_MINUTE_S))
+    minutes = math.ceil(duration_s / PLAN_MINUTE_S)     # at least 1: duration_s > 0
     flows: List[FlowPlan] = []
     for index, sender in enumerate(senders):
         destinations = [r for r in receivers if r != sender]

@@ -174,8 +174,9 @@ def summarise_flows(records: Sequence[dict], duration_s: float, link_rate_bps: f
     (a flow cut off at the deadline contributes nothing: the sender cannot know
     how much of it arrived; ``received_load`` counts it from the sinks' records);
     ``offered_load`` is the same ratio for the bytes of all flows. For records of
-    several senders pass the sum of their link rates. FCT percentiles (linear interpolation) are over completed flows and
-    None when no flow completed; ``mean_size_bytes`` is over all flows.
+    several senders pass the sum of their link rates. FCT percentiles (linear
+    interpolation) are over completed flows and None when no flow completed;
+    ``mean_size_bytes`` is over all flows.
     """
     capacity_bytes = _window_capacity_bytes(duration_s, link_rate_bps)
     completed = [r for r in records if r["completed"]]
