@@ -21,6 +21,11 @@ while each stage still has time to spare (measured on GOAT's testbed at
 1/1000: a process peak of 0.48 core with its busiest thread at 0.32).
 :func:`cpu_share` and :func:`busiest_thread_peak` are the pure part,
 unit-tested.
+
+Peaks are taken over intervals of at least half ``interval_s``
+(:func:`spaced_samples`): the last sample, taken when the sampler stops, can
+come a millisecond after the one before it, and one clock tick (10 ms) over a
+millisecond reads as ten cores.
 """
 
 import os
@@ -79,6 +84,23 @@ def machine_cpu_s():
     idle = values[3] + (values[4] if len(values) > 4 else 0)    # idle + iowait
     total = sum(values[:8])
     return (total - idle) / CLOCK_TICKS_PER_S, total / CLOCK_TICKS_PER_S
+
+
+def spaced_samples(samples, min_interval_s: float):
+    """``samples`` ([(wall_s, ...)], in time order) thinned so that consecutive ones are at least
+    ``min_interval_s`` apart: a sample closer than that to the last one kept is dropped, except the final
+    sample, which replaces the last one kept instead (its interval joins the one before). The first and
+    the final sample are always kept."""
+    kept = []
+    for sample in samples:
+        if not kept or sample[0] - kept[-1][0] >= min_interval_s:
+            kept.append(sample)
+    if samples and kept[-1] is not samples[-1]:
+        if len(kept) > 1:
+            kept[-1] = samples[-1]
+        else:
+            kept.append(samples[-1])
+    return kept
 
 
 def cpu_share(samples):
@@ -149,15 +171,17 @@ class CpuSampler(threading.Thread):
     def shares(self) -> dict:
         """``{"processes": {name: {"mean", "peak", "thread_peak", "threads", "waited_mean", "waited_peak"}},
         "machine": {"mean", "peak"}, "cores": n}`` (``threads``: the most threads the process had at once)."""
-        processes = {name: cpu_share(s) for name, s in self.samples.items()}
+        def spaced(samples):   # the readings of a process that was still there, half an interval apart
+            return spaced_samples([s for s in samples if s[1] not in (None, {})], self.interval_s / 2)
+        processes = {name: cpu_share(spaced(s)) for name, s in self.samples.items()}
         for name, share in processes.items():
             if share is None:
                 continue
-            thread_peak = busiest_thread_peak(self.threads[name])
+            thread_peak = busiest_thread_peak(spaced(self.threads[name]))
             if thread_peak is not None:
                 share.update(thread_peak=thread_peak, threads=max(len(t) for _, t in self.threads[name]))
-            waited = cpu_share(self.waits[name])
+            waited = cpu_share(spaced(self.waits[name]))
             if waited is not None:
                 share.update(waited_mean=waited["mean"], waited_peak=waited["peak"])
         return {"processes": {n: v for n, v in processes.items() if v is not None},
-                "machine": cpu_share(self.machine), "cores": self.cores, "interval_s": self.interval_s}
+                "machine": cpu_share(spaced(self.machine)), "cores": self.cores, "interval_s": self.interval_s}

@@ -10,7 +10,8 @@ from testbed.agents.transport import make_transport
 from testbed.emulation.stall import (STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, expected_iteration_s,
                                      stall_bound_s)
 from testbed.metrics.counters import packet_rate_bound_ports
-from testbed.metrics.cpu import CpuSampler, busiest_thread_peak, cpu_share, process_cpu_s, thread_cpu_s
+from testbed.metrics.cpu import (CpuSampler, busiest_thread_peak, cpu_share, process_cpu_s, spaced_samples,
+                                 thread_cpu_s)
 from testbed.metrics.distortion import SPURIOUS_RETX_LIMIT, Evidence, assess
 from testbed.metrics.losses import qdisc_dropped, udp_rcvbuf_errors
 from testbed.metrics.summary import honest_figures, job_metrics, run_metrics
@@ -38,6 +39,26 @@ def test_busiest_thread_peak_is_one_threads_largest_share_of_a_core():
     assert busiest_thread_peak(samples) == 0.6          # thread 3 was not seen at the start of its interval
     assert busiest_thread_peak(samples + [(4.0, {3: 5.95})]) == 0.95
     assert busiest_thread_peak([(0.0, {}), (1.0, {})]) == 0.0
+
+
+def test_peaks_leave_out_an_interval_shorter_than_half_the_sampling_interval():
+    """The sampler's last reading can come a millisecond after the one before: one 10 ms clock tick over it
+    read as 7.5 cores of one thread and marked a run distorted (PA-ATP Fig. 10, ATP at load 0.8)."""
+    threads = [(0.0, {7: 0.0}), (1.0, {7: 0.3}), (2.0, {7: 0.6}), (2.0013, {7: 0.61})]
+    assert busiest_thread_peak(threads) > 7
+    assert spaced_samples(threads, 0.5) == [(0.0, {7: 0.0}), (1.0, {7: 0.3}), (2.0013, {7: 0.61})]
+    assert busiest_thread_peak(spaced_samples(threads, 0.5)) == pytest.approx(0.31, abs=0.01)
+    assert spaced_samples([(0.0, 1), (0.2, 2), (0.4, 3), (0.6, 4), (0.7, 5)], 0.5) == [(0.0, 1), (0.7, 5)]
+    assert spaced_samples([(0.0, 1), (0.1, 2)], 0.5) == [(0.0, 1), (0.1, 2)]    # a run shorter than that
+    assert spaced_samples([], 0.5) == []
+    sampler = CpuSampler({"me": 1}, interval_s=1.0)
+    sampler.samples["me"] = [(0.0, 0.0), (1.0, 0.3), (2.0, 0.6), (2.0013, 0.61)]
+    sampler.waits["me"] = [(0.0, 0.0), (1.0, 0.0), (2.0, 0.0), (2.0013, None)]
+    sampler.threads["me"] = threads
+    sampler.machine = [(0.0, 0.0), (1.0, 0.3), (2.0, 0.6), (2.0013, 0.61)]
+    shares = sampler.shares()
+    assert shares["processes"]["me"]["peak"] < 0.35 and shares["processes"]["me"]["thread_peak"] < 0.35
+    assert shares["machine"]["peak"] < 0.35
 
 
 def test_thread_cpu_seconds_of_this_process():
