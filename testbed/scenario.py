@@ -138,8 +138,8 @@ SIMULATION_KEYS = {"worker_start", "worker_pacing", "max_fragment_events", "resu
 WORKER_PACINGS = ("uniform", "host_link")
 IMPAIRMENT_KEYS = {"link", "drop", "duplicate", "reorder"}
 METRICS_KEYS = {"sample_interval", "iftop_interfaces", "warmup_iterations"}
-BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "duration", "port",
-                   "start", "congestion_control", "ecn"}
+BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "flow_size_scale",
+                   "duration", "port", "start", "congestion_control", "ecn"}
 #: The background's TCP congestion control unless a scenario names one: Linux's default, so a run does not
 #: depend on what its host was set to (``net.ipv4.tcp_congestion_control``).
 DEFAULT_BACKGROUND_CONGESTION_CONTROL = "cubic"
@@ -233,12 +233,16 @@ class BackgroundSpec:
 
     ``load`` is relative to each sender's own link rate (the HPCC rule) unless
     ``bottleneck`` names a link: then the senders together offer ``load`` of
-    that link's rate. Flow sizes are not scaled; rates are, so arrival rates
-    follow from load, rate and the distribution's mean. ``distribution:
-    constant`` (``CONSTANT_RATE``) is instead one UDP flow from each sender to
-    each receiver at a constant rate, the sender's ``load`` shared among its
-    receivers, in Ethernet frame bits (PA-ATP §V-B). Flows run from ``start_s``
-    for ``duration_s`` after the run's start. TCP flows use
+    that link's rate. Flow sizes are not scaled with the run's ``scale`` (a
+    Hadoop flow stays a Hadoop flow); rates are, so arrival rates follow from
+    load, rate and the distribution's mean. ``flow_size_scale`` multiplies
+    every size of the distribution (1 unless given), so that flows can keep
+    their length against an iteration's instead; ``max_flow_bytes`` then caps
+    the sizes. ``distribution: constant`` (``CONSTANT_RATE``) is instead one
+    UDP flow from each sender to each receiver at a constant rate, the
+    sender's ``load`` shared among its receivers, in Ethernet frame bits
+    (PA-ATP §V-B). Flows run from ``start_s`` for ``duration_s`` after the
+    run's start. TCP flows use
     ``congestion_control`` (a name the kernel knows; the run checks it before
     it builds anything), cubic unless the scenario says otherwise, and
     negotiate ECN when ``ecn`` is true (``net.ipv4.tcp_ecn=1`` in each sender's
@@ -251,6 +255,7 @@ class BackgroundSpec:
     receivers: list
     bottleneck: tuple = ()           # (a, b) or empty
     max_flow_bytes: float = 0.0      # 0 = no truncation
+    flow_size_scale: float = 1.0     # every size of the distribution times this
     duration_s: float = 0.0          # 0 = as long as the job runs
     port: int = 5001
     start_s: float = 0.0             # the flows' window opens this long after the run's start
@@ -1275,6 +1280,8 @@ def _resolve_background(c, spec, topo, jobs):
             c.fail(f"{p}.distribution", f"cannot use {_brief(name)} as a flow-size CDF: {exc}")
         if name == CONSTANT_RATE and "max_flow_size" in item:
             c.fail(f"{p}.max_flow_size", f"a {CONSTANT_RATE} flow has no flow sizes to truncate")
+        if name == CONSTANT_RATE and "flow_size_scale" in item:
+            c.fail(f"{p}.flow_size_scale", f"a {CONSTANT_RATE} flow has no flow sizes to scale")
         if name == CONSTANT_RATE and "congestion_control" in item:
             c.fail(f"{p}.congestion_control",
                    f"a {CONSTANT_RATE} flow is UDP at a constant rate: no congestion control")
@@ -1303,10 +1310,13 @@ def _resolve_background(c, spec, topo, jobs):
         bottleneck = c.link_ends(item["bottleneck"], f"{p}.bottleneck", topo) if "bottleneck" in item else ()
         out.append(BackgroundSpec(
             name, load, groups["senders"], groups["receivers"], bottleneck,
-            c.size_bytes(item["max_flow_size"], f"{p}.max_flow_size") if "max_flow_size" in item else 0.0,
-            c.duration_s(item["duration"], f"{p}.duration") if "duration" in item else 0.0,
-            c.integer(item.get("port", 5001 + i), f"{p}.port", 1024, 39999),
-            c.duration_s(item.get("start", "0s"), f"{p}.start"), congestion_control, ecn))
+            max_flow_bytes=(c.size_bytes(item["max_flow_size"], f"{p}.max_flow_size")
+                            if "max_flow_size" in item else 0.0),
+            flow_size_scale=c.number(item.get("flow_size_scale", 1.0), f"{p}.flow_size_scale", 0, 1, low_open=True),
+            duration_s=c.duration_s(item["duration"], f"{p}.duration") if "duration" in item else 0.0,
+            port=c.integer(item.get("port", 5001 + i), f"{p}.port", 1024, 39999),
+            start_s=c.duration_s(item.get("start", "0s"), f"{p}.start"),
+            congestion_control=congestion_control, ecn=ecn))
     ecn_of_sender = {}
     for i, spec in enumerate(out):
         if spec.distribution == CONSTANT_RATE:

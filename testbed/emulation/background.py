@@ -20,7 +20,8 @@ from testbed.traffic.flowgen import ETHERNET_HEADER_BYTES, UDP_IP_OVERHEAD_BYTES
 
 
 def distribution_of(spec) -> FlowSizeCDF:
-    cdf = FlowSizeCDF.load(spec.distribution)
+    """The entry's flow-size CDF: its sizes times ``flow_size_scale``, then capped at ``max_flow_bytes``."""
+    cdf = FlowSizeCDF.load(spec.distribution).scaled(spec.flow_size_scale)
     return cdf.truncated(spec.max_flow_bytes) if spec.max_flow_bytes else cdf
 
 
@@ -130,7 +131,7 @@ def summarise(scenario, records_by_entry: dict, windows_s: dict, sink_records_by
                     "capacity_bps": capacity_bps, "start_s": spec.start_s, "window_s": window_s,
                     "congestion_control": spec.congestion_control, "ecn": spec.ecn,
                     "senders": spec.senders, "receivers": spec.receivers,
-                    "max_flow_bytes": spec.max_flow_bytes or None, "flow_sizes_scaled": False, **summary})
+                    "max_flow_bytes": spec.max_flow_bytes or None, "flow_size_scale": spec.flow_size_scale, **summary})
     return out
 
 

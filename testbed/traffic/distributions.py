@@ -142,6 +142,18 @@ class FlowSizeCDF:
         segments = np.diff(fractions) * (sizes_bytes[:-1] + sizes_bytes[1:]) / 2.0
         return float(fractions[0] * sizes_bytes[0] + segments.sum())
 
+    def scaled(self, factor: float) -> "FlowSizeCDF":
+        """This distribution with every size multiplied by ``factor`` (the fractions unchanged)."""
+        if factor <= 0:
+            raise ValueError(f"factor must be > 0, got {factor}")
+        if factor == 1:
+            return self
+        return FlowSizeCDF(
+            name=f"{self.name}_x{factor:g}",
+            points=tuple((size_bytes * factor, fraction) for size_bytes, fraction in self.points),
+            provenance=f"{self.provenance} Sizes multiplied by {factor:g}.",
+        )
+
     def truncated(self, max_bytes: float) -> "FlowSizeCDF":
         """This distribution capped at ``max_bytes``: draws above it become ``max_bytes``."""
         sizes_bytes, fractions = self._arrays()

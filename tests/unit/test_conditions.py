@@ -203,8 +203,30 @@ def test_constant_rate_flows_become_udp_roles_paced_in_frame_bits(tmp_path):
 def test_constant_rate_flows_have_no_sizes():
     err = error_of("background: [{distribution: constant, load: 0.5, max_flow_size: 1MB}]")
     assert err.field == "background.0.max_flow_size" and "no flow sizes" in err.message
+    err = error_of("background: [{distribution: constant, load: 0.5, flow_size_scale: 0.1}]")
+    assert err.field == "background.0.flow_size_scale" and "no flow sizes to scale" in err.message
     err = error_of("background: [{distribution: netflix, load: 0.5}]")
     assert "or constant (one UDP flow at a constant rate)" in err.message
+
+
+def test_flow_size_scale_shrinks_the_flows_and_keeps_the_load_with_more_of_them(tmp_path):
+    """A tenth of every size at the same load: ten times the flows, the same bytes offered, and the cap
+    applies to the scaled sizes."""
+    def planned(extra):
+        s = parse(f"background: [{{distribution: hadoop, load: 0.5, senders: [hl3], receivers: [hr3], "
+                  f"duration: 200s{extra}}}]")
+        flows = next(c for _, _, name, c in background.flowgen_configs(s, 200.0, 1000.0, tmp_path)
+                     if name == "bg0-source-hl3")["flows"]
+        return s.background[0], [f["size_bytes"] for f in flows]
+    spec, whole = planned("")
+    tenth_spec, tenth = planned(", flow_size_scale: 0.1")
+    capped_spec, capped = planned(", flow_size_scale: 0.1, max_flow_size: 50KB")
+    assert (spec.flow_size_scale, tenth_spec.flow_size_scale) == (1.0, 0.1)
+    assert 8 < len(tenth) / len(whole) < 12 and max(tenth) <= 1_000_000 < max(whole)
+    assert 0.7 < sum(tenth) / sum(whole) < 1.4          # Hadoop's tail: the bytes of 200 s vary by a third
+    assert max(capped) == 50_000 and capped_spec.max_flow_bytes == 50_000
+    for bad in ("0", "1.5", "ten"):
+        assert error_of(f"background: [{{load: 0.5, flow_size_scale: {bad}}}]").field == "background.0.flow_size_scale"
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")    # the swallowed interrupt

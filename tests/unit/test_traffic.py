@@ -74,6 +74,21 @@ def test_truncated_caps_sizes():
     assert abs(sizes.mean() / cdf.mean_bytes() - 1) < 0.01
 
 
+def test_scaled_multiplies_every_size_and_the_mean_and_keeps_the_fractions():
+    hadoop = FlowSizeCDF.load("hadoop")
+    tenth = hadoop.scaled(0.1)
+    assert [f for _, f in tenth.points] == [f for _, f in hadoop.points]
+    assert tenth.points[-1] == (pytest.approx(1_000_000.0), 1.0)        # Hadoop's largest flow, 10 MB
+    assert tenth.mean_bytes() == pytest.approx(hadoop.mean_bytes() / 10)
+    assert tenth.name == "hadoop_x0.1" and "multiplied by 0.1" in tenth.provenance
+    # the same uniform draws give a tenth of each size (rounded, at least 1 byte)
+    tiny, whole = tenth.sample(np.random.default_rng(5), 1000), hadoop.sample(np.random.default_rng(5), 1000)
+    assert np.all(np.abs(tiny - np.maximum(np.rint(whole / 10), 1)) <= 1)
+    assert hadoop.scaled(1) is hadoop
+    with pytest.raises(ValueError, match="factor"):
+        hadoop.scaled(0)
+
+
 def test_unknown_distribution_lists_available_names():
     with pytest.raises(UnknownDistributionError) as info:
         FlowSizeCDF.load("hadop")
