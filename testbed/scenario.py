@@ -1278,10 +1278,9 @@ def _resolve_background(c, spec, topo, jobs):
             c.fail(f"{p}.distribution", f"{exc}, or {CONSTANT_RATE} (one UDP flow at a constant rate)")
         except (OSError, ValueError) as exc:   # a path given: unreadable, not text, or not a CDF
             c.fail(f"{p}.distribution", f"cannot use {_brief(name)} as a flow-size CDF: {exc}")
-        if name == CONSTANT_RATE and "max_flow_size" in item:
-            c.fail(f"{p}.max_flow_size", f"a {CONSTANT_RATE} flow has no flow sizes to truncate")
-        if name == CONSTANT_RATE and "flow_size_scale" in item:
-            c.fail(f"{p}.flow_size_scale", f"a {CONSTANT_RATE} flow has no flow sizes to scale")
+        for key, verb in (("max_flow_size", "truncate"), ("flow_size_scale", "scale")):
+            if name == CONSTANT_RATE and key in item:
+                c.fail(f"{p}.{key}", f"a {CONSTANT_RATE} flow has no flow sizes to {verb}")
         if name == CONSTANT_RATE and "congestion_control" in item:
             c.fail(f"{p}.congestion_control",
                    f"a {CONSTANT_RATE} flow is UDP at a constant rate: no congestion control")
