@@ -49,6 +49,7 @@
 #define INA_PA_SEQS 1024    /* pa_overflow cells per row, a power of two (program.PA_SEQS) */
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8>  IPPROTO_TCP = 6;
 const bit<8>  IPPROTO_UDP = 17;
 const bit<16> INA_UDP_PORT = 40000;
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1; /* bmv2: an ingress-to-egress clone (a completing gradient's GACK) */
@@ -160,6 +161,12 @@ header udp_t {
     bit<16> checksum;
 }
 
+/* The first four bytes of a TCP header: what ECMP hashes of it (route_ecmp) */
+header tcp_ports_t {
+    bit<16> srcPort;
+    bit<16> dstPort;
+}
+
 /* 38 bytes, network byte order (wire.INA_HEADER) */
 header ina_t {
     bit<16> job;
@@ -184,6 +191,7 @@ header lane_t {
 struct headers_t {
     ethernet_t        ethernet;
     ipv4_t            ipv4;
+    tcp_ports_t       tcp_ports;
     udp_t             udp;
     ina_t             ina;
     lane_t[INA_LANES] lanes;
@@ -194,7 +202,8 @@ struct metadata_t {
     bit<8>  lanes_left;       /* lanes still to extract (elems counts down) */
     bit<16> lanes_room;       /* free entries of hdr.lanes (INA_LANES counts down) */
     /* forwarding */
-    bit<1>  fwd_hit;          /* route_forward or ipv4_forward ran */
+    bit<1>  fwd_hit;          /* route_forward, route_ecmp or ipv4_forward ran */
+    bit<32> ecmp_member;      /* route_ecmp: which of its consecutive ports, from its first */
     /* ina_aggregate action data */
     bit<1>  agg_hit;
     bit<32> switch_addr;
@@ -310,8 +319,14 @@ parser InaParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
         packet.extract(hdr.ipv4);
         transition select(hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.protocol) {
             (4, 5, IPPROTO_UDP): parse_udp;
+            (4, 5, IPPROTO_TCP): parse_tcp_ports;
             default: accept;
         }
+    }
+
+    state parse_tcp_ports {
+        packet.extract(hdr.tcp_ports);
+        transition accept;
     }
 
     state parse_udp {
@@ -425,6 +440,26 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         meta.fwd_hit = 1;
     }
 
+    /* ECMP per flow over the consecutive ports first_port .. first_port + ports - 1: the member is the
+       CRC-16 of the five-tuple (addresses, protocol, TCP or UDP ports; 0 for other protocols) modulo ports */
+    @name(".Ingress.route_ecmp")
+    action route_ecmp(bit<48> dstAddr, bit<9> first_port, bit<9> ports) {
+        bit<16> src_port = 0;
+        bit<16> dst_port = 0;
+        if (hdr.tcp_ports.isValid()) {
+            src_port = hdr.tcp_ports.srcPort;
+            dst_port = hdr.tcp_ports.dstPort;
+        } else if (hdr.udp.isValid()) {
+            src_port = hdr.udp.srcPort;
+            dst_port = hdr.udp.dstPort;
+        }
+        hash(meta.ecmp_member, HashAlgorithm.crc16, 32w0,
+             { hdr.ipv4.srcAddr, hdr.ipv4.dstAddr, hdr.ipv4.protocol, src_port, dst_port }, (bit<32>)ports);
+        hdr.ethernet.dstAddr = dstAddr;
+        standard_metadata.egress_spec = first_port + (bit<9>)meta.ecmp_member;
+        meta.fwd_hit = 1;
+    }
+
     @name(".Ingress.ina_pass")
     action ina_pass() {
     }
@@ -519,6 +554,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         }
         actions = {
             route_forward;
+            route_ecmp;
             NoAction;
         }
         default_action = NoAction();
@@ -1468,6 +1504,7 @@ control InaDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.tcp_ports);
         packet.emit(hdr.udp);
         packet.emit(hdr.ina);
         packet.emit(hdr.lanes);

@@ -197,6 +197,8 @@ ACTIONS = {
     a.name: a for a in (
         Action("ipv4_forward", FORWARD_PARAMS),
         Action("route_forward", FORWARD_PARAMS),
+        # ECMP per flow: port first_port + CRC-16(five-tuple) mod ports (ecmp_member)
+        Action("route_ecmp", (Param("dstAddr", 48, "mac"), Param("first_port", 9), Param("ports", 9))),
         Action("drop"),
         Action("NoAction"),
         Action("ina_pass"),
@@ -259,7 +261,7 @@ TABLES = {
     t.name: t for t in (
         Table("route", "Ingress",
               (Key("hdr.ipv4.srcAddr", "exact", 32, "ip"), Key("hdr.ipv4.dstAddr", "exact", 32, "ip")),
-              ("route_forward", "NoAction"), "NoAction"),
+              ("route_forward", "route_ecmp", "NoAction"), "NoAction"),
         Table("ipv4_lpm", "Ingress", (Key("hdr.ipv4.dstAddr", "lpm", 32, "ip"),),
               ("ipv4_forward", "drop"), "drop"),
         Table("ina_filter", "Ingress",

@@ -147,6 +147,55 @@ def test_forwarding_lpm_route_precedence_mac_ttl_checksum(target):
     assert stat(target, "forwarded") == 4
 
 
+def crc16_arc_bitwise(data: bytes) -> int:
+    """CRC-16/ARC computed bit by bit, MSB first on reflected bytes (not pyswitch's table-driven form)."""
+    crc = 0
+    for byte in data:
+        crc ^= int(f"{byte:08b}"[::-1], 2) << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x8005) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return int(f"{crc:016b}"[::-1], 2)
+
+
+def test_route_ecmp_spreads_flows_by_their_five_tuple_and_keeps_each_on_one_port(target):
+    assert crc16_arc_bitwise(b"123456789") == 0xBB3D           # the catalogued check value of CRC-16/ARC
+    rt = target.runtime
+    install_routes(rt)
+    src_ip, src_mac = HOSTS[1]
+    rt.table_add(TableEntry("route", "route_ecmp", (src_ip, PS_IP),
+                            (("dstAddr", PS_MAC), ("first_port", 2), ("ports", 3))))
+
+    def frame(src_port, dst_port, protocol):
+        udp = bytearray(build_frame(SW_MAC, src_mac, src_ip, PS_IP, b"x" * 40, src_port=src_port,
+                                    dst_port=dst_port))
+        udp[23] = protocol                                      # 6: the same bytes read as a TCP header's start
+        udp[24:26] = b"\x00\x00"
+        udp[24:26] = ipv4_checksum(bytes(udp[14:34])).to_bytes(2, "big")
+        return bytes(udp)
+
+    def expected_port(src_port, dst_port, protocol):
+        five_tuple = (bytes(map(int, src_ip.split("."))) + bytes(map(int, PS_IP.split("."))) + bytes((protocol,))
+                      + src_port.to_bytes(2, "big") + dst_port.to_bytes(2, "big"))
+        return 2 + crc16_arc_bitwise(five_tuple) % 3
+
+    seen = collections.Counter()
+    for protocol in (6, 17):
+        for src_port in range(40001, 40013):
+            for _ in range(2):                                  # a flow's packets all take one port
+                target.send(1, frame(src_port, 5001, protocol))
+                pkt, _ = only(target.recv(1), port=expected_port(src_port, 5001, protocol))
+                assert pkt.dst_mac == PS_MAC and pkt.ttl == 63 and pkt.ip_checksum_ok
+            seen[expected_port(src_port, 5001, protocol)] += 1
+    assert sorted(seen) == [2, 3, 4]                            # the flows are spread over every member
+    # Another protocol hashes with ports 0; another source has no ECMP entry (its lpm route: the PS's port)
+    target.send(1, frame(40001, 5001, 47))
+    only(target.recv(1), port=2 + crc16_arc_bitwise(bytes(map(int, src_ip.split(".")))
+                                                       + bytes(map(int, PS_IP.split("."))) + bytes((47, 0, 0, 0, 0)))
+         % 3)
+    target.send(2, build_frame(SW_MAC, HOSTS[2][1], HOSTS[2][0], PS_IP, b"x" * 40, src_port=40001, dst_port=5001))
+    only(target.recv(2), port=PS_PORT)
+
+
 # -- aggregation --------------------------------------------------------------------------
 
 def test_aggregation_of_three_contributions(target):

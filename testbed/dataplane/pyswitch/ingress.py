@@ -118,6 +118,8 @@ Per packet, in the order the P4 program applies them:
    retransmission flushed it, a timeout per fragment refused.
 4. ``route`` (exact src, dst) then ``ipv4_lpm`` (dst): set the destination MAC
    and egress port, TTL - 1. No entry, or TTL <= 1: drop (``no_route_dropped``).
+   ``route_ecmp`` picks the port per flow: ``first_port`` plus the CRC-16 of
+   the five-tuple (:func:`ecmp_member`) modulo ``ports``.
 
 Arithmetic is 32-bit two's complement per lane, wrapping as bit<32> does.
 
@@ -214,6 +216,36 @@ _U16 = struct.Struct("!H")
 _U32 = struct.Struct("!I")              # slot at INA_OFFSET+22, progress at INA_OFFSET+34
 _U64 = struct.Struct("!Q")              # bitmap at INA_OFFSET+26
 _CLEAR_RETX = 0xFFFF & ~FLAG_RETX
+_IPPROTO_TCP, _IPPROTO_UDP = 6, 17
+
+
+def _crc16_table() -> tuple:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+        table.append(crc)
+    return tuple(table)
+
+
+_CRC16_TABLE = _crc16_table()
+
+
+def crc16(data: bytes) -> int:
+    """bmv2's ``HashAlgorithm.crc16``: CRC-16/ARC (polynomial 0x8005 reflected, initial 0, no final xor)."""
+    crc = 0
+    for byte in data:
+        crc = (crc >> 8) ^ _CRC16_TABLE[(crc ^ byte) & 0xFF]
+    return crc
+
+
+def ecmp_member(buf, ports: int) -> int:
+    """``route_ecmp``'s member: CRC-16 of (source and destination address, protocol, source and
+    destination port) modulo ``ports``; the ports of a TCP or UDP packet (IHL 5, as the parser's), else 0."""
+    protocol = buf[23]
+    l4_ports = bytes(buf[34:38]) if protocol in (_IPPROTO_TCP, _IPPROTO_UDP) and len(buf) >= 38 else bytes(4)
+    return crc16(bytes(buf[26:34]) + bytes((protocol,)) + l4_ports) % ports if ports else 0
 
 
 class TokenBucket:
@@ -761,7 +793,10 @@ class Ingress:
         stats = self.stats
         key = bytes(buf[26:34])
         entry = self._route.get(key)
-        if entry is None or entry[0] != "route_forward":
+        if entry is not None and entry[0] == "route_ecmp":
+            p = entry[1]
+            entry = ("route_forward", (p[0], p[1] + ecmp_member(buf, p[2])))
+        elif entry is None or entry[0] != "route_forward":
             entry = self._ipv4_lpm.lookup(key[4:])
             if entry[0] != "ipv4_forward":
                 stats[ST_NOROUTE] += 1
