@@ -84,7 +84,7 @@ from testbed.agents.transport.switchml import SwitchMLTransport, default_pool_fr
 from testbed.dataplane import program
 from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
                                       check_switch_limits, validate_entry)
-from testbed.errors import PolicyError
+from testbed.errors import PolicyError, TopologyError
 from testbed.models import fragments_per_submodel
 from testbed.policy.common import link_pairs
 from testbed.policy.ring import fallback_members
@@ -119,7 +119,7 @@ def plan(scenario, policy, time_dilation: float = 1.0) -> ControlPlan:
         result.switches[sw.name] = SwitchConfig(sw.name, sw.node_id, lanes=scenario.switch.lanes)
     _default_routes(topo, routes, result)
     _policy_routes(topo, policy, result)
-    _parallel_link_routes(topo, routes, result)
+    _parallel_link_routes(topo, routes, result, _agent_hosts(scenario))
     _allocate_slots(scenario, policy, result)
     _ina_filters(scenario, policy, result)
     _result_releases(scenario, policy, result)
@@ -184,12 +184,20 @@ def _address_pairs(topo, src: str, dst: str) -> list:
     return [(a, b) for a in topo.addresses(src) for b in topo.addresses(dst)]
 
 
-def _parallel_link_routes(topo, routes, result):
+def _agent_hosts(scenario) -> set:
+    """The hosts that run a job's worker or PS."""
+    return {host for job in scenario.jobs for host in (*job.workers, *job.ps)}
+
+
+def _parallel_link_routes(topo, routes, result, agent_hosts=frozenset()):
     """Spread flows over parallel links by (source, destination), as ECMP hashing would.
 
     Default routes choose a parallel link by destination only, which would put
     every worker's traffic to one aggregation switch on one link; exact
     ``route`` entries choose by the pair. Policy routes already present win.
+    Under ``topology.ecmp: flow`` a host outside ``agent_hosts`` (and not
+    pinned) gets ``route_ecmp`` entries instead: each of its flows hashed by
+    its five-tuple over the parallel links, whose ports must be consecutive.
     """
     endpoints = topo.hosts() + topo.switches()
     for sw in topo.switches():
@@ -210,10 +218,25 @@ def _parallel_link_routes(topo, routes, result):
             for src in endpoints:
                 if src.name in (dst.name, sw.name):
                     continue
-                port = _port_toward(topo, sw.name, next_node, topo.flow_key(src.name, dst.name))
+                if topo.ecmp == "flow" and src.kind == "host" and src.name not in agent_hosts \
+                        and src.name not in topo.pinned_paths:
+                    entry = _ecmp_entry(topo, sw.name, next_node, dst.mac)
+                else:
+                    entry = _forward_entry("route", "route_forward", (), dst.mac,
+                                           _port_toward(topo, sw.name, next_node, topo.flow_key(src.name, dst.name)))
                 for pair in _address_pairs(topo, src.name, dst.name):
                     if pair not in taken:
-                        config.entries.append(_forward_entry("route", "route_forward", pair, dst.mac, port))
+                        config.entries.append(replace(entry, match=pair))
+
+
+def _ecmp_entry(topo, switch, neighbor, mac):
+    """A ``route_ecmp`` entry over the parallel links from ``switch`` to ``neighbor`` (no match yet)."""
+    ports = [topo.port(switch, link) for link in topo.links_between(switch, neighbor)]
+    if ports != list(range(ports[0], ports[0] + len(ports))):
+        raise TopologyError(f"topology.ecmp: flow needs the links from {switch} to {neighbor} on consecutive "
+                            f"ports, they are on {', '.join(map(str, ports))}")
+    return TableEntry("route", "route_ecmp", (), (("dstAddr", mac), ("first_port", ports[0]),
+                                                   ("ports", len(ports))))
 
 
 def _allocate_slots(scenario, policy, result):

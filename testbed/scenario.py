@@ -107,8 +107,8 @@ TOP_KEYS = {"version", "name", "description", "seed", "scale", "time_dilation", 
             "switch", "jobs", "impairments", "metrics", "background", "stragglers", "simulation"}
 _TOPOLOGY_COMMON_KEYS = {"kind", "link_rate", "programmable", "result_multicast"}
 TOPOLOGY_KEYS = {
-    "explicit": _TOPOLOGY_COMMON_KEYS | {"switches", "hosts", "links", "pinned_paths"},
-    "dumbbell": _TOPOLOGY_COMMON_KEYS | {"hosts_left", "hosts_right", "paths", "core_rate", "pinned_paths"},
+    "explicit": _TOPOLOGY_COMMON_KEYS | {"switches", "hosts", "links", "pinned_paths", "ecmp"},
+    "dumbbell": _TOPOLOGY_COMMON_KEYS | {"hosts_left", "hosts_right", "paths", "core_rate", "pinned_paths", "ecmp"},
     "leaf-spine": _TOPOLOGY_COMMON_KEYS | {"spines", "leaves", "hosts_per_leaf"},
     "fat-tree": _TOPOLOGY_COMMON_KEYS | {"k", "hosts_per_edge"},
     "dragonfly": _TOPOLOGY_COMMON_KEYS | {"a", "g", "h", "hosts_per_router"},
@@ -116,6 +116,8 @@ TOPOLOGY_KEYS = {
 }
 #: ``topology.result_multicast``: which switches replicate RESULTs (Topology.result_multicast).
 RESULT_MULTICAST = ("programmable", "all")
+#: ``topology.ecmp``: how the flows of hosts running no job agent share parallel links (Topology.ecmp).
+ECMP_MODES = ("pair", "flow")
 #: ``topology.programmable: {count: k, order: ...}``: which k switches are programmable
 #: (``topology.incremental_order``: Rina §IV-D's replacement order).
 INCREMENTAL_ORDERS = ("rina",)
@@ -894,6 +896,7 @@ def _resolve_topology(c, spec, scale, seed, workers=()):
         topo.pinned_paths = _resolve_pinned_paths(c, spec["pinned_paths"], f"{path}.pinned_paths", topo)
     topo.result_multicast = c.choice(spec.get("result_multicast", "programmable"), f"{path}.result_multicast",
                                      RESULT_MULTICAST)
+    topo.ecmp = c.choice(spec.get("ecmp", "pair"), f"{path}.ecmp", ECMP_MODES)
     return topology.mark_programmable(topo, rule, seed, workers)
 
 

@@ -71,6 +71,10 @@ class Topology:
     #: wherever its path crosses parallel links (PA-ATP §V-B pins flows to paths p1-p3); other hosts' flows
     #: are spread by (source, destination), as ECMP hashing would.
     pinned_paths: dict = field(default_factory=dict)
+    #: How parallel links are shared among the flows of hosts that run no job agent (background traffic):
+    #: "pair" (by source and destination, as a job's flows) or "flow" (each flow by its five-tuple, ECMP's
+    #: hash: every TCP connection draws its own link). A job's flows always keep their pair's link.
+    ecmp: str = "pair"
     #: Which switches replicate a job's RESULTs to its workers: "programmable" (only a tree of programmable
     #: switches multicasts; elsewhere the PS sends one copy per worker) or "all" (every switch replicates,
     #: as IP multicast; PA-ATP's S1 is a Tofino without INA functions).

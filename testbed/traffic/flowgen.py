@@ -10,7 +10,9 @@ datacenter CDF, uniform destinations; PA-ATP injects Hadoop flows this way at
 loads 0.2-0.8, see REFERENCE.md "Background traffic"). A *source* opens one TCP
 connection per flow at the flow's start time, writes ``size_bytes`` zero bytes,
 half-closes, and waits for the *sink*'s one-byte acknowledgement that it read
-every byte up to EOF. The flow completion time (FCT) is measured by the source,
+every byte up to EOF. Flow i of a source leaves from port ``source_port(i)``
+(UDP flows too), so that ECMP per flow puts it on the same path in every
+run of a seed. The flow completion time (FCT) is measured by the source,
 from the start of the successful ``connect`` to the arrival of that
 acknowledgement. Both roles run one single-threaded ``selectors`` event loop
 with non-blocking sockets, so hundreds of concurrent flows cost one select per
@@ -125,6 +127,7 @@ import heapq
 import ipaddress
 import json
 import math
+import random
 import resource
 import selectors
 import signal
@@ -150,6 +153,37 @@ MAX_BURST_DATAGRAMS = 8  # catch-up bound of a flow after a late wake
 UDP_RCVBUF_BYTES = 4 * 1024 * 1024
 UDP_DRAIN_MAX = 4096  # datagrams read per wake before the sink looks at its deadline again
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # Linux; Python does not export it
+#: A source's flow i leaves from the i-th port (modulo SOURCE_PORTS) of one fixed shuffle of 10000-32767 (below
+#: Linux's ephemeral range), not from a port the kernel picks: under ECMP per flow (topology.ecmp: flow) its path
+#: is then a function of the plan, and every run of a seed puts the same flow on the same path. Shuffled, not
+#: consecutive: CRC-16 is linear in its input bits, and consecutive ports put 80% of the flows on two of four
+#: paths where ports the kernel picks spread them evenly.
+FIRST_SOURCE_PORT = 10000
+SOURCE_PORTS = 22768
+SOURCE_PORT_SHUFFLE_SEED = 1
+
+
+def _source_port_order() -> tuple:
+    ports = list(range(FIRST_SOURCE_PORT, FIRST_SOURCE_PORT + SOURCE_PORTS))
+    random.Random(SOURCE_PORT_SHUFFLE_SEED).shuffle(ports)
+    return tuple(ports)
+
+
+_SOURCE_PORT_ORDER = _source_port_order()
+
+
+def source_port(index: int) -> int:
+    """The port flow ``index`` of a source's ``flows`` leaves from (distinct for SOURCE_PORTS flows in a row)."""
+    return _SOURCE_PORT_ORDER[index % SOURCE_PORTS]
+
+
+def _bind_source_port(sock: socket.socket, index: int) -> None:
+    """Bind ``sock`` to flow ``index``'s source port; if that port is taken, the kernel picks one at connect."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # past a TIME_WAIT of an earlier run's flow
+    try:
+        sock.bind(("0.0.0.0", source_port(index)))
+    except OSError:
+        pass
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -289,6 +323,7 @@ class _Source:
             self.max_start_lag_s = max(self.max_start_lag_s, time.monotonic() - self.t0_mono_s - flow.start_s)
         try:
             flow.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            _bind_source_port(flow.sock, index)
             if self.congestion_control:
                 flow.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.congestion_control.encode())
             flow.congestion_control = _congestion_control_of(flow.sock)
@@ -485,6 +520,7 @@ class _UdpSource:
         try:
             if flow.sock is None:
                 flow.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                _bind_source_port(flow.sock, index)
                 flow.sock.setblocking(False)
                 flow.payload = bytearray(flow.datagram_bytes)
             UDP_HEADER.pack_into(flow.payload, 0, index, flow.sent_datagrams)

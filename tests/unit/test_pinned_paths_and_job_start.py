@@ -8,7 +8,7 @@ import pytest
 
 from testbed import controller, sim
 from testbed.sim.routes import Routes, link_name
-from testbed.errors import ScenarioError
+from testbed.errors import ScenarioError, TopologyError
 from testbed.policy import compute_policy
 from testbed.scenario import parse_scenario
 
@@ -56,11 +56,56 @@ def test_pinned_hosts_send_on_their_path_everywhere_others_are_spread():
     assert route_ports(parse()) != ports
 
 
+def route_entries(scenario, switch):
+    """{(src host, dst host or switch): (action, params)} of the exact ``route`` entries at ``switch``."""
+    plan = controller.plan(scenario, compute_policy(scenario))
+    by_ip = {n.ip: n.name for n in scenario.topology.nodes.values()}
+    return {(by_ip[e.match[0]], by_ip[e.match[1]]): (e.action, dict(e.params))
+            for e in plan.switches[switch].entries if e.table == "route"}
+
+
+def test_ecmp_flow_hashes_each_flow_of_a_host_without_agents_and_leaves_the_jobs_and_the_pinned_alone():
+    pair = parse("topology.hosts_left=6", "topology.pinned_paths.hl5=2")
+    flow = parse("topology.hosts_left=6", "topology.pinned_paths.hl5=2", "topology.ecmp=flow")
+    assert (pair.topology.ecmp, flow.topology.ecmp) == ("pair", "flow")
+    for switch in ("s1", "s2"):
+        first = min(core_ports(flow, switch))
+        by_pair, by_flow = route_entries(pair, switch), route_entries(flow, switch)
+        assert by_pair.keys() == by_flow.keys()
+        # hl6 runs no agent and is not pinned: only its flows are hashed (hl5 is pinned; switches are no hosts)
+        hashed = {k: v for k, v in by_flow.items() if k[0] == "hl6"}
+        assert hashed and {k: v for k, v in by_flow.items() if k[0] != "hl6"} == \
+            {k: v for k, v in by_pair.items() if k[0] != "hl6"}
+        for (src, dst), (action, params) in hashed.items():
+            assert action == "route_ecmp" and params["first_port"] == first and params["ports"] == 4, (src, dst)
+            assert params["dstAddr"] == by_pair[(src, dst)][1]["dstAddr"]
+
+
+def test_ecmp_flow_over_parallel_links_on_scattered_ports_is_a_one_line_error():
+    scenario = parse("topology.ecmp=flow", text=textwrap.dedent("""\
+        version: 1
+        scale: 0.001
+        topology:
+          kind: explicit
+          link_rate: 4Gbps
+          switches: [s1, s2]
+          hosts: [w1, w2, bg, ps]
+          links: [[w1, s1], [s1, s2], [w2, s1], [bg, s1], [s1, s2], [ps, s2]]
+        jobs:
+          - {name: a, workers: [w1, w2], ps: ps, policy: atp, submodel_elements: [64000]}
+        """))
+    with pytest.raises(TopologyError) as info:
+        controller.plan(scenario, compute_policy(scenario))
+    assert str(info.value) == ("topology.ecmp: flow needs the links from s1 to s2 on consecutive ports, "
+                               "they are on 2, 5")
+
+
 @pytest.mark.parametrize("override, field, words", [
     ("topology.pinned_paths.hl1=5", "topology.pinned_paths.hl1", "[1, 4], got 5"),
     ("topology.pinned_paths.hl1=0", "topology.pinned_paths.hl1", "[1, 4]"),
     ("topology.pinned_paths.zz=1", "topology.pinned_paths.zz", "not defined in the topology"),
     ("topology.paths=1", "topology.pinned_paths", "no two switches by parallel links"),
+    ("topology.ecmp=5tuple", "topology.ecmp", "expected one of pair, flow, got '5tuple'"),
     ("jobs.1.start=-1s", "jobs.1.start", ""),
     ("jobs.1.start=soon", "jobs.1.start", ""),
 ])

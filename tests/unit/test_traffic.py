@@ -1,4 +1,5 @@
 """Background traffic: flow-size CDFs, the HPCC arrival rule, flow plans, and flowgen over loopback."""
+import collections
 import heapq
 import json
 import math
@@ -13,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from testbed.dataplane.pyswitch.ingress import ecmp_member
+from testbed.dataplane.wire import build_frame
 from testbed.traffic.distributions import (
     FlowSizeCDF,
     UnknownDistributionError,
@@ -21,7 +24,7 @@ from testbed.traffic.distributions import (
     poisson_arrivals,
 )
 from testbed.traffic.flowgen import (MAX_BURST_DATAGRAMS, _StopFlag, _UdpSource, congestion_control_error, load_config,
-                                     received_load, summarise_flows)
+                                     SOURCE_PORTS, received_load, source_port, summarise_flows)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("hadoop", "cache_follower", "web_search", "data_mining")
@@ -223,6 +226,21 @@ def _wait(proc, timeout_s):
     return proc.poll()
 
 
+def test_source_ports_are_distinct_below_the_ephemeral_range_and_spread_over_ecmp_members():
+    ports = [source_port(i) for i in range(SOURCE_PORTS)]
+    assert len(set(ports)) == SOURCE_PORTS and min(ports) == 10000 and max(ports) == 32767
+    assert source_port(SOURCE_PORTS + 5) == source_port(5) and ports[:3] != [10000, 10001, 10002]
+    # 300 flows of one sender to one sink over four paths, hashed as route_ecmp hashes: each path gets its share
+    def tcp_frame(src_port):
+        frame = bytearray(build_frame("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.7", "10.0.0.11", b"",
+                                      src_port=src_port, dst_port=5001))
+        frame[23] = socket.IPPROTO_TCP
+        return frame
+
+    members = collections.Counter(ecmp_member(tcp_frame(source_port(i)), 4) for i in range(300))
+    assert sorted(members) == [0, 1, 2, 3] and min(members.values()) > 50, members
+
+
 def test_flowgen_over_loopback(tmp_path):
     port = _free_port()
     now_s = time.time()
@@ -251,6 +269,9 @@ def test_flowgen_over_loopback(tmp_path):
         sink_records = [json.loads(line) for line in sink_out.read_text().splitlines()]
         assert sorted(r["bytes"] for r in sink_records if r["completed"]) == sorted(sizes_bytes)
         assert {r["congestion_control"] for r in sink_records} == {"reno"}  # accepted with the listener's
+        # flow i left from source_port(i): ECMP per flow hashes the plan's ports, not ones the kernel picked
+        assert sorted(int(r["peer"].rpartition(":")[2]) for r in sink_records) == \
+            sorted(source_port(i) for i in range(len(flows)))
         source_stdout = source.stdout.read()
         assert "20 flows" in source_stdout and "20/20 flows completed" in source_stdout
     finally:
