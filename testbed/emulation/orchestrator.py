@@ -162,9 +162,14 @@ class InterruptLatch:
         if self.requested:
             raise KeyboardInterrupt
 
+    @contextlib.contextmanager
     def installed(self):
-        """A context manager: the latch takes SIGINT and SIGTERM within it."""
-        return _interrupt_handler(self.handle)
+        """A context manager: the latch takes SIGINT and SIGTERM within it, and a signal it took is raised
+        again when the block ends without an exception (swallowed after the run's last check, it would be
+        forgotten as the run ends, and a sweep would go on to its next point)."""
+        with _interrupt_handler(self.handle):
+            yield
+        self.check()
 
 
 def check_host_supports(scenario) -> dict:

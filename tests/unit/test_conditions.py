@@ -247,14 +247,38 @@ def test_an_interrupt_swallowed_where_it_was_raised_is_raised_again_at_the_next_
                 pass
 
     before = signals.getsignal(signals.SIGINT)                       # the default, or ignored under nohup
-    with latch.installed():
-        assert signals.getsignal(signals.SIGINT) == latch.handle
-        RaisesInFinalizer()
-        gc.collect()                                                 # ... whose exception Python ignores
-        assert latch.requested
-        with pytest.raises(KeyboardInterrupt):
-            latch.check()
+    with pytest.raises(KeyboardInterrupt):                           # raised again as the block ends, too
+        with latch.installed():
+            assert signals.getsignal(signals.SIGINT) == latch.handle
+            RaisesInFinalizer()
+            gc.collect()                                             # ... whose exception Python ignores
+            assert latch.requested
+            with pytest.raises(KeyboardInterrupt):
+                latch.check()
     assert signals.getsignal(signals.SIGINT) == before                 # put back as it was
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")    # the swallowed interrupt
+def test_an_interrupt_swallowed_after_the_last_check_is_raised_when_the_latch_block_ends():
+    """A signal taken after the run's waiting loops made their last check, and swallowed where it was raised
+    (a finalizer, or a library's bare except), is not lost: the block raises it as it ends."""
+    import os
+    import signal as signals
+
+    latch = InterruptLatch()
+    with latch.installed():
+        pass                                                         # nothing requested: the block just ends
+    before = signals.getsignal(signals.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with latch.installed():
+            try:
+                os.kill(os.getpid(), signals.SIGINT)
+                for _ in range(1000):
+                    pass
+            except KeyboardInterrupt:                                # swallowed, as a bare except would
+                pass
+            assert latch.requested
+    assert signals.getsignal(signals.SIGINT) == before
 
 
 def test_a_persistent_delay_is_drawn_once_per_worker_from_the_seed_and_k_of_n_leaves_the_slow_out():
