@@ -11,6 +11,7 @@ toolchain on PATH).
 
 import os
 import shutil
+import signal
 
 import pytest
 
@@ -25,6 +26,13 @@ ATP_CHAIN_TOPOLOGY = """topology:
   hosts: [w1, w2, w3, w4, p1]
   links: [[w1, t1], [w2, t1], [w3, t2], [w4, t2], [t1, a1], [t2, a1], [a1, c1], [p1, c1]]
 """
+
+
+def sigint_at_its_default():
+    """``preexec_fn`` of a command a test will Ctrl-C: SIGINT at its default, as a command started from a
+    terminal has it. A shell without job control starts a background command (``.ci/run &``) with SIGINT
+    ignored, its children inherit that, and Python then raises no KeyboardInterrupt for it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def require_emulation(*binaries):

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import require_bmv2
+from support import require_bmv2, sigint_at_its_default
 
 from testbed.dataplane.bmv2 import thrift_port_in_use
 from testbed.emulation.bmv2_node import thrift_ports
@@ -157,7 +157,8 @@ def interrupt_a_run(tmp_path, gaps_s):
     """Start a long quickstart run, wait until it iterates, then send SIGINT after each gap in turn."""
     proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "run", str(QUICKSTART), "--out", str(tmp_path),
                              "--target", "pyswitch", "--set", "jobs.0.iterations=100000", "--set", "run_timeout=300s"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_at_its_default)
     try:
         deadline = time.monotonic() + 60
         while not any(p.stat().st_size for p in tmp_path.glob("quickstart/*/records/ps.jsonl")):

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from support import IN_CI, open_in_chromium, require_browser
+from support import IN_CI, open_in_chromium, require_browser, sigint_at_its_default
 from test_quickstart import QUICKSTART, REPO, assert_clean, inatb
 
 
@@ -66,7 +66,8 @@ def test_a_sweep_runs_every_point_and_a_second_call_runs_none(emulation, tmp_pat
 def test_ctrl_c_stops_a_sweep_and_the_next_call_does_only_the_rest(emulation, tmp_path):
     sweep, out = write_sweep(tmp_path), tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "testbed.cli", "sweep", str(sweep), "--out", str(out)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_at_its_default)
     try:
         deadline = time.monotonic() + 120
         while not list(out.glob("qs/points/*/*/*/summary.json")):
