@@ -1,6 +1,6 @@
 """Flow-size distributions and Poisson flow plans for background datacenter traffic.
 
-Design (REFERENCE.md, "Background traffic"):
+Design:
 
 - Flow sizes follow one of the published datacenter CDFs kept in the repo's
   ``traffic/cdf/*.txt`` (Facebook Hadoop and Cache Follower from Roy et al.,

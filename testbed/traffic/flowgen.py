@@ -7,12 +7,15 @@ Run inside a host's network namespace (a Mininet host)::
 Design. The flows come from ``testbed.traffic.distributions.plan_flows`` (the
 HPCC generator's rule: Poisson arrivals per sending host, sizes from a
 datacenter CDF, uniform destinations; PA-ATP injects Hadoop flows this way at
-loads 0.2-0.8, see REFERENCE.md "Background traffic"). A *source* opens one TCP
+loads 0.2-0.8; the README's "Network dynamics" gives the rule). A *source* opens one TCP
 connection per flow at the flow's start time, writes ``size_bytes`` zero bytes,
 half-closes, and waits for the *sink*'s one-byte acknowledgement that it read
 every byte up to EOF. Flow i of a source leaves from port ``source_port(i)``
 (UDP flows too), so that ECMP per flow puts it on the same path in every
-run of a seed. The flow completion time (FCT) is measured by the source,
+run of a seed; when that port's earlier connection to the same sink still
+holds the four-tuple (open, or in TIME_WAIT after the ports wrapped), the
+flow leaves from a port the kernel picks instead of failing until its
+deadline. The flow completion time (FCT) is measured by the source,
 from the start of the successful ``connect`` to the arrival of that
 acknowledgement. Both roles run one single-threaded ``selectors`` event loop
 with non-blocking sockets, so hundreds of concurrent flows cost one select per
@@ -271,6 +274,7 @@ class _Flow:
     congestion_control: Optional[str] = None   # what the socket reported using
     ecn: bool = False                          # the connection negotiated ECN
     syn_retransmitted: bool = False            # its SYN was sent again (Linux then falls back to no ECN)
+    seeded_port: bool = True                   # leaves from source_port(index), not from a port the kernel picks
 
 
 class _Source:
@@ -323,7 +327,8 @@ class _Source:
             self.max_start_lag_s = max(self.max_start_lag_s, time.monotonic() - self.t0_mono_s - flow.start_s)
         try:
             flow.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            _bind_source_port(flow.sock, index)
+            if flow.seeded_port:
+                _bind_source_port(flow.sock, index)
             if self.congestion_control:
                 flow.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.congestion_control.encode())
             flow.congestion_control = _congestion_control_of(flow.sock)
@@ -333,6 +338,8 @@ class _Source:
         except OSError:  # e.g. EMFILE: try again shortly
             self._retry(index)
             return
+        if err in (errno.EADDRNOTAVAIL, errno.EADDRINUSE) and flow.seeded_port:
+            flow.seeded_port = False   # the four-tuple is another connection's (open or in TIME_WAIT)
         if err not in (0, errno.EINPROGRESS):
             self._retry(index)
             return

@@ -278,6 +278,42 @@ def test_flowgen_over_loopback(tmp_path):
         _stop(procs)
 
 
+def test_a_flow_whose_seeded_port_already_connects_to_its_sink_leaves_from_a_port_the_kernel_picks(tmp_path):
+    """After a source's ports wrap, flow i's port may still hold an earlier connection to the same sink (open, or
+    in TIME_WAIT): the four-tuple is taken and connect fails with EADDRNOTAVAIL however often it is retried. The
+    flow then leaves from a port the kernel picks and completes; the test holds the four-tuple open itself."""
+    port = _free_port()
+    now_s = time.time()
+    source_out, sink_out = tmp_path / "flows.jsonl", tmp_path / "sink.jsonl"
+    sink_config = {"role": "sink", "listen_ip": "127.0.0.1", "port": port, "stop_epoch_s": now_s + 30,
+                   "output": str(sink_out)}
+    source_config = {"role": "source", "src": "h1", "start_epoch_s": now_s, "stop_epoch_s": now_s + 10,
+                     "output": str(source_out),
+                     "flows": [{"dst": "127.0.0.1", "port": port, "start_s": 0.0, "size_bytes": 5000}]}
+    procs = []
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        procs.append(_spawn(sink_config, tmp_path / "sink.json"))
+        sink = procs[0]
+        assert "listening" in sink.stdout.readline()
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", source_port(0)))
+        holder.connect(("127.0.0.1", port))
+        procs.append(_spawn(source_config, tmp_path / "source.json"))
+        source = procs[1]
+        assert _wait(source, 9) == 0, source.stderr.read()
+        assert [(r["completed"], r["size_bytes"]) for r in map(json.loads, source_out.read_text().splitlines())] \
+            == [(True, 5000)]
+        sink.send_signal(signal.SIGTERM)
+        assert _wait(sink, 5) == 0, sink.stderr.read()
+        completed = [r for r in map(json.loads, sink_out.read_text().splitlines()) if r["completed"]]
+        assert [r["bytes"] for r in completed] == [5000]
+        assert int(completed[0]["peer"].rpartition(":")[2]) != source_port(0)
+    finally:
+        holder.close()
+        _stop(procs)
+
+
 def test_flowgen_records_unreachable_flows_at_sigterm(tmp_path):
     port = _free_port()  # nothing listens: the source keeps retrying
     now_s = time.time()
