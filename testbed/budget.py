@@ -46,6 +46,8 @@ from testbed.cache import cache_dir
 
 from testbed.dilation import network_scenario
 from testbed.errors import ScenarioError
+from testbed.metrics.cpu import available_cores
+from testbed.metrics.rounds import job_rounds
 from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES, line_of, require_emulable
 
 #: Packets/s per switch that keep a run link-bound (README "Switch speed, side by side",
@@ -96,6 +98,19 @@ USABLE_CORE_SHARE = 0.7
 PROCESS_IDLE_CORES = 0.003
 #: The least of the machine the packets' work is planned on, however many processes idle.
 MIN_WORKING_CORE_SHARE = 0.05
+#: What a packet waits, in wall seconds, each time a process takes it in or a timer of it falls due (a
+#: *visit*: testbed/metrics/host_delay.py), as a line in the planned share of the working cores busy:
+#: ``VISIT_WAIT_IDLE_S + VISIT_WAIT_BUSY_S x utilisation`` (at most 1). Fitted to the mean waits of runs on
+#: this project's reference machine (`inatb fidelity ... --target pyswitch`, the summary's
+#: ``host_delay.by_role``): GOAT's fidelity scenario under ps (utilisation 0.13) 0.15-0.20 ms a visit, under
+#: atp (0.50) 0.19-0.72 ms, Rina's testbed under rar (0.95) 0.35-0.46 ms.
+VISIT_WAIT_IDLE_S = 0.15e-3
+VISIT_WAIT_BUSY_S = 0.3e-3
+#: The share of a job's round the planner lets its round trips wait for processes: below the detector's
+#: limit (testbed.metrics.distortion.HOST_DELAY_ROUND_SHARE), so that a run planned inside it is not marked.
+PLANNED_ROUND_SHARE = 0.25
+#: How a warning says that a job's round trips would wait too long for processes.
+LATENCY_BOUND = "bound by the processes' delay"
 
 
 def packets_per_cpu_s(curve, wall_pps: float) -> float:
@@ -246,6 +261,48 @@ class PacketBudget:
     #: Packets/s each switch sends to each neighbouring switch at time dilation 1, ``{(from, to): pps}``
     #: (:func:`testbed.sim.packet_rates`): those between two switches of one process wake no process.
     switch_link_pps: dict = dataclasses.field(default_factory=dict)
+    #: Each job's round (testbed.metrics.rounds.JobRound): its round trips must wait for processes at most
+    #: ``PLANNED_ROUND_SHARE`` of it (:meth:`latency_needs`).
+    rounds: tuple = ()
+
+    def visit_wait_s(self, factor: float) -> float:
+        """What a packet waits for a process at each visit, wall seconds, at time dilation ``factor``
+        (``VISIT_WAIT_IDLE_S``, ``VISIT_WAIT_BUSY_S``), slower by as much as this machine's measured packet
+        costs are above the reference's."""
+        utilisation = min(1.0, self.cores_busy(factor) / self.working_cores())
+        return (VISIT_WAIT_IDLE_S + VISIT_WAIT_BUSY_S * utilisation) * self.slowness()
+
+    def slowness(self) -> float:
+        """How much dearer a switch packet is on this machine than on the reference (1 without measured costs):
+        the reference curve's fastest point's packets per CPU-second over this machine's."""
+        reference = PACKET_COST_CURVES[self.target][-1][1]
+        return max(1.0, reference / self.costs.curves[self.target][-1][1])
+
+    def latency_needs(self) -> dict:
+        """Each job (as a phrase) -> the time dilation its round trips need: the smallest N at which a round
+        trip's visits (its sender's timer, each switch both ways, the agents at both ends:
+        testbed.metrics.rounds) wait at most ``PLANNED_ROUND_SHARE`` of its round in virtual time."""
+        needs = {}
+        for job_round in self.rounds:
+            visits = 3 + 2 * job_round.switch_hops
+            limit_s = PLANNED_ROUND_SHARE * job_round.round_s
+
+            def waits(factor):
+                return visits * self.visit_wait_s(factor) / factor > limit_s
+            if not limit_s or not waits(1.0):
+                need = 1.0
+            else:
+                low, high = 1.0, 2.0
+                while waits(high) and high < 1e6:
+                    low, high = high, high * 2
+                while high - low > 1e-6 * high:
+                    middle = (low + high) / 2
+                    low, high = (middle, high) if waits(middle) else (low, middle)
+                need = high
+            needs[f"job {job_round.job}'s round trips ({visits} visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms "
+                  f"at time dilation 1, {PLANNED_ROUND_SHARE:.0%} of its {job_round.round_s * 1e3:.3g} ms "
+                  f"{job_round.kind})"] = need
+        return needs
 
     def switch_process_pps(self) -> dict:
         """Each switch process (its switches' names, a tuple) -> the packets/s it takes in at time dilation 1:
@@ -311,8 +368,9 @@ class PacketBudget:
                   f"{AGENT_BUDGET_PPS:,.0f}/s)"] = self.agent_pps[agent] / AGENT_BUDGET_PPS
         processes = self.processes()
         needs[f"the machine ({self.cores_busy(1.0):.1f} cores' work at time dilation 1 and {processes} processes "
-              f"idling on {processes * PROCESS_IDLE_CORES:.2f}, {USABLE_CORE_SHARE:.0%} of {self.cores} cores "
+              f"idling on {processes * PROCESS_IDLE_CORES:.2f}, {USABLE_CORE_SHARE:.0%} of {self.cores:g} cores "
               f"usable)"] = self.machine_needs()
+        needs.update(self.latency_needs())
         return needs
 
     def needed(self) -> float:
@@ -329,8 +387,10 @@ class PacketBudget:
 
     def warnings(self, factor: float) -> list:
         """One line per budget that time dilation ``factor`` leaves exceeded."""
-        return [f"{what} needs time dilation {need:.2f}, the run uses {factor:g}: its figures would be CPU-bound; "
-                f"set time_dilation (auto picks the smallest that fits) or lower scale"
+        latency = self.latency_needs()
+        return [f"{what} needs time dilation {need:.2f}, the run uses {factor:g}: its figures would be "
+                f"{LATENCY_BOUND if what in latency else 'CPU-bound'}; set time_dilation (auto picks the smallest "
+                f"that fits) or lower scale"
                 for what, need in self.needs().items() if need > factor * (1 + 1e-9)]
 
     def to_dict(self, factor: float) -> dict:
@@ -412,10 +472,10 @@ def packet_budget(scenario, target: str, policy=None, cores: int = None) -> Pack
     rates, switch_link_pps = sim.packet_rates(scenario, policy or compute_policy(scenario))
     ps_names = frozenset(h for job in scenario.jobs for h in job.ps)
     agents = ps_names | {w for job in scenario.jobs for w in job.workers}
-    budget = PacketBudget(resolve_target(target), cores or os.cpu_count() or 1,
+    budget = PacketBudget(resolve_target(target), cores or available_cores(),
                           {n: pps for n, pps in rates.items() if scenario.topology.nodes[n].kind == "switch"},
                           {n: pps for n, pps in rates.items() if n in agents}, ps_names, load_packet_costs(),
-                          switch_link_pps=switch_link_pps)
+                          switch_link_pps=switch_link_pps, rounds=tuple(job_rounds(scenario)))
     groups = plan_switch_groups(scenario, budget)
     return dataclasses.replace(budget, switch_groups=groups)
 

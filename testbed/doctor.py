@@ -27,6 +27,7 @@ IFTOP = "iftop"
 #: Absent, these cost a feature, not the testbed.
 NFT = "nft (nftables)"
 DCTCP = "background DCTCP"
+MACHINE = "cores and packet costs"
 OPTIONAL_CHECKS = frozenset({BMV2, P4C, THRIFT, P4_PROGRAM, IFTOP, NFT, DCTCP})
 #: Versions the project is tested with (``simple_switch --version``, ``p4c --version``).
 TESTED_BMV2_VERSION = "1.15.5"
@@ -95,6 +96,15 @@ def _dctcp():
     return DCTCP, True, "the project's BPF DCTCP (the kernel has none): built and registered by the runs that use it"
 
 
+def _machine():
+    """(label, True, detail): the cores runs may use (affinity and CPU quota) and the packet costs the planner
+    uses for this machine (testbed/budget.py): what ``time_dilation: auto`` and the host-delay budget rest on."""
+    from testbed.budget import load_packet_costs
+    from testbed.metrics.cpu import available_cores
+    return MACHINE, True, (f"{available_cores():g} of {os.cpu_count()} cores usable by runs; packet costs: "
+                           f"{load_packet_costs().source}")
+
+
 def checks():
     """(name, present, what it means) per requirement."""
     root = os.geteuid() == 0
@@ -105,6 +115,7 @@ def checks():
         yield "mininet python module", True, "importable"
     except ImportError:
         yield "mininet python module", False, "no emulation: pip install mininet (scripts/bootstrap.sh does)"
+    yield _machine()
     yield _binary("tc", "tc", "no link shaping: install iproute2")
     if root and shutil.which("tc"):
         qdiscs = _tc_qdiscs()

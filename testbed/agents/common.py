@@ -5,19 +5,25 @@ import contextlib
 import json
 import os
 import random
+import select
 import signal
 import socket
 import time
 from pathlib import Path
 
+from testbed.atomic_io import write_text_atomic
 from testbed.dataplane.wire import FRAME_OVERHEAD_BYTES, INA_UDP_PORT
 from testbed.dilation import virtual_epoch_s
+from testbed.metrics.host_delay import (TIMESTAMP_CMSG_BYTES, HostDelayMeter, enable_receive_timestamps,
+                                        kernel_timestamp_s)
 
 SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
 ECN_ECT0 = 0x02      # IPv4 ECN field: ECN-capable transport, so switch queues mark CE instead of dropping
 ECN_CE = 0x03
 TOS_CMSG_BYTES = socket.CMSG_SPACE(1)    # IP_TOS ancillary data: one byte
+#: What a datagram's ancillary data may hold: its TOS byte and its kernel receive timestamp.
+ANCILLARY_BYTES = TOS_CMSG_BYTES + TIMESTAMP_CMSG_BYTES
 #: An endpoint's receive buffer: a burst of datagrams waits here while the agent works, never dropped.
 RECEIVE_BUFFER_BYTES = 8 << 20
 #: An endpoint's send buffer (the kernel doubles it for its bookkeeping). A datagram counts against it until
@@ -28,18 +34,29 @@ RECEIVE_BUFFER_BYTES = 8 << 20
 SEND_BUFFER_BYTES = 256 << 10
 
 
-def open_endpoint(ip: str, port: int = INA_UDP_PORT, bind_ip: str = "") -> socket.socket:
+class Endpoint(socket.socket):
+    """An agent's UDP socket and the :class:`HostDelayMeter` of the datagrams it takes in and of the timed
+    waits on it (:func:`pending_datagrams`, :func:`wait_readable`)."""
+
+    def __init__(self):
+        super().__init__(socket.AF_INET, socket.SOCK_DGRAM)
+        self.host_delay = HostDelayMeter()
+
+
+def open_endpoint(ip: str, port: int = INA_UDP_PORT, bind_ip: str = "") -> Endpoint:
     """UDP socket on ``port`` (the INA port unless a ring agent's), bound to ``bind_ip``, by default any
     address so broadcast results arrive too (a co-located PS binds its own address: the worker beside it
     holds the port on any other, and the kernel gives a datagram to the socket bound to its exact address).
 
     Every datagram leaves ECN-capable (ECT(0)); the socket reports each arriving
-    datagram's TOS byte (IP_RECVTOS) so the PS can echo the CE marks of the switch queues. Sends block
+    datagram's TOS byte (IP_RECVTOS) so the PS can echo the CE marks of the switch queues, and its kernel
+    receive timestamp (``SO_TIMESTAMPNS``) for the endpoint's host-delay meter. Sends block
     while the send buffer is full (``SEND_BUFFER_BYTES``: the host link's backpressure); receives never
     block (``MSG_DONTWAIT``: :func:`pending_datagrams`).
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock = Endpoint()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    enable_receive_timestamps(sock)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECN_ECT0)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     for opt, fallback, size in ((SO_RCVBUFFORCE, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES),
@@ -53,21 +70,42 @@ def open_endpoint(ip: str, port: int = INA_UDP_PORT, bind_ip: str = "") -> socke
     return sock
 
 
-def pending_datagrams(sock):
+def pending_datagrams(sock: Endpoint):
     """Every datagram waiting on ``sock`` now, as (data, ancillary, sender): its TOS byte (IP_RECVTOS,
-    :func:`arrived_ce`) comes with it."""
-    recvmsg = sock.recvmsg
+    :func:`arrived_ce`) comes with it. How long each waited since the kernel took it in goes to the
+    endpoint's host-delay meter as it is handed over."""
+    recvmsg, received, wall_s = sock.recvmsg, sock.host_delay.received, time.time
     while True:
         try:
-            data, ancillary, _, sender = recvmsg(4096, TOS_CMSG_BYTES, socket.MSG_DONTWAIT)
+            data, ancillary, _, sender = recvmsg(4096, ANCILLARY_BYTES, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return
+        received(kernel_timestamp_s(ancillary), wall_s())
         yield data, ancillary, sender
+
+
+def wait_readable(sock: Endpoint, wait_s: float, idle_wait_s: float) -> bool:
+    """Whether a datagram waits on ``sock`` within ``wait_s`` wall seconds. A wait shorter than the agent's
+    ``idle_wait_s`` is a timer (a transport's pacing or timeout, an ACK or a compute phase falling due):
+    when it runs out, how late the agent woke after it is metered (``send_lateness``)."""
+    start_s = time.monotonic()
+    ready, _, _ = select.select((sock,), (), (), wait_s)
+    if not ready and 0 < wait_s < idle_wait_s:
+        sock.host_delay.woke(start_s + wait_s, time.monotonic())
+    return bool(ready)
 
 
 def arrived_ce(ancillary) -> bool:
     """Whether a datagram's ancillary data (:func:`pending_datagrams`) says a switch queue marked it CE."""
-    return bool(ancillary and ancillary[0][2] and ancillary[0][2][0] & ECN_CE == ECN_CE)
+    for level, kind, data in ancillary:
+        if level == socket.IPPROTO_IP and kind == socket.IP_TOS:
+            return bool(data) and data[0] & ECN_CE == ECN_CE
+    return False
+
+
+def host_delay_path(run_dir, name: str) -> Path:
+    """Where an agent leaves its host-delay meter's summary when it ends: ``agents/<name>.host_delay.json``."""
+    return Path(run_dir) / "agents" / f"{name}.host_delay.json"
 
 
 def announce_ready_and_wait(run_dir: str, name: str, deadline_s: float) -> float:
@@ -152,6 +190,7 @@ def agent_session(config, port: int = INA_UDP_PORT):
         yield sock, records, AgentClock(config.time_dilation, start_epoch_s)
     finally:
         records.close()
+        write_text_atomic(host_delay_path(config.run_dir, config.name), json.dumps(sock.host_delay.summary()))
         sock.close()
 
 

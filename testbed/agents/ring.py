@@ -41,13 +41,12 @@ the first step to the end of the last.
 """
 
 import random
-import select
 from functools import partial
 
 import numpy as np
 
 from testbed.agents.common import (AgentClock, SendTally, agent_session, arrived_ce, install_status_dump,
-                                   pending_datagrams, straggler_delay_s, straggler_rng)
+                                   pending_datagrams, straggler_delay_s, straggler_rng, wait_readable)
 from testbed.agents.gradients import expected_sum, worker_fragments
 from testbed.agents.ring_acks import DelayedAcks
 from testbed.agents.ring_schedule import worker_steps
@@ -93,10 +92,10 @@ class AnsweringPeer:
     def _readable(self, wait_s: float) -> bool:
         """Whether a datagram waits on the socket within ``wait_s`` virtual seconds (at most ``IDLE_WAIT_S`` of
         wall time); ``RingHalted`` once the orchestrator asked the ring to stop."""
-        ready, _, _ = select.select([self.sock], [], [], min(IDLE_WAIT_S, self.clock.wall_s(wait_s)))
+        ready = wait_readable(self.sock, min(IDLE_WAIT_S, self.clock.wall_s(wait_s)), IDLE_WAIT_S)
         if self.halt is not None:
             self.halt.check()
-        return bool(ready)
+        return ready
 
     def linger(self):
         """Keep answering until nothing has arrived for ``LINGER_QUIET_S``."""

@@ -39,11 +39,8 @@ slot that ``wire.shadow_slot`` names for the iteration, flagged SHADOW when
 it is copy 1.
 """
 
-import select
-from socket import MSG_DONTWAIT
-
-from testbed.agents.common import (AgentClock, SendTally, agent_session, install_status_dump, straggler_delay_s,
-                                   straggler_rng)
+from testbed.agents.common import (AgentClock, SendTally, agent_session, install_status_dump, pending_datagrams,
+                                   straggler_delay_s, straggler_rng, wait_readable)
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
@@ -135,7 +132,7 @@ class Worker:
         transport.start_iteration(total, self.early_results.pop(iteration, ()), t_comm,
                                   path_keys=self.path_keys)
         tally = SendTally(t_comm)
-        sock, sendto, recv, receive = self.sock, self.sock.sendto, self.sock.recv, self.receive
+        sock, sendto, receive = self.sock, self.sock.sendto, self.receive
         deadline = t_comm + cfg.deadline_s
         superseded = False
         while not transport.finished():
@@ -147,13 +144,8 @@ class Worker:
             tally.send_due(transport, now, packet, sendto)
             wake = transport.next_deadline_s(now)
             wait_s = IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, clock.wall_s(wake - now))
-            ready, _, _ = select.select([sock], [], [], wait_s)
-            if ready:
-                while True:
-                    try:
-                        data = recv(4096, MSG_DONTWAIT)
-                    except BlockingIOError:
-                        break
+            if wait_readable(sock, wait_s, IDLE_WAIT_S):
+                for data, _, _ in pending_datagrams(sock):
                     receive(data, iteration, clock.now_s())
             if clock.now_s() > deadline:
                 missing = [seq for seq in range(total) if not transport.acked[seq]]

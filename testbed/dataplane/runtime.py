@@ -206,6 +206,11 @@ class PySwitchRuntime(VerbRuntime):
                 time.sleep(0.02)
         raise DataplaneError(f"switch {switch}: pyswitch not ready after {timeout_s:.0f}s ({last_error})")
 
+    def host_delay(self) -> dict:
+        """The switch process's host-delay meter (:class:`testbed.metrics.host_delay.HostDelayMeter`'s
+        summary): how long frames waited for it, how late its shaped queues' departures left."""
+        return self.call("host_delay")
+
     def call(self, op: str, **args):
         request = json.dumps({"op": op, **args}).encode() + b"\n"
         try:

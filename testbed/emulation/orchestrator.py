@@ -40,7 +40,7 @@ from testbed.agents.transport import TRANSPORTS
 from testbed.budget import plan_run, resolve_target as resolve_auto, switch_process_phrase
 from testbed.dataplane import program
 from testbed.dataplane.entries import queue_rate_pps
-from testbed.dataplane.runtime import install
+from testbed.dataplane.runtime import PySwitchRuntime, install
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.emulation import background
 from testbed.emulation.bmv2_node import thrift_ports
@@ -55,9 +55,12 @@ from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_in
                                      stop_process, unregister_recorded)
 from testbed.emulation.thrift_guard import ThriftGuard
 from testbed.errors import EmulationError, EnvironmentMissingError, PolicyError, RunStalled
+from testbed.agents.common import host_delay_path
 from testbed.metrics import counters, plots, summary as summary_mod
 from testbed.metrics.cpu import CpuSampler
 from testbed.metrics.distortion import assess
+from testbed.metrics.host_delay import by_role
+from testbed.metrics.rounds import job_rounds, round_trip_host_delay_s, round_trip_summary
 from testbed.metrics.iftop import format_iftop_table, load_samples
 from testbed.metrics.losses import host_losses
 from testbed.policy import compute_policy
@@ -266,6 +269,7 @@ class Run:
         self.network = None
         self.state = None
         self.switch_stats = {}
+        self.switch_host_delay = {}   # switch process (as the CPU figures name it) -> its HostDelayMeter summary
         self.flowgens = {}   # name -> (Popen, log path, flowgen role, background entry index)
         self.left_out = set()  # workers whose gradients a K-of-N scheme does not count
         self.events = None
@@ -583,16 +587,19 @@ class Run:
                     for sw in self.scenario.topology.programmable_switches()}
         self.stat_series.write(now_s, time.time(), readings)
 
-    def _process_ids(self) -> dict:
-        """Every switch and agent process of the run: ``{"switch s1": pid, "worker w1": pid, ...}``; switches
-        sharing a process (``switch.processes``) are one entry, ``"switch process of s1 and 3 more"``."""
-        pids, switches_of_pid = {}, {}
+    def _switch_processes(self) -> dict:
+        """Every switch process of the run by its pid: ``{pid: (its switches' names, in topology order)}``."""
+        switches_of_pid = {}
         for sw in self.scenario.topology.switches():
             proc = getattr(self.network.switch(sw.name), "proc", None)
             if proc is not None:
                 switches_of_pid.setdefault(proc.pid, []).append(sw.name)
-        for pid, names in switches_of_pid.items():
-            pids[switch_process_phrase(tuple(names))] = pid
+        return {pid: tuple(names) for pid, names in switches_of_pid.items()}
+
+    def _process_ids(self) -> dict:
+        """Every switch and agent process of the run: ``{"switch s1": pid, "worker w1": pid, ...}``; switches
+        sharing a process (``switch.processes``) are one entry, ``"switch process of s1 and 3 more"``."""
+        pids = {switch_process_phrase(names): pid for pid, names in self._switch_processes().items()}
         for name, (proc, _, role) in self.agents.items():
             pids[f"{role} {name}"] = proc.pid
         return pids
@@ -671,10 +678,17 @@ class Run:
                    if role.endswith("source") and index in timed)
 
     def _collect_switch_stats(self):
-        """The switches' counters, read once (on a failed run too: they say where packets went)."""
+        """The switches' counters, read once (on a failed run too: they say where packets went), and each
+        pyswitch process's host-delay meter."""
         for name, runtime in self.runtimes.items():
             if name not in self.switch_stats:
                 self.switch_stats[name] = runtime.counters()
+        if self.network is None or self.switch_host_delay:
+            return
+        for names in self._switch_processes().values():
+            runtime = self.runtimes.get(names[0])
+            if isinstance(runtime, PySwitchRuntime):
+                self.switch_host_delay[switch_process_phrase(names)] = runtime.host_delay()
 
     def _teardown(self):
         """Stop and remove everything the run created; every step runs even if an earlier one fails.
@@ -733,6 +747,9 @@ class Run:
         figures, evidence = summary_mod.honest_figures(jobs, self.switch_stats, self.host_losses,
                                                        self.cpu.shares() if self.cpu else {},
                                                        self._packet_rate_bound(samples))
+        host_delay = self._host_delay()
+        rounds = job_rounds(scenario)
+        evidence.round_trip_delays = {r.job: (r, round_trip_host_delay_s(r, host_delay)) for r in rounds}
         # The counters were sampled in wall time; from here on they are virtual (testbed/dilation.py).
         samples = self._virtual(samples)
         distortion = assess(evidence)
@@ -748,6 +765,7 @@ class Run:
             "wall_s": wall_s,
             "time_dilation": self.time_dilation,
             "packet_budget": self.budget.to_dict(self.time_dilation) if self.budget else None,
+            "host_delay": {"by_role": host_delay, "round_trips": round_trip_summary(evidence.round_trip_delays)},
             **summary_mod.run_metrics(jobs, self.switch_stats, deltas, ps_ports,
                                       ina_frame_bytes(scenario.switch.lanes)),
             **figures,
@@ -791,6 +809,17 @@ class Run:
             summary["plot_error"] = str(exc)
         summary_mod.write_summary(run_dir, summary)
         return RunResult(run_dir, summary)
+
+    def _host_delay(self) -> dict:
+        """Per role (worker, ps, ring, rina, switch), how long packets waited for their process and how late
+        timed sends left, in virtual seconds (testbed/metrics/host_delay.py)."""
+        processes = []
+        for name, (_, _, role) in self.agents.items():
+            path = host_delay_path(self.run_dir, name)
+            if path.exists():
+                processes.append((role, json.loads(path.read_text())))
+        processes += [("switch", summary) for summary in self.switch_host_delay.values()]
+        return by_role(processes, self.time_dilation)
 
     def _virtual(self, samples: list) -> list:
         """Samples timestamped (``t``) on the wall clock, in virtual time."""

@@ -35,6 +35,52 @@ import time
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
+def cgroup_cpu_limit(proc_cgroup: str, read_file) -> float:
+    """The cores a CPU quota allows the process whose ``/proc/<pid>/cgroup`` text is ``proc_cgroup``, or None
+    without a quota: cgroup v2's ``cpu.max`` ("QUOTA PERIOD" or "max PERIOD") or v1's ``cpu.cfs_quota_us``
+    over ``cpu.cfs_period_us`` (-1: none), in its cgroup and every parent (the tightest counts).
+    ``read_file(path) -> text or None`` reads below ``/sys/fs/cgroup``."""
+    limits = []
+    for line in proc_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        segments = [s for s in path.split("/") if s]
+        for depth in range(len(segments), -1, -1):
+            here = "/".join(segments[:depth])
+            if controllers == "":
+                text = read_file(f"/sys/fs/cgroup/unified/{here}/cpu.max") or \
+                    read_file(f"/sys/fs/cgroup/{here}/cpu.max")
+                fields = (text or "").split()
+                if len(fields) == 2 and fields[0] != "max":
+                    limits.append(int(fields[0]) / int(fields[1]))
+            elif "cpu" in controllers.split(","):
+                base = f"/sys/fs/cgroup/{controllers}/{here}"
+                quota, period = read_file(f"{base}/cpu.cfs_quota_us"), read_file(f"{base}/cpu.cfs_period_us")
+                if quota and period and int(quota) > 0:
+                    limits.append(int(quota) / int(period))
+    return min(limits) if limits else None
+
+
+def _read_or_none(path: str):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except (OSError, ValueError):
+        return None
+
+
+def available_cores() -> float:
+    """The cores this process and its children may use: the CPUs it may run on (``taskset``, cpusets), less
+    any CPU quota of its cgroup (:func:`cgroup_cpu_limit`). The packet budget plans on these, and the
+    machine's busy share is counted against them: a quota of one core on a two-core machine is a one-core
+    machine for the run."""
+    cores = float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    limit = cgroup_cpu_limit(_read_or_none("/proc/self/cgroup") or "", _read_or_none)
+    return min(cores, limit) if limit else cores
+
+
 def process_cpu_s(pid: int):
     """User + system CPU seconds of ``pid`` so far, or None once it is gone."""
     try:
@@ -146,7 +192,7 @@ class CpuSampler(threading.Thread):
         self.waits = {name: [] for name in self.pids}     # [(wall_s, seconds waited for a core)]
         self.threads = {name: [] for name in self.pids}   # [(wall_s, {tid: cpu_s})]
         self.machine = []            # [(wall_s, busy_s / cores)]
-        self.cores = os.cpu_count() or 1
+        self.cores = available_cores()
         self._stop_event = threading.Event()
 
     def sample(self):

@@ -17,6 +17,14 @@ plus ``distortion_reasons``) when any of these holds:
   cap (bmv2 shapes a link's rate as packets per second of full INA frames)
   in frames well below full size (ACKs, GACKs), so the link ran below its
   rate (:func:`testbed.metrics.counters.packet_rate_bound_ports`);
+- **host delay**: a job's round trip waited longer for the processes that
+  handle its packets than ``HOST_DELAY_ROUND_SHARE`` of the job's round
+  (a ring step, or a window; :mod:`testbed.metrics.rounds`), by the waits
+  every agent and pyswitch process measured (kernel receive timestamp to
+  handling, timed wake-ups against their due time:
+  :mod:`testbed.metrics.host_delay`). A process need not be saturated to
+  add delay: on two shared cores each waits its turn, and a ring's steps or
+  PA-ATP's GACK rounds read slow by exactly those waits;
 - **spurious retransmissions** above ``SPURIOUS_RETX_LIMIT`` of the
   fragments sent: retransmissions of a contribution its aggregation node
   already held (``partial_flushed`` or ``retx_held`` at a switch, a RETX
@@ -32,6 +40,15 @@ from dataclasses import dataclass, field
 SATURATED_CORE_SHARE = 0.9
 SATURATED_MACHINE_SHARE = 0.9
 SPURIOUS_RETX_LIMIT = 0.02
+#: The share of a job's round (testbed/metrics/rounds.py) its round trip may wait for processes. Calibrated on
+#: Rina's testbed under RAR (`inatb fidelity scenarios/papers/rina/testbed.yaml --target pyswitch --set
+#: policy=rar --set jobs.0.iterations=6 --set metrics.warmup_iterations=1`, a ring step of 9.2 ms): with the
+#: run's two cores to itself 0.27 of a step and 1.02-1.07x the simulator's communication time; held to one
+#: core by a CPU quota 0.75 and 1.54-1.72x (tests/emulation/test_host_delay.py runs both).
+HOST_DELAY_ROUND_SHARE = 0.4
+#: How a reason names the parts of a round trip's wait (testbed.metrics.rounds.round_trip_host_delay_s).
+ROUND_TRIP_PARTS = {"sender_lateness_s": "sender late", "switches_s": "switches", "receiver_s": "receiver",
+                    "sender_s": "sender"}
 
 
 @dataclass
@@ -43,6 +60,8 @@ class Evidence:
     cpu: dict = field(default_factory=dict)  # CpuSampler.shares()
     unmodelled_losses: dict = field(default_factory=dict)   # where -> packets
     packet_rate_bound: dict = field(default_factory=dict)   # port -> counters.packet_rate_bound_ports entry
+    #: job -> (its JobRound, what one round trip waited by part: rounds.round_trip_host_delay_s)
+    round_trip_delays: dict = field(default_factory=dict)
 
 
 def assess(evidence: Evidence) -> list:
@@ -65,6 +84,13 @@ def assess(evidence: Evidence) -> list:
         reasons.append(f"packet-rate shaping: bmv2 port {port} sent at {bound['peak_share_of_cap']:.0%} of its "
                        f"packets-per-second cap in frames of {bound['mean_frame_bytes']:.0f} bytes on average "
                        f"({bound['intervals']} interval(s)), below its link's rate")
+    for job, (job_round, parts) in sorted(evidence.round_trip_delays.items()):
+        delay_s = sum(parts.values())
+        if job_round.round_s and delay_s > HOST_DELAY_ROUND_SHARE * job_round.round_s:
+            by_part = ", ".join(f"{ROUND_TRIP_PARTS[part]} {value * 1e3:.2g}" for part, value in parts.items())
+            reasons.append(f"host delay: a round trip of job {job} waited {delay_s * 1e3:.3g} ms for its processes "
+                           f"({by_part} ms), {delay_s / job_round.round_s:.0%} of its {job_round.round_s * 1e3:.3g} ms "
+                           f"{job_round.kind} (limit {HOST_DELAY_ROUND_SHARE:.0%}): raise time_dilation")
     if evidence.fragments_sent:
         ratio = evidence.spurious_retransmissions / evidence.fragments_sent
         if ratio > SPURIOUS_RETX_LIMIT:

@@ -1,6 +1,7 @@
 """The figures that say whether a run is a result: CPU shares, losses, the distorted mark, stalls,
 and every paper metric of summary.json on a hand-computable run."""
 
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -10,8 +11,8 @@ from testbed.agents.transport import make_transport
 from testbed.emulation.stall import (STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, expected_iteration_s,
                                      stall_bound_s)
 from testbed.metrics.counters import packet_rate_bound_ports
-from testbed.metrics.cpu import (CpuSampler, busiest_thread_peak, cpu_share, process_cpu_s, spaced_samples,
-                                 thread_cpu_s)
+from testbed.metrics.cpu import (CpuSampler, available_cores, busiest_thread_peak, cgroup_cpu_limit, cpu_share,
+                                 process_cpu_s, spaced_samples, thread_cpu_s)
 from testbed.metrics.distortion import SPURIOUS_RETX_LIMIT, Evidence, assess
 from testbed.metrics.losses import qdisc_dropped, udp_rcvbuf_errors
 from testbed.metrics.summary import honest_figures, job_metrics, run_metrics
@@ -321,3 +322,15 @@ def test_a_resend_a_holding_switch_drops_is_as_spurious_as_one_that_flushes():
     job, records = hand_run()
     assert honest_figures([job_metrics(job, records)], {"s1": {"retx_held": 2}}, {}, {})[0][
         "spurious_retransmissions"] == 3
+
+
+def test_a_cpu_quota_in_the_cgroup_or_a_parent_limits_the_cores_a_run_plans_on():
+    v1 = "/sys/fs/cgroup/cpu/runs"
+    files = {f"{v1}/cpu.cfs_quota_us": "150000", f"{v1}/cpu.cfs_period_us": "100000",
+             f"{v1}/one/cpu.cfs_quota_us": "-1", f"{v1}/one/cpu.cfs_period_us": "100000",
+             "/sys/fs/cgroup/unified/ci/cpu.max": "50000 100000", "/sys/fs/cgroup/free/cpu.max": "max 100000"}
+    read = files.get
+    assert cgroup_cpu_limit("1:cpu:/runs/one\n0::/", read) == 1.5           # v1: the parent's quota
+    assert cgroup_cpu_limit("0::/ci", read) == 0.5                          # v2 (under cgroup v1's unified mount)
+    assert cgroup_cpu_limit("0::/free\n1:cpu,cpuacct:/", read) is None      # no quota anywhere
+    assert 0 < available_cores() <= (os.cpu_count() or 1)

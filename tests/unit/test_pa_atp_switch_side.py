@@ -19,6 +19,7 @@ from testbed.dataplane import program
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     INA_HEADER, INA_HEADER_BYTES, InaHeader, ina_frame_bytes)
 from testbed.errors import PolicyError
+from testbed.metrics.host_delay import HostDelayMeter
 from testbed.policy import compute_policy
 from testbed.scenario import parse_scenario
 
@@ -35,11 +36,13 @@ def ps_config(transport):
 
 
 class FakeSocket:
-    """What the PS's loop calls: recvmsg (queued datagrams, then BlockingIOError) and sendto (recorded)."""
+    """What the PS's loop calls: recvmsg (queued datagrams, then BlockingIOError) and sendto (recorded), and the
+    endpoint's host-delay meter (the datagrams carry no kernel timestamp: none is counted)."""
 
     def __init__(self, datagrams):
         self.inbox = list(datagrams)
         self.sent = []
+        self.host_delay = HostDelayMeter()
 
     def recvmsg(self, bufsize, ancbufsize, flags=0):
         if not self.inbox:

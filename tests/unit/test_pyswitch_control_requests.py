@@ -13,6 +13,7 @@ import pytest
 from testbed.dataplane.pyswitch.core import PySwitchCore
 from testbed.dataplane.pyswitch.process import (MAX_ERROR_CHARS, MAX_REQUEST_BYTES, SwitchProcess, SwitchSpec,
                                                 VERB_ARGUMENTS, handle_request)
+from testbed.metrics.host_delay import HostDelayMeter
 
 MALFORMED = [
     b"[]", b"null", b"42", b'"ping"', b"true", b"", b"   ", b"{", b"}", b"\xff\xfe\x00", b"[" * 50_000,
@@ -115,3 +116,13 @@ def test_a_real_control_socket_survives_malformed_requests(tmp_path):
         proc.running = False
         server.join(timeout=5)
         proc.close()
+
+
+def test_the_process_answers_host_delay_itself_and_a_bare_core_refuses_it(core):
+    meter = HostDelayMeter()
+    meter.received(10.0, 10.002)
+    reply = handle_request(core, b'{"op": "host_delay"}', {"host_delay": meter.summary})
+    assert reply["ok"] and reply["result"]["receive_wait"]["count"] == 1
+    assert_error_reply(handle_request(core, b'{"op": "host_delay"}'))
+    extra = handle_request(core, b'{"op": "host_delay", "x": 1}', {"host_delay": meter.summary})
+    assert "unexpected x" in extra["error"]

@@ -32,11 +32,16 @@ from dataclasses import dataclass
 
 from testbed.dataplane.pyswitch.core import PySwitchCore
 from testbed.errors import DataplaneError
+from testbed.metrics.host_delay import (TIMESTAMP_CMSG_BYTES, HostDelayMeter, enable_receive_timestamps,
+                                        kernel_timestamp_s)
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23
 RECV_BATCH = 128
+#: One frame in this many is read with its kernel receive timestamp for the host-delay meter (a systematic
+#: sample: reading the timestamp costs ~2 us a frame, a fifth of a forwarded frame's whole cost).
+TIMESTAMP_SAMPLE_EVERY = 8
 #: Longest control request line; the runtime's largest (a table entry) is well under 4 kB.
 MAX_REQUEST_BYTES = 1 << 20
 #: Longest error text in a reply (an exception may quote the whole request).
@@ -68,6 +73,8 @@ VERB_ARGUMENTS = {
     "set_port_impairment": {"port": "int", "drop": "number", "duplicate": "number", "reorder": "number",
                             "seed": "int"},
 }
+#: The verbs the process answers itself, for any switch it runs (:meth:`SwitchProcess.process_verbs`).
+PROCESS_VERB_ARGUMENTS = {"host_delay": {}}
 
 
 def _is_kind(value, kind: str) -> bool:
@@ -81,7 +88,7 @@ def _is_kind(value, kind: str) -> bool:
 def argument_problem(request: dict):
     """What is wrong with a known verb's arguments (missing, unexpected, wrong type), or None."""
     op = request["op"]
-    expected = VERB_ARGUMENTS.get(op)
+    expected = VERB_ARGUMENTS.get(op, PROCESS_VERB_ARGUMENTS.get(op))
     if expected is None:
         return None   # unknown verbs are the core's to refuse (it lists what it has)
     given = {k: v for k, v in request.items() if k != "op"}
@@ -105,8 +112,11 @@ def _error(text: str) -> dict:
     return {"ok": False, "error": text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."}
 
 
-def handle_request(core, line: bytes) -> dict:
+def handle_request(core, line: bytes, process_verbs: dict = None) -> dict:
     """One control request line -> its reply ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``.
+
+    ``process_verbs``: verbs the process answers itself rather than the switch's core (``host_delay``: the
+    process's :class:`HostDelayMeter` summary), each a callable of no argument.
 
     Never raises (a control request must not end the switch): parse errors,
     a request that is not a JSON object with a string ``op``, DataplaneError
@@ -126,6 +136,8 @@ def handle_request(core, line: bytes) -> dict:
     if problem:
         return _error(f"bad request: {problem}")
     try:
+        if process_verbs and request["op"] in process_verbs:
+            return {"ok": True, "result": process_verbs[request["op"]]()}
         return {"ok": True, "result": core.control(request)}
     except DataplaneError as exc:
         return _error(exc)
@@ -151,6 +163,7 @@ def open_port_socket(ifname: str) -> socket.socket:
         pass  # kernels < 4.20: outgoing copies are filtered in the loop instead
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    enable_receive_timestamps(sock)
     sock.bind((ifname, 0))
     sock.setblocking(False)
     return sock
@@ -257,6 +270,9 @@ class SwitchProcess:
 
     def __init__(self, switches: list, lanes: int, slots: int):
         self.running = True
+        #: How long frames waited for this process, and how late its shaped queues' departures left
+        #: (testbed/metrics/host_delay.py); the ``host_delay`` control verb reads it.
+        self.host_delay = HostDelayMeter()
         self.switches = []
         self.fd_port = {}       # port socket fd -> (its switch's receive, its switch's send, port, socket)
         self.listeners = {}     # listener fd -> switch
@@ -278,8 +294,13 @@ class SwitchProcess:
     def serve(self):
         fd_port, listeners = self.fd_port, self.listeners
         egresses = [(switch.core.egress, switch.send) for switch in self.switches]
-        monotonic = time.monotonic
+        monotonic, wall_s = time.monotonic, time.time
+        received, woke = self.host_delay.received, self.host_delay.woke
+        next_departure = float("inf")
+        frames = 0
         while self.running:
+            if next_departure != float("inf") and (now := monotonic()) >= next_departure:
+                woke(next_departure, now)
             next_departure = float("inf")
             for egress, send in egresses:
                 if egress.queues:
@@ -294,9 +315,15 @@ class SwitchProcess:
                 entry = fd_port.get(fd)
                 if entry is not None:
                     receive, send, port, sock = entry
+                    recv, recvmsg = sock.recv, sock.recvmsg
                     for _ in range(RECV_BATCH):
+                        frames += 1
                         try:
-                            data = sock.recv(2048)
+                            if frames % TIMESTAMP_SAMPLE_EVERY:
+                                data = recv(2048)
+                            else:
+                                data, ancillary, _, _ = recvmsg(2048, TIMESTAMP_CMSG_BYTES)
+                                received(kernel_timestamp_s(ancillary), wall_s())
                         except BlockingIOError:
                             break
                         receive(bytearray(data), port, now, send)
@@ -304,6 +331,11 @@ class SwitchProcess:
                     self._accept(listeners[fd])
                 else:
                     self._control(fd)
+
+    @property
+    def process_verbs(self) -> dict:
+        """The control verbs this process answers for every switch it runs (:func:`handle_request`)."""
+        return {"host_delay": self.host_delay.summary}
 
     def _accept(self, switch: HostedSwitch):
         try:
@@ -335,7 +367,7 @@ class SwitchProcess:
         while b"\n" in buffer:
             line, _, rest = bytes(buffer).partition(b"\n")
             buffer[:] = rest
-            if not self._reply(fd, handle_request(client.switch.core, line)):
+            if not self._reply(fd, handle_request(client.switch.core, line, self.process_verbs)):
                 return
         if len(buffer) > MAX_REQUEST_BYTES:   # no newline in sight: answer now, skip to the next newline
             buffer.clear()

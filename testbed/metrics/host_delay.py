@@ -1,0 +1,153 @@
+"""Host-induced delay: how long packets wait for the process that handles them, and how late timed sends leave.
+
+A run at 1/1000 scale is faithful only if the processes that stand in for
+hosts and switches add no delay the scenario does not have. A process can be
+far from saturated (a tenth of a core) and still add delay: each packet waits
+until the scheduler runs it, and a process that shares two cores with a dozen
+others wakes late. A ring all-reduce, whose 2 (N - 1) steps each end with a
+round trip, or PA-ATP's GACK rounds, read slow by exactly those waits, while
+every CPU share looks healthy.
+
+Every agent and every pyswitch process therefore keeps a :class:`HostDelayMeter`:
+
+- **receive wait**: for each packet, the wall time between the kernel's
+  receive timestamp (``SO_TIMESTAMPNS``, taken when the packet reached the
+  host's network stack, after any modelled queue) and the moment the process
+  handles it (:meth:`HostDelayMeter.received`);
+- **send lateness**: for each timed wake-up (a transport's pacing or timer,
+  a shaped switch queue's next departure), how long after its due time the
+  process ran (:meth:`HostDelayMeter.woke`).
+
+Both are summarised as count, mean, 99th percentile and maximum, in wall
+seconds (:meth:`HostDelayMeter.summary`); the run's summary gives them per
+role in virtual seconds (``host_delay``), and :mod:`testbed.metrics.distortion`
+marks a run whose round trips the host delayed by more than a stated share of
+the scenario's own round (:func:`round_trip_delay_s`). The meter keeps a
+log-spaced histogram (``BIN_EDGES_S``), folded from a small buffer with numpy,
+so its memory is fixed and a packet costs an append. :func:`kernel_timestamp_s`
+and :func:`enable_receive_timestamps` are the socket side.
+"""
+
+import socket
+import struct
+from array import array
+
+import numpy as np
+
+#: ``SO_TIMESTAMPNS`` / ``SCM_TIMESTAMPNS`` (asm-generic/socket.h; Python's socket module does not name them).
+SO_TIMESTAMPNS = 35
+#: Ancillary space for one ``struct timespec`` (two 64-bit fields).
+TIMESTAMP_CMSG_BYTES = socket.CMSG_SPACE(16)
+_TIMESPEC = struct.Struct("qq")
+#: Histogram bin edges, seconds: 1 us to 10 s, 24 bins a decade (10% apart); waits outside fall in the end bins.
+BIN_EDGES_S = np.geomspace(1e-6, 10.0, 7 * 24 + 1)
+#: Waits buffered before they are folded into the histogram.
+FOLD_EVERY = 4096
+
+
+def enable_receive_timestamps(sock: socket.socket):
+    """Have the kernel stamp each datagram or frame ``sock`` receives (``SO_TIMESTAMPNS``, wall clock)."""
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+
+def kernel_timestamp_s(ancillary) -> float:
+    """The receive timestamp (epoch seconds) in ``recvmsg``'s ancillary data, or 0.0 when it has none."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
+            return seconds + nanoseconds * 1e-9
+    return 0.0
+
+
+class _Series:
+    """One streamed quantity: a histogram over ``BIN_EDGES_S`` plus count, sum and maximum."""
+
+    __slots__ = ("buffer", "append", "histogram", "count", "total_s", "max_s")
+
+    def __init__(self):
+        self.buffer = array("d")
+        self.append = self.buffer.append
+        self.histogram = np.zeros(len(BIN_EDGES_S) + 1, dtype=np.int64)
+        self.count = 0
+        self.total_s = 0.0
+        self.max_s = 0.0
+
+    def fold(self):
+        if not self.buffer:
+            return
+        values = np.frombuffer(self.buffer, dtype=np.float64)
+        values = np.maximum(values, 0.0)          # a clock step back reads as no wait
+        self.histogram += np.bincount(np.searchsorted(BIN_EDGES_S, values), minlength=len(self.histogram))
+        self.count += len(values)
+        self.total_s += float(values.sum())
+        self.max_s = max(self.max_s, float(values.max()))
+        del values
+        del self.buffer[:]
+
+    def summary(self) -> dict:
+        self.fold()
+        if not self.count:
+            return {"count": 0, "mean_s": None, "p99_s": None, "max_s": None}
+        rank = int(np.searchsorted(np.cumsum(self.histogram), 0.99 * self.count))
+        # The bin's upper edge: a percentile never reads below what was measured.
+        p99_s = float(BIN_EDGES_S[min(rank, len(BIN_EDGES_S) - 1)])
+        return {"count": self.count, "mean_s": self.total_s / self.count, "p99_s": min(p99_s, self.max_s),
+                "max_s": self.max_s}
+
+
+class HostDelayMeter:
+    """A process's receive waits and send lateness (the module docstring), in wall seconds."""
+
+    __slots__ = ("_receive", "_late", "_receive_append", "_late_append")
+
+    def __init__(self):
+        self._receive, self._late = _Series(), _Series()
+        self._receive_append, self._late_append = self._receive.append, self._late.append
+
+    def received(self, kernel_ts_s: float, now_epoch_s: float):
+        """A packet stamped ``kernel_ts_s`` by the kernel handled at ``now_epoch_s`` (both epoch seconds);
+        an unstamped packet (0.0) is not counted."""
+        if kernel_ts_s:
+            self._receive_append(now_epoch_s - kernel_ts_s)
+            if len(self._receive.buffer) >= FOLD_EVERY:
+                self._receive.fold()
+
+    def woke(self, due_s: float, now_s: float):
+        """A timed wake-up due at ``due_s`` that ran at ``now_s`` (one clock, wall seconds)."""
+        self._late_append(now_s - due_s)
+        if len(self._late.buffer) >= FOLD_EVERY:
+            self._late.fold()
+
+    def summary(self) -> dict:
+        """``{"receive_wait": {...}, "send_lateness": {...}}``, each count, ``mean_s``, ``p99_s``, ``max_s``."""
+        return {"receive_wait": self._receive.summary(), "send_lateness": self._late.summary()}
+
+
+def virtual_summary(summary: dict, factor: float) -> dict:
+    """A meter's :meth:`HostDelayMeter.summary` in virtual seconds (time dilation ``factor``)."""
+    return {kind: {key: value / factor if key.endswith("_s") and value is not None else value
+                   for key, value in series.items()}
+            for kind, series in summary.items()}
+
+
+def by_role(processes: list, factor: float) -> dict:
+    """``[(role, meter summary in wall seconds), ...]`` of a run's processes -> ``{role: merged summary}`` in
+    virtual seconds (time dilation ``factor``; :func:`merge_role`)."""
+    roles = {}
+    for role, summary in processes:
+        roles.setdefault(role, []).append(summary)
+    return {role: virtual_summary(merge_role(summaries), factor) for role, summaries in sorted(roles.items())}
+
+
+def merge_role(summaries: list) -> dict:
+    """Several processes' summaries of one role as one: counts added, means weighted by count, the largest
+    99th percentile and maximum (a role's tail is its slowest process's)."""
+    merged = {}
+    for kind in ("receive_wait", "send_lateness"):
+        series = [s[kind] for s in summaries if s.get(kind, {}).get("count")]
+        count = sum(s["count"] for s in series)
+        merged[kind] = {"count": count,
+                        "mean_s": sum(s["mean_s"] * s["count"] for s in series) / count if count else None,
+                        "p99_s": max((s["p99_s"] for s in series), default=None),
+                        "max_s": max((s["max_s"] for s in series), default=None)}
+    return merged

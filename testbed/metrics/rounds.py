@@ -1,0 +1,100 @@
+"""What a job's timing rests on: its round, and how much of it the host's delay took.
+
+A job's communication time is a chain of rounds: a ring all-reduce's
+2 (N - 1) steps each end with a round trip (the last fragment there, its ACK
+back); a windowed INA transport sends a window, then waits a round trip for
+the RESULTs that open the next. Whatever delay the processes add to a round
+trip adds to every round that waits for it. :func:`job_rounds` derives each
+job's round from the scenario and its default routes, in virtual seconds:
+
+- ``round_trip_s``: the unloaded round trip of the job's longest worker path
+  (to its PS, or to its next ring member): a full frame serialized on every
+  link both ways (:func:`testbed.controller.rtt_estimate_s` with no queue);
+- ``round_s``: one round. A ring step: the step's range of fragments
+  (``total_fragments / workers``) at the host link's rate plus the round
+  trip. A window: the window's frames at the host link's rate, or the round
+  trip where that is longer.
+
+:func:`round_trip_host_delay_s` adds up the measured waits (testbed/metrics/host_delay.py)
+that one round trip meets: the sender's lateness, each switch's receive
+wait on the way there and back, and the receive waits of the agent at each
+end. :mod:`testbed.metrics.distortion` weighs one against the other.
+"""
+
+from dataclasses import dataclass
+
+from testbed.controller import link_rates_along, rtt_estimate_s
+from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
+from testbed.models import fragments_per_submodel
+from testbed.topology import DefaultRoutes
+
+@dataclass(frozen=True)
+class JobRound:
+    """One job's round (the module docstring), virtual seconds."""
+    job: str
+    kind: str               # "ring step" or "window"
+    sender: str             # the role that sends the job's gradients ("worker", "ring", "rina")
+    receiver: str           # the role at the far end of a round trip ("ps", or the sender's own)
+    switch_hops: int        # switches a packet passes one way on the longest path
+    round_trip_s: float
+    round_s: float
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "switch_hops": self.switch_hops, "round_trip_s": self.round_trip_s,
+                "round_s": self.round_s}
+
+
+def job_rounds(scenario) -> list:
+    """Each job's :class:`JobRound` in ``scenario`` (virtual seconds): its longest worker path by default
+    routes, its host link's rate, its window and its gradient's fragments."""
+    topology = scenario.topology
+    routes = DefaultRoutes(topology)
+    rates = topology.capacity_bps()
+    lanes = scenario.switch.lanes
+    rounds = []
+    for job in scenario.jobs:
+        if job.is_ring:
+            sender = "rina" if job.policy == "rina" else "ring"
+            pairs = list(zip(job.workers, job.workers[1:] + job.workers[:1]))
+            frame_bytes = ring_frame_bytes(lanes)
+        else:
+            sender = "worker"
+            pairs = [(w, ps) for w in job.workers for ps in job.ps]
+            frame_bytes = ina_frame_bytes(lanes)
+        paths = [p for p in (routes.path(src, dst) for src, dst in pairs if src != dst) if p]
+        round_trip_s = max((rtt_estimate_s(link_rates_along(rates, p), frame_bytes, 0) for p in paths), default=0.0)
+        hops = max((sum(topology.nodes[n].kind == "switch" for n in p) for p in paths), default=0)
+        frame_s = 8.0 * frame_bytes / min(topology.host_link(w).rate_bps for w in job.workers)
+        fragments = sum(fragments_per_submodel(job.submodel_elements, lanes))
+        if job.is_ring:
+            rounds.append(JobRound(job.name, "ring step", sender, sender, hops, round_trip_s,
+                                   fragments / len(job.workers) * frame_s + round_trip_s))
+        else:
+            rounds.append(JobRound(job.name, "window", sender, "ps", hops, round_trip_s,
+                                   max(round_trip_s, min(job.window, fragments) * frame_s)))
+    return rounds
+
+
+def _mean(host_delay: dict, role: str, kind: str) -> float:
+    return (host_delay.get(role, {}).get(kind, {}).get("mean_s")) or 0.0
+
+
+def round_trip_host_delay_s(job_round: JobRound, host_delay: dict) -> dict:
+    """What one round trip of ``job_round``'s job waited for its processes, virtual seconds, by part:
+    the sender's mean lateness, every switch's mean receive wait on the way and back, and the mean receive
+    wait at each end; ``host_delay`` is the run's per-role summary (:func:`testbed.metrics.host_delay.by_role`)."""
+    return {"sender_lateness_s": _mean(host_delay, job_round.sender, "send_lateness"),
+            "switches_s": 2 * job_round.switch_hops * _mean(host_delay, "switch", "receive_wait"),
+            "receiver_s": _mean(host_delay, job_round.receiver, "receive_wait"),
+            "sender_s": _mean(host_delay, job_round.sender, "receive_wait")}
+
+
+def round_trip_summary(round_trip_delays: dict) -> dict:
+    """The summary's ``host_delay.round_trips``: per job its round (:meth:`JobRound.to_dict`), what one round
+    trip waited for its processes (``wait_s``, and by part) and that wait's share of the round."""
+    out = {}
+    for job, (job_round, parts) in sorted(round_trip_delays.items()):
+        wait_s = sum(parts.values())
+        out[job] = {**job_round.to_dict(), "wait_s": wait_s, "wait_by_part_s": parts,
+                    "share_of_round": wait_s / job_round.round_s if job_round.round_s else None}
+    return out

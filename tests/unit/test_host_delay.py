@@ -1,0 +1,160 @@
+"""Host-induced delay: the meter every agent and pyswitch process keeps, the kernel's receive timestamps it
+reads, a job's round, and the distorted mark they make together."""
+
+import socket
+import time
+
+import pytest
+
+from testbed.agents.common import ANCILLARY_BYTES, arrived_ce, open_endpoint, pending_datagrams, wait_readable
+from testbed.agents.config import AgentConfig
+from testbed.metrics.distortion import HOST_DELAY_ROUND_SHARE, Evidence, assess
+from testbed.metrics.host_delay import (FOLD_EVERY, TIMESTAMP_CMSG_BYTES, HostDelayMeter, by_role,
+                                        enable_receive_timestamps, kernel_timestamp_s, merge_role)
+from testbed.metrics.rounds import JobRound, job_rounds, round_trip_host_delay_s, round_trip_summary
+from testbed.scenario import parse_scenario
+
+
+def test_receive_waits_give_count_mean_tail_and_maximum():
+    meter = HostDelayMeter()
+    for k in range(100):
+        meter.received(1000.0, 1000.0 + (0.010 if k == 99 else 0.001))
+    meter.received(0.0, 5.0)                 # unstamped: not counted
+    wait = meter.summary()["receive_wait"]
+    assert wait["count"] == 100
+    assert wait["mean_s"] == pytest.approx((99 * 0.001 + 0.010) / 100)
+    assert wait["max_s"] == pytest.approx(0.010)
+    # The 99th percentile is the upper edge of the 1 ms wait's bin: within 10% above it, never below.
+    assert 0.001 <= wait["p99_s"] <= 0.0011
+    assert meter.summary()["send_lateness"] == {"count": 0, "mean_s": None, "p99_s": None, "max_s": None}
+
+
+def test_waits_fold_into_a_fixed_histogram_and_a_clock_step_back_reads_as_no_wait():
+    meter = HostDelayMeter()
+    for k in range(FOLD_EVERY * 2 + 7):
+        meter.woke(10.0, 10.0 + (k % 2) * 0.002)
+    meter.woke(10.0, 9.0)
+    late = meter.summary()["send_lateness"]
+    assert late["count"] == FOLD_EVERY * 2 + 8
+    assert late["mean_s"] == pytest.approx(0.002 * (FOLD_EVERY + 3) / late["count"])
+    assert late["max_s"] == pytest.approx(0.002)
+    assert late["p99_s"] == pytest.approx(0.002)        # the maximum caps the bin edge above it
+
+
+def test_the_kernel_stamps_a_datagram_and_the_stamp_comes_before_it_is_read():
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        enable_receive_timestamps(receiver)
+        receiver.bind(("127.0.0.1", 0))
+        before = time.time()
+        sender.sendto(b"x", receiver.getsockname())
+        data, ancillary, _, _ = receiver.recvmsg(64, TIMESTAMP_CMSG_BYTES)
+        after = time.time()
+    finally:
+        receiver.close()
+        sender.close()
+    assert data == b"x"
+    assert before - 0.001 <= kernel_timestamp_s(ancillary) <= after
+    assert kernel_timestamp_s([]) == 0.0
+
+
+def test_an_endpoint_meters_its_datagrams_and_still_reads_their_ce_mark():
+    sock = open_endpoint("127.0.0.1", 0, "127.0.0.1")
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sender.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x03)       # CE
+        sender.sendto(b"marked", sock.getsockname())
+        sender.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x02)       # ECT(0)
+        sender.sendto(b"clear", sock.getsockname())
+        assert wait_readable(sock, 1.0, 0.05)
+        time.sleep(0.01)
+        got = {data: arrived_ce(ancillary) for data, ancillary, _ in pending_datagrams(sock)}
+        assert not wait_readable(sock, 0.01, 0.05)       # a timed wait that ran out: its lateness is metered
+    finally:
+        sock.close()
+        sender.close()
+    assert got == {b"marked": True, b"clear": False}
+    summary = sock.host_delay.summary()
+    assert summary["receive_wait"]["count"] == 2 and summary["receive_wait"]["mean_s"] >= 0.005
+    assert summary["send_lateness"]["count"] == 1
+    assert ANCILLARY_BYTES >= TIMESTAMP_CMSG_BYTES + socket.CMSG_SPACE(1)
+
+
+def test_roles_merge_weighted_by_count_with_the_slowest_processes_tail_and_in_virtual_time():
+    fast = {"receive_wait": {"count": 300, "mean_s": 0.001, "p99_s": 0.002, "max_s": 0.003},
+            "send_lateness": {"count": 0, "mean_s": None, "p99_s": None, "max_s": None}}
+    slow = {"receive_wait": {"count": 100, "mean_s": 0.005, "p99_s": 0.02, "max_s": 0.04},
+            "send_lateness": {"count": 10, "mean_s": 0.001, "p99_s": 0.001, "max_s": 0.002}}
+    merged = merge_role([fast, slow])
+    assert merged["receive_wait"] == {"count": 400, "mean_s": pytest.approx(0.002), "p99_s": 0.02, "max_s": 0.04}
+    roles = by_role([("worker", fast), ("worker", slow), ("switch", slow)], factor=4)
+    assert set(roles) == {"switch", "worker"}
+    assert roles["worker"]["receive_wait"]["mean_s"] == pytest.approx(0.0005)
+    assert roles["switch"]["send_lateness"] == {"count": 10, "mean_s": 0.00025, "p99_s": 0.00025, "max_s": 0.0005}
+
+
+RING = """\
+version: 1
+name: ring
+scale: 0.00005
+topology:
+  kind: explicit
+  link_rate: 100Gbps
+  switches: [t1, t2]
+  hosts: [w1, w2, w3, w4]
+  links: [[w1, t1], [w2, t1], [w3, t2], [w4, t2], [t1, t2, 400Gbps]]
+jobs:
+  - {name: job, model: vgg16, workers: [w1, w2, w3, w4], policy: rar, iterations: 2}
+"""
+
+
+def _agents(text, overrides=()):
+    from testbed import controller
+    from testbed.policy import compute_policy
+    scenario = parse_scenario(text, "s.yaml", list(overrides))
+    return scenario, controller.plan(scenario, compute_policy(scenario)).agents
+
+
+def test_a_ring_jobs_round_is_its_step_on_the_longest_ring_hop():
+    scenario, agents = _agents(RING)
+    (job_round,) = job_rounds(scenario)
+    assert isinstance(agents[0], AgentConfig)
+    frame_bits = 8 * 314          # a ring frame of 64 lanes
+    # w2 -> w3 (and w4 -> w1) cross both ToRs: 5, 20 and 5 Mb/s, a frame each way on each.
+    round_trip_s = 2 * (frame_bits / 5e6 + frame_bits / 20e6 + frame_bits / 5e6)
+    assert job_round.kind == "ring step" and job_round.switch_hops == 2
+    assert job_round.round_trip_s == pytest.approx(round_trip_s)
+    fragments = agents[0].total_fragments
+    assert job_round.round_s == pytest.approx(fragments / 4 * frame_bits / 5e6 + round_trip_s)
+
+
+def test_a_windowed_jobs_round_is_its_window_or_its_round_trip():
+    scenario, agents = _agents(RING, ["policy=ps", "jobs.0.ps=[w4]", "jobs.0.workers=[w1, w2, w3]",
+                                      "jobs.0.window=4"])
+    (job_round,) = job_rounds(scenario)
+    frame_bits = 8 * 336
+    assert job_round.kind == "window" and job_round.sender == "worker" and job_round.receiver == "ps"
+    assert job_round.round_s == pytest.approx(max(job_round.round_trip_s, 4 * frame_bits / 5e6))
+
+
+def test_a_round_trip_waits_at_the_sender_at_each_switch_both_ways_and_at_both_ends():
+    job_round = JobRound("job", "window", "worker", "ps", 2, 0.002, 0.010)
+    host_delay = {"worker": {"receive_wait": {"mean_s": 0.0002}, "send_lateness": {"mean_s": 0.0001}},
+                  "ps": {"receive_wait": {"mean_s": 0.0003}, "send_lateness": {"mean_s": None}},
+                  "switch": {"receive_wait": {"mean_s": 0.0004}}}
+    parts = round_trip_host_delay_s(job_round, host_delay)
+    assert parts == pytest.approx({"sender_lateness_s": 0.0001, "switches_s": 0.0016, "receiver_s": 0.0003,
+                                   "sender_s": 0.0002})
+    summary = round_trip_summary({"job": (job_round, parts)})["job"]
+    assert summary["wait_s"] == pytest.approx(0.0022) and summary["share_of_round"] == pytest.approx(0.22)
+
+
+def test_a_run_whose_round_trips_waited_past_the_share_of_a_round_is_distorted_and_says_why():
+    job_round = JobRound("job", "ring step", "ring", "ring", 2, 0.002, 0.010)
+    below = {"sender_lateness_s": 0.001, "switches_s": 0.001, "receiver_s": 0.0005, "sender_s": 0.0005}
+    assert assess(Evidence(round_trip_delays={"job": (job_round, below)})) == []
+    above = {**below, "switches_s": 0.010 * HOST_DELAY_ROUND_SHARE}
+    (reason,) = assess(Evidence(round_trip_delays={"job": (job_round, above)}))
+    assert reason.startswith("host delay: a round trip of job job waited 6 ms")
+    assert "60% of its 10 ms ring step" in reason and "time_dilation" in reason
