@@ -49,54 +49,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-
 from benchmarks.report import write_report  # noqa: E402
-from testbed.dataplane.entries import TableEntry  # noqa: E402
-from testbed.dataplane.wire import FLAG_DATA, INA_OFFSET, InaHeader, build_frame, build_ina_frame  # noqa: E402
+from testbed.calibration import (FANIN, IN_PORT, ITERATION_OFFSET, LANES, OUT_PORT, SLOTS,  # noqa: E402
+                                 aggregate_frames, aggregation_entries as entries, forward_frames, inproc_rate)
 
-LANES = 64
-SLOTS = 1024
-FANIN = 4
-SW_MAC, SW_ADDR = "02:00:00:00:01:00", "10.0.1.1"
-PS_MAC, PS_ADDR = "02:00:00:00:00:64", "10.0.0.100"
-WORKER_MAC, WORKER_ADDR = "02:00:00:00:00:01", "10.0.0.1"
-IN_PORT, OUT_PORT = 1, 2
 PACE_BATCH = 32
 LOSS_LIMIT = 0.005           # "lossless": at most 0.5 % of the offered packets not processed
 SEARCH_START_PER_S = 10_000
 SEARCH_GROWTH = 1.5
 SEARCH_BISECTIONS = 3
-ITERATION_OFFSET = INA_OFFSET + 14     # job, flags, elems, level, agg_node, fanin, count, submodel
-
-
-def entries():
-    return [
-        TableEntry("ipv4_lpm", "ipv4_forward", (f"{PS_ADDR}/32",), (("dstAddr", PS_MAC), ("port", OUT_PORT))),
-        TableEntry("ina_filter", "ina_aggregate", (1, 1, 0), (
-            ("switch_addr", SW_ADDR), ("slot_base", 0), ("slot_count", SLOTS), ("release_mode", 0),
-            ("next_agg_node", 100), ("next_fanin", 1), ("next_dst", PS_ADDR), ("next_slot_base", 0),
-            ("next_slot_count", 0), ("bypass_dst", PS_ADDR), ("overflow_dst", PS_ADDR), ("overflow_agg_node", 0),
-            ("overflow_fanin", 0), ("overflow_slot_base", 0), ("overflow_slot_count", 0))),
-    ]
-
-
-def aggregate_frames(fragments=SLOTS):
-    """Contributions of ``fragments`` seqs (iteration 0); the sender bumps the iteration per pass."""
-    lanes = np.arange(LANES, dtype=np.int32)
-    frames = []
-    for seq in range(fragments):
-        for worker in range(FANIN):
-            header = InaHeader(job=1, flags=FLAG_DATA, elems=LANES, agg_node=1, fanin=FANIN, count=1, seq=seq,
-                               slot=seq % SLOTS, bitmap=1 << worker)
-            frames.append(build_ina_frame(SW_MAC, WORKER_MAC, WORKER_ADDR, SW_ADDR, header, lanes))
-    return frames
-
-
-def forward_frames(count=SLOTS):
-    payload = b"\x00" * (38 + 4 * LANES)     # as long as an INA frame of 64 lanes
-    return [build_frame(SW_MAC, WORKER_MAC, WORKER_ADDR, PS_ADDR, payload, src_port=5000, dst_port=5001)
-            for _ in range(count)]
 
 
 # -- roles run inside the rig's namespace -------------------------------------------------------
@@ -145,35 +106,6 @@ def role_recv(args):
 
 
 # -- targets -----------------------------------------------------------------------------------
-
-def bench_inproc(stream, seconds):
-    from testbed.dataplane.pyswitch.core import LocalRuntime, PySwitchCore
-    core = PySwitchCore("bench", LANES, SLOTS)
-    rt = LocalRuntime(core)
-    for e in entries():
-        rt.table_add(e)
-    frames = [bytearray(f) for f in (aggregate_frames() if stream == "aggregate" else forward_frames())]
-    out = [0]
-
-    def send(port, buf):
-        out[0] += 1
-
-    receive = core.receive
-    iteration, t0 = 0, time.perf_counter()
-    deadline = t0 + seconds
-    while time.perf_counter() < deadline:
-        iteration += 1
-        now = time.monotonic()
-        for frame in frames:
-            if stream == "aggregate":
-                struct.pack_into("!I", frame, ITERATION_OFFSET, iteration)
-            receive(bytearray(frame), IN_PORT, now, send)
-    elapsed = time.perf_counter() - t0
-    stats = rt.counters()
-    done = stats["aggregated"] if stream == "aggregate" else stats["forwarded"]
-    return {"rate_per_s": done / elapsed, "out_frames": out[0], "offered": iteration * len(frames),
-            "fragments_per_s": stats["emitted"] / elapsed if stream == "aggregate" else None}
-
 
 def _pin(cpu):
     return ["taskset", "-c", str(cpu)] if shutil.which("taskset") and os.cpu_count() > 1 else []
@@ -320,7 +252,7 @@ def main(argv=None):
                 if target != "inproc" and os.geteuid() != 0:
                     rows.append({"target": target, "stream": stream, "skipped": "needs root"})
                     continue
-                result = bench_inproc(stream, args.seconds) if target == "inproc" else \
+                result = inproc_rate(stream, args.seconds) if target == "inproc" else \
                     bench_veth(target, stream, args.seconds, tmp)
                 rows.append({"target": target, "stream": stream, **result})
                 print(f"  {target:8s} {stream:9s} {result['rate_per_s']:>12,.0f} /s", file=sys.stderr, flush=True)

@@ -43,6 +43,7 @@ import networkx as nx
 
 from testbed.atomic_io import write_text_atomic
 from testbed.cache import cache_dir
+from testbed.calibration import Calibration, calibrated_curves, measure as measure_calibration
 
 from testbed.dilation import network_scenario
 from testbed.errors import ScenarioError
@@ -81,6 +82,8 @@ PACKET_COST_CURVES = {
 REFERENCE_COSTS = ("reference costs (measured on another machine; `sudo .venv/bin/python "
                    "benchmarks/bench_packet_costs.py --time-dilation 8,16,32,64 --calibrate` measures this one's)")
 PACKET_COSTS_FORMAT_VERSION = 1
+#: ``INATB_PACKET_COSTS=reference``: plan with the reference costs, neither read nor calibrate this machine's.
+REFERENCE_ONLY = "reference"
 #: The share of the machine's cores the switches and agents may keep busy together; the rest is the kernel's
 #: work outside their system calls (htb's timers, softirqs), the run's monitors, and the slack a machine
 #: needs before processes queue for a core and every packet costs more. Measured on InArt's 54-server
@@ -141,8 +144,9 @@ def curve_from_points(points) -> tuple:
 
 
 def packet_costs_path() -> Path:
-    """This machine's measured packet costs: ``$INATB_PACKET_COSTS``, else
-    ``$XDG_CACHE_HOME/inatb/packet_costs.json`` (``~/.cache`` without it)."""
+    """This machine's packet costs: ``$INATB_PACKET_COSTS``, else ``$XDG_CACHE_HOME/inatb/packet_costs.json``
+    (``~/.cache`` without it). ``INATB_PACKET_COSTS=reference`` plans with the reference costs alone
+    (:func:`load_packet_costs`)."""
     if os.environ.get("INATB_PACKET_COSTS"):
         return Path(os.environ["INATB_PACKET_COSTS"])
     return cache_dir() / "packet_costs.json"
@@ -173,7 +177,8 @@ REFERENCE_PACKET_COSTS = PacketCosts(PACKET_COST_CURVES, REFERENCE_COSTS)
 
 
 def _read_packet_costs(path: Path) -> dict:
-    """A packet-costs file (:func:`write_packet_costs`), its curves as tuples; ValueError says what is wrong."""
+    """A packet-costs file (:func:`write_packet_costs`, :func:`write_calibration`): its machine, date, measured
+    curves as tuples and calibration (a :class:`Calibration` or None); ValueError says what is wrong."""
     try:
         doc = json.loads(path.read_text())
         if doc.get("version") != PACKET_COSTS_FORMAT_VERSION:
@@ -186,47 +191,86 @@ def _read_packet_costs(path: Path) -> dict:
             if not curves[role] or any(r <= 0 or c <= 0 for r, c in curves[role]) or \
                     list(curves[role]) != sorted(curves[role]):
                 raise ValueError(f"{role}: expected (packets/s, packets per CPU-second) pairs, positive, by rate")
-        return {"machine": str(doc["machine"]), "measured": str(doc.get("measured", "?")), "curves": curves}
+        calibration = Calibration.from_dict(doc["calibration"]) if doc.get("calibration") else None
+        if calibration is not None and (calibration.contributions_per_s <= 0 or calibration.wake_round_trip_s <= 0):
+            raise ValueError("calibration: expected positive figures")
+        return {"machine": str(doc["machine"]), "measured": str(doc.get("measured", "?")), "curves": curves,
+                "calibration": calibration}
     except (OSError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(exc) from None
 
 
-def load_packet_costs(path=None) -> PacketCosts:
-    """This machine's measured costs (:func:`packet_costs_path`) for the roles measured, the reference for
-    the others; the reference alone when none were measured here (another machine's file, or an unreadable
-    one, is named in ``source``)."""
-    path = Path(path) if path else packet_costs_path()
+def _this_machines(path: Path):
+    """``path``'s costs if they are this machine's, else None and why not (absent, unreadable, another's)."""
     if not path.exists():
-        return REFERENCE_PACKET_COSTS
+        return None, None
     try:
         doc = _read_packet_costs(path)
     except ValueError as exc:
-        return PacketCosts(PACKET_COST_CURVES, f"{REFERENCE_COSTS}; {path} is unreadable: {exc}")
+        return None, f"{path} is unreadable: {exc}"
     if doc["machine"] != machine_id():
-        return PacketCosts(PACKET_COST_CURVES, f"{REFERENCE_COSTS}; {path} holds {doc['machine']}'s")
-    return PacketCosts({**PACKET_COST_CURVES, **doc["curves"]},
-                       f"measured on this machine ({', '.join(sorted(doc['curves']))}; {doc['measured']})",
-                       measured_here=True)
+        return None, f"{path} holds {doc['machine']}'s"
+    return doc, None
 
 
-def write_packet_costs(points_by_role: dict, path=None) -> Path:
-    """Keep this machine's costs, role -> measured (packets per wall second, packets per CPU-second) points
-    (:func:`curve_from_points`), beside the roles measured here before (another machine's or an unreadable
-    file is replaced)."""
+def load_packet_costs(path=None, calibrate: bool = True) -> PacketCosts:
+    """The costs the planner uses on this machine (:func:`packet_costs_path`): the curves measured here
+    (benchmarks/bench_packet_costs.py --calibrate) for their roles, the reference scaled by this machine's
+    calibration (testbed/calibration.py) for the others. A machine with neither (no file, another machine's,
+    an unreadable one) is calibrated now, about three seconds, and the result kept in the file (without
+    ``calibrate``: the reference, with why in ``source``). Without ``path``, ``INATB_PACKET_COSTS=reference``
+    gives the reference."""
+    if path is None and os.environ.get("INATB_PACKET_COSTS") == REFERENCE_ONLY:
+        return REFERENCE_PACKET_COSTS
     path = Path(path) if path else packet_costs_path()
-    curves = {}
-    if path.exists():
+    doc, problem = _this_machines(path)
+    if doc is None:
+        if not calibrate:
+            return PacketCosts(PACKET_COST_CURVES, REFERENCE_COSTS + (f"; {problem}" if problem else ""))
+        calibration = measure_calibration()
         try:
-            old = _read_packet_costs(path)
-            curves = old["curves"] if old["machine"] == machine_id() else {}
-        except ValueError:
-            pass
-    curves = {**curves, **{role: curve_from_points(points) for role, points in points_by_role.items()}}
+            write_calibration(calibration, path)
+        except OSError:
+            pass        # unwritable cache: this command plans with it, the next calibrates again
+        doc = {"curves": {}, "calibration": calibration, "measured": datetime.date.today().isoformat()}
+    sources = []
+    if doc["curves"]:
+        sources.append(f"measured on this machine ({', '.join(sorted(doc['curves']))}; {doc['measured']})")
+    base = PACKET_COST_CURVES
+    if doc["calibration"] is not None:
+        base = calibrated_curves(PACKET_COST_CURVES, doc["calibration"])
+        sources.append(("the other roles " if doc["curves"] else "") + doc["calibration"].describe())
+    elif doc["curves"]:
+        sources.append("the reference for the other roles")
+    return PacketCosts({**base, **doc["curves"]}, "; ".join(sources), measured_here=True)
+
+
+def _write_doc(path: Path, curves: dict, calibration) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"version": PACKET_COSTS_FORMAT_VERSION, "machine": machine_id(),
            "measured": datetime.date.today().isoformat(),
            "curves": {role: [list(point) for point in curve] for role, curve in curves.items()}}
+    if calibration is not None:
+        doc["calibration"] = calibration.to_dict()
     return write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def write_packet_costs(points_by_role: dict, path=None) -> Path:
+    """Keep this machine's costs, role -> measured (packets per wall second, packets per CPU-second) points
+    (:func:`curve_from_points`), beside the roles measured and the calibration made here before (another
+    machine's or an unreadable file is replaced)."""
+    path = Path(path) if path else packet_costs_path()
+    old, _ = _this_machines(path)
+    curves = {**(old["curves"] if old else {}),
+              **{role: curve_from_points(points) for role, points in points_by_role.items()}}
+    return _write_doc(path, curves, old["calibration"] if old else None)
+
+
+def write_calibration(calibration, path=None) -> Path:
+    """Keep this machine's calibration (testbed/calibration.py) beside the curves measured here before."""
+    path = Path(path) if path else packet_costs_path()
+    old, _ = _this_machines(path)
+    return _write_doc(path, old["curves"] if old else {}, calibration)
 
 
 def resolve_target(requested: str) -> str:
@@ -273,10 +317,11 @@ class PacketBudget:
         return (VISIT_WAIT_IDLE_S + VISIT_WAIT_BUSY_S * utilisation) * self.slowness()
 
     def slowness(self) -> float:
-        """How much dearer a switch packet is on this machine than on the reference (1 without measured costs):
-        the reference curve's fastest point's packets per CPU-second over this machine's."""
-        reference = PACKET_COST_CURVES[self.target][-1][1]
-        return max(1.0, reference / self.costs.curves[self.target][-1][1])
+        """How much dearer a switch packet that wakes its process is on this machine than on the reference
+        (1 with the reference costs): the reference curve's slowest point's packets per CPU-second over this
+        machine's."""
+        reference = PACKET_COST_CURVES[self.target][0][1]
+        return max(1.0, reference / self.costs.curves[self.target][0][1])
 
     def latency_needs(self) -> dict:
         """Each job (as a phrase) -> the time dilation its round trips need: the smallest N at which a round

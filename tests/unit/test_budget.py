@@ -10,6 +10,8 @@ from testbed import budget, sim
 from testbed.budget import (AGENT_BUDGET_PPS, PACKET_COST_CURVES, PROCESS_IDLE_CORES, TARGET_BUDGET_PPS,
                             USABLE_CORE_SHARE, PacketBudget, dilation_factor, expected_wall_s, packet_budget,
                             packets_per_cpu_s, resolve_target)
+from testbed.calibration import (REFERENCE_CONTRIBUTIONS_PER_S, REFERENCE_WAKE_ROUND_TRIP_S, Calibration,
+                                 measure)
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.policy import compute_policy
 from testbed.scenario import load_scenario
@@ -157,13 +159,14 @@ def test_the_reference_curves_are_the_measured_points_fastest_and_floor():
 
 def test_this_machines_measured_costs_replace_the_reference_and_another_machines_do_not(tmp_path):
     path = tmp_path / "packet_costs.json"
-    assert budget.load_packet_costs(path) == budget.REFERENCE_PACKET_COSTS
+    assert budget.load_packet_costs(path, calibrate=False) == budget.REFERENCE_PACKET_COSTS
     budget.write_packet_costs({"pyswitch": [(23_300, 21_350), (11_600, 15_150), (5_800, 14_050)]}, path)
     budget.write_packet_costs({"worker": [(9_300, 24_300), (4_650, 19_300)]}, path)     # kept beside pyswitch
     costs = budget.load_packet_costs(path)
     assert costs.curves == {**PACKET_COST_CURVES, "pyswitch": ((11_600.0, 14_600.0), (23_300.0, 21_350.0)),
                             "worker": ((4_650.0, 19_300.0), (9_300.0, 24_300.0))}
     assert costs.source.startswith("measured on this machine (pyswitch, worker; ") and costs.measured_here
+    assert costs.source.endswith("; the reference for the other roles")
     # Costs twice the reference's double the work the planner sees: every rate's cost halved.
     half = {role: tuple((r, c / 2) for r, c in curve) for role, curve in PACKET_COST_CURVES.items()}
     plan = PacketBudget("pyswitch", 2, {"s1": 40_000.0}, {"w1": 10_000.0, "ps": 10_000.0}, frozenset({"ps"}))
@@ -173,11 +176,11 @@ def test_this_machines_measured_costs_replace_the_reference_and_another_machines
     assert slow.machine_needs() > plan.machine_needs()
     doc = path.read_text().replace(budget.machine_id(), "Another CPU x 64")
     path.write_text(doc)
-    other = budget.load_packet_costs(path)
+    other = budget.load_packet_costs(path, calibrate=False)
     assert other.curves == PACKET_COST_CURVES and "holds Another CPU x 64's" in other.source
     assert not other.measured_here
     path.write_text("{not json")
-    broken = budget.load_packet_costs(path)
+    broken = budget.load_packet_costs(path, calibrate=False)
     assert broken.curves == PACKET_COST_CURVES and f"{path} is unreadable: " in broken.source
     budget.write_packet_costs({"ps": [(9_300, 20_000)]}, path)      # an unreadable file is replaced
     assert budget.load_packet_costs(path).curves["ps"] == ((9_300.0, 20_000.0),)
@@ -195,3 +198,49 @@ def test_the_planner_reads_the_costs_measured_here(tmp_path, monkeypatch):
     assert measured.costs.curves["pyswitch"] == ((11_600.0, 14_050.0), (23_300.0, 21_350.0))
     assert measured.auto_factor() > reference.auto_factor()
     assert measured.to_dict(measured.auto_factor())["packet_costs_measured_here"] is True
+
+
+SLOWER = Calibration(contributions_per_s=64_000.0, wake_round_trip_s=2 * REFERENCE_WAKE_ROUND_TRIP_S, seconds=2.9)
+
+
+def test_a_machine_without_costs_of_its_own_is_calibrated_once_and_keeps_it(tmp_path, monkeypatch):
+    path = tmp_path / "packet_costs.json"
+    monkeypatch.setattr(budget, "measure_calibration", lambda: SLOWER)
+    costs = budget.load_packet_costs(path)
+    # 64,000 contributions/s against the reference's 80,000: packet work 1.25x; wake-ups 2x. The fastest point
+    # costs 1.25x the reference's, the slower points, where each packet wakes its process, 2x.
+    assert SLOWER.work_ratio == pytest.approx(REFERENCE_CONTRIBUTIONS_PER_S / 64_000) == pytest.approx(1.25)
+    assert costs.curves["pyswitch"] == ((11_600.0, 28_100.0 / 2), (23_300.0, 42_700.0 / 1.25))
+    assert costs.curves["bmv2"] == ((2_500.0, 6_900.0 / 1.25),)
+    assert costs.source.startswith("calibrated on this machine in 2.9 s: packet work 1.25x and wake-ups 2.00x")
+    assert costs.measured_here
+    monkeypatch.setattr(budget, "measure_calibration", lambda: pytest.fail("calibrated twice"))
+    assert budget.load_packet_costs(path) == costs                 # kept: the next command reads it
+    # Curves measured by the benchmark take their roles; the calibration keeps the others.
+    budget.write_packet_costs({"ps": [(9_300, 20_000)]}, path)
+    both = budget.load_packet_costs(path)
+    assert both.curves["ps"] == ((9_300.0, 20_000.0),) and both.curves["pyswitch"] == costs.curves["pyswitch"]
+    assert both.source.startswith("measured on this machine (ps; ") and "; the other roles calibrated on" in both.source
+    # A slower machine's plan: more time dilation, and each round trip's visits wait longer.
+    scenario = load_scenario(QUICKSTART, ["scale=0.001"])
+    reference = packet_budget(scenario, "pyswitch", cores=2)
+    monkeypatch.setenv("INATB_PACKET_COSTS", str(path))
+    slower = packet_budget(scenario, "pyswitch", cores=2)
+    assert slower.slowness() == pytest.approx(2.0) and reference.slowness() == 1.0
+    assert slower.auto_factor() > reference.auto_factor()
+
+
+def test_a_faster_machine_plans_as_the_reference_does_and_reference_alone_is_asked_for_by_name(tmp_path, monkeypatch):
+    path = tmp_path / "packet_costs.json"
+    monkeypatch.setattr(budget, "measure_calibration",
+                        lambda: Calibration(2 * REFERENCE_CONTRIBUTIONS_PER_S, REFERENCE_WAKE_ROUND_TRIP_S / 2, 2.5))
+    assert budget.load_packet_costs(path).curves == PACKET_COST_CURVES          # never cheaper than the reference
+    monkeypatch.setenv("INATB_PACKET_COSTS", budget.REFERENCE_ONLY)
+    assert budget.load_packet_costs() == budget.REFERENCE_PACKET_COSTS
+
+
+def test_the_calibration_measures_both_figures_in_a_few_seconds():
+    calibration = measure()
+    assert calibration.contributions_per_s > 1000 and 0 < calibration.wake_round_trip_s < 0.05
+    assert calibration.seconds < 20
+    assert Calibration.from_dict(calibration.to_dict()).wake_round_trip_s == calibration.wake_round_trip_s
