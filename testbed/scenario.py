@@ -8,7 +8,7 @@ Any problem raises :class:`ScenarioError` naming the file and line, the field
 path and what was expected; nothing here touches the network.
 
 ``scale`` multiplies the papers' link rates, switch aggregation capacity and
-gradient sizes (DESIGN.md "Scale and the packet budget"); durations such as
+gradient sizes (testbed/budget.py: the packet budget a scale asks for); durations such as
 compute time are not scaled, so communication and computation keep the
 papers' proportions. ``time_dilation`` (N >= 1, or ``auto``) is how much
 slower the emulation runs; every value here stays virtual

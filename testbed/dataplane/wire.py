@@ -1,6 +1,6 @@
 """The INA wire contract: header codec, fixed-point gradients, frame helpers.
 
-Packet layout (DESIGN.md, "Wire contract")::
+Packet layout (p4/README.md documents the same contract for the P4 program)::
 
     Ethernet (14) / IPv4 (20, no options) / UDP (8, dst port 40000) /
     INA header (38) / payload: ``elems`` signed 32-bit big-endian lanes
@@ -176,8 +176,8 @@ class InaHeader:
 
 def choose_scale_bits(workers: int, gradient_bound: float) -> int:
     """Largest ``scale_bits`` such that the sum of ``workers`` values bounded by
-    ``gradient_bound`` in magnitude cannot overflow int32 (DESIGN.md: choose the
-    scale per job so the sum over all workers cannot overflow)."""
+    ``gradient_bound`` in magnitude cannot overflow int32 (the scale is chosen per
+    job, so the sum over all its workers cannot overflow)."""
     if workers < 1 or gradient_bound <= 0:
         raise ValueError("workers must be >= 1 and gradient_bound > 0")
     bits = 0

@@ -9,7 +9,7 @@ switch processing capacity and PS ingress, choosing for every (PS s, worker
 w) flow either the PS (no INA) or a switch that aggregates it, and paths.
 This module solves that problem for both.
 
-Linearisation (DESIGN.md "Known defects"). Eq. 5 multiplies ``f``, ``x_s``
+Linearisation. Eq. 5 multiplies ``f``, ``x_s``
 and the fractional decisions ``y``, ``q``. With ``x_s`` fixed we substitute
 rates: every decision variable here is a rate (bits/s of gradient),
 ``r = f * x_s * y`` per option and ``o = f * x_s * z`` per aggregate stream;
