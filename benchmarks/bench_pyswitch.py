@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_report  # noqa: E402
+from testbed.emulation.state import stop_process  # noqa: E402
 from testbed.calibration import (FANIN, IN_PORT, ITERATION_OFFSET, LANES, OUT_PORT, SLOTS,  # noqa: E402
                                  aggregate_frames, aggregation_entries as entries, forward_frames, inproc_rate)
 
@@ -191,13 +192,7 @@ def _veth_run(kind, stream, seconds, tmp, rate):
         finally:
             if runtime is not None:
                 runtime.close()
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc)
             log.close()
 
 

@@ -514,13 +514,14 @@ def packet_budget(scenario, target: str, policy=None, cores: int = None) -> Pack
     grouped into processes (:func:`plan_switch_groups`)."""
     from testbed import sim
     from testbed.policy import compute_policy
-    rates, switch_link_pps = sim.packet_rates(scenario, policy or compute_policy(scenario))
+    policy = policy or compute_policy(scenario)
+    rates, switch_link_pps = sim.packet_rates(scenario, policy)
     ps_names = frozenset(h for job in scenario.jobs for h in job.ps)
     agents = ps_names | {w for job in scenario.jobs for w in job.workers}
     budget = PacketBudget(resolve_target(target), cores or available_cores(),
                           {n: pps for n, pps in rates.items() if scenario.topology.nodes[n].kind == "switch"},
                           {n: pps for n, pps in rates.items() if n in agents}, ps_names, load_packet_costs(),
-                          switch_link_pps=switch_link_pps, rounds=tuple(job_rounds(scenario)))
+                          switch_link_pps=switch_link_pps, rounds=tuple(job_rounds(scenario, policy)))
     groups = plan_switch_groups(scenario, budget)
     return dataclasses.replace(budget, switch_groups=groups)
 

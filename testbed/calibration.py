@@ -40,6 +40,7 @@ import numpy as np
 
 from testbed.dataplane.entries import TableEntry
 from testbed.dataplane.wire import FLAG_DATA, INA_OFFSET, InaHeader, build_frame, build_ina_frame
+from testbed.emulation.state import stop_process
 
 #: The stream the packet-work figure aggregates (benchmarks/bench_pyswitch.py streams the same).
 LANES = 64
@@ -159,14 +160,10 @@ def wake_round_trip_s(round_trips: int = WAKE_ROUND_TRIPS) -> float:
             here.send(b"x")
             here.recv(64)
             times.append(time.perf_counter() - t0)
-        here.send(b"")
+        here.send(b"")        # an empty datagram ends the echo
     finally:
         here.close()
-        try:
-            echo.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            echo.kill()
-            echo.wait()
+        stop_process(echo)
     return statistics.median(times)
 
 

@@ -182,7 +182,8 @@ class AgentClock:
 @contextlib.contextmanager
 def agent_session(config, port: int = INA_UDP_PORT):
     """The endpoint (on ``port``), record file and clock (:class:`AgentClock`, started at the run's common
-    start) of an agent, after the common start signal; closed on exit."""
+    start) of an agent, after the common start signal; closed on exit, when the endpoint's host-delay
+    summary is left in ``agents/<name>.host_delay.json`` (:func:`host_delay_path`)."""
     sock = open_endpoint(config.ip, port, config.bind_ip)
     records = RecordWriter(config.run_dir, config.name)
     try:
@@ -190,7 +191,10 @@ def agent_session(config, port: int = INA_UDP_PORT):
         yield sock, records, AgentClock(config.time_dilation, start_epoch_s)
     finally:
         records.close()
-        write_text_atomic(host_delay_path(config.run_dir, config.name), json.dumps(sock.host_delay.summary()))
+        try:
+            write_text_atomic(host_delay_path(config.run_dir, config.name), json.dumps(sock.host_delay.summary()))
+        except OSError as exc:      # the run's directory went away: the run reports the role unmeasured
+            print(f"{config.name}: host delay not kept: {exc}", flush=True)
         sock.close()
 
 

@@ -88,11 +88,14 @@ class _Series:
         self.fold()
         if not self.count:
             return {"count": 0, "mean_s": None, "p99_s": None, "max_s": None}
-        rank = int(np.searchsorted(np.cumsum(self.histogram), 0.99 * self.count))
-        # The bin's upper edge: a percentile never reads below what was measured.
-        p99_s = float(BIN_EDGES_S[min(rank, len(BIN_EDGES_S) - 1)])
-        return {"count": self.count, "mean_s": self.total_s / self.count, "p99_s": min(p99_s, self.max_s),
+        return {"count": self.count, "mean_s": self.total_s / self.count, "p99_s": self.percentile_s(0.99),
                 "max_s": self.max_s}
+
+    def percentile_s(self, share: float) -> float:
+        """The ``share`` percentile: the upper edge of its histogram bin (never below what was measured, at most
+        10% above it), and never above the maximum."""
+        rank = int(np.searchsorted(np.cumsum(self.histogram), share * self.count))
+        return min(float(BIN_EDGES_S[min(rank, len(BIN_EDGES_S) - 1)]), self.max_s)
 
 
 class HostDelayMeter:

@@ -5,15 +5,16 @@ A job's communication time is a chain of rounds: a ring all-reduce's
 back); a windowed INA transport sends a window, then waits a round trip for
 the RESULTs that open the next. Whatever delay the processes add to a round
 trip adds to every round that waits for it. :func:`job_rounds` derives each
-job's round from the scenario and its default routes, in virtual seconds:
+job's round from the scenario, its policy and its default routes, in
+virtual seconds:
 
 - ``round_trip_s``: the unloaded round trip of the job's longest worker path
   (to its PS, or to its next ring member): a full frame serialized on every
   link both ways (:func:`testbed.controller.rtt_estimate_s` with no queue);
-- ``round_s``: one round. A ring step: the step's range of fragments
-  (``total_fragments / workers``) at the host link's rate plus the round
-  trip. A window: the window's frames at the host link's rate, or the round
-  trip where that is longer.
+- ``round_s``: one round. A ring step: a step's range of fragments (on
+  average over the scheme's steps: :func:`ring_step_frames`) at the host
+  link's rate plus the round trip. A window: the window's frames at the
+  host link's rate, or the round trip where that is longer.
 
 :func:`round_trip_host_delay_s` adds up the measured waits (testbed/metrics/host_delay.py)
 that one round trip meets: the sender's lateness, each switch's receive
@@ -23,6 +24,7 @@ end. :mod:`testbed.metrics.distortion` weighs one against the other.
 
 from dataclasses import dataclass
 
+from testbed.agents.ring_schedule import job_phases
 from testbed.controller import link_rates_along, rtt_estimate_s
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.models import fragments_per_submodel
@@ -44,9 +46,20 @@ class JobRound:
                 "round_s": self.round_s}
 
 
-def job_rounds(scenario) -> list:
-    """Each job's :class:`JobRound` in ``scenario`` (virtual seconds): its longest worker path by default
-    routes, its host link's rate, its window and its gradient's fragments."""
+def ring_step_frames(scheme: str, notes: dict, workers: int, total: int) -> float:
+    """The frames a ring job's worker sends in a step, on average over its steps: RAR's ``total / N`` in each of
+    its 2 (N - 1) steps, H-AR's over its racks' phases (:func:`testbed.agents.ring_schedule.job_phases`), Rina's
+    RAR over its members (a rack whose ToR sums it is one: ``notes["members"]``)."""
+    if scheme == "rina":
+        return total / max(2, len(notes["members"]))
+    phases = job_phases(scheme, workers, total, notes.get("racks", []))
+    steps = sum(phase.steps for phase in phases)
+    return max(sum(phase.fragments[rank] for phase in phases) for rank in range(workers)) / steps
+
+
+def job_rounds(scenario, policy) -> list:
+    """Each job's :class:`JobRound` in ``scenario`` under ``policy`` (virtual seconds): its longest worker path
+    by default routes, its host link's rate, its window or its ring's step, its gradient's fragments."""
     topology = scenario.topology
     routes = DefaultRoutes(topology)
     rates = topology.capacity_bps()
@@ -67,8 +80,10 @@ def job_rounds(scenario) -> list:
         frame_s = 8.0 * frame_bytes / min(topology.host_link(w).rate_bps for w in job.workers)
         fragments = sum(fragments_per_submodel(job.submodel_elements, lanes))
         if job.is_ring:
+            jp = policy.jobs[job.name]
+            step_frames = ring_step_frames(jp.scheme, jp.notes, len(job.workers), fragments)
             rounds.append(JobRound(job.name, "ring step", sender, sender, hops, round_trip_s,
-                                   fragments / len(job.workers) * frame_s + round_trip_s))
+                                   step_frames * frame_s + round_trip_s))
         else:
             rounds.append(JobRound(job.name, "window", sender, "ps", hops, round_trip_s,
                                    max(round_trip_s, min(job.window, fragments) * frame_s)))

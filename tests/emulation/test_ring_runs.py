@@ -101,7 +101,7 @@ def test_rina_runs_exactly_with_none_one_or_both_tors_summing_their_racks(target
     if target == "bmv2":
         require_bmv2()
     scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=4", "policy=rina",
-                                            f"topology.programmable={programmable}"])
+                                            f"topology.programmable={programmable}", "time_dilation=auto"])
     result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
     summary, job = result.summary, result.summary["jobs"][0]
     assert summary["status"] == "ok" and summary["aggregation_exact"] is True, summary["error"]

@@ -6,12 +6,13 @@ import time
 
 import pytest
 
+from testbed import controller
 from testbed.agents.common import ANCILLARY_BYTES, arrived_ce, open_endpoint, pending_datagrams, wait_readable
-from testbed.agents.config import AgentConfig
 from testbed.metrics.distortion import HOST_DELAY_ROUND_SHARE, Evidence, assess
 from testbed.metrics.host_delay import (FOLD_EVERY, TIMESTAMP_CMSG_BYTES, HostDelayMeter, by_role,
                                         enable_receive_timestamps, kernel_timestamp_s, merge_role)
 from testbed.metrics.rounds import JobRound, job_rounds, round_trip_host_delay_s, round_trip_summary
+from testbed.policy import compute_policy
 from testbed.scenario import parse_scenario
 
 
@@ -110,29 +111,27 @@ jobs:
 
 
 def _agents(text, overrides=()):
-    from testbed import controller
-    from testbed.policy import compute_policy
     scenario = parse_scenario(text, "s.yaml", list(overrides))
     return scenario, controller.plan(scenario, compute_policy(scenario)).agents
 
 
 def test_a_ring_jobs_round_is_its_step_on_the_longest_ring_hop():
     scenario, agents = _agents(RING)
-    (job_round,) = job_rounds(scenario)
-    assert isinstance(agents[0], AgentConfig)
+    (job_round,) = job_rounds(scenario, compute_policy(scenario))
     frame_bits = 8 * 314          # a ring frame of 64 lanes
     # w2 -> w3 (and w4 -> w1) cross both ToRs: 5, 20 and 5 Mb/s, a frame each way on each.
     round_trip_s = 2 * (frame_bits / 5e6 + frame_bits / 20e6 + frame_bits / 5e6)
     assert job_round.kind == "ring step" and job_round.switch_hops == 2
     assert job_round.round_trip_s == pytest.approx(round_trip_s)
     fragments = agents[0].total_fragments
-    assert job_round.round_s == pytest.approx(fragments / 4 * frame_bits / 5e6 + round_trip_s)
+    # A quarter of the gradient a step (the largest quarter: the ranges are whole fragments).
+    assert job_round.round_s == pytest.approx(fragments / 4 * frame_bits / 5e6 + round_trip_s, rel=0.01)
 
 
 def test_a_windowed_jobs_round_is_its_window_or_its_round_trip():
     scenario, agents = _agents(RING, ["policy=ps", "jobs.0.ps=[w4]", "jobs.0.workers=[w1, w2, w3]",
                                       "jobs.0.window=4"])
-    (job_round,) = job_rounds(scenario)
+    (job_round,) = job_rounds(scenario, compute_policy(scenario))
     frame_bits = 8 * 336
     assert job_round.kind == "window" and job_round.sender == "worker" and job_round.receiver == "ps"
     assert job_round.round_s == pytest.approx(max(job_round.round_trip_s, 4 * frame_bits / 5e6))
@@ -158,3 +157,18 @@ def test_a_run_whose_round_trips_waited_past_the_share_of_a_round_is_distorted_a
     (reason,) = assess(Evidence(round_trip_delays={"job": (job_round, above)}))
     assert reason.startswith("host delay: a round trip of job job waited 6 ms")
     assert "60% of its 10 ms ring step" in reason and "time_dilation" in reason
+
+
+def test_a_ring_step_is_the_schemes_own_rar_over_every_worker_h_ar_by_phases_rina_over_its_members():
+    scenario, agents = _agents(RING)
+    total = agents[0].total_fragments
+    frame_s = 8 * 314 / 5e6
+    rounds = {policy: job_rounds(s, compute_policy(s))[0]
+              for policy, s in ((p, parse_scenario(RING, "s.yaml", [f"policy={p}"])) for p in ("rar", "h-ar", "rina"))}
+    # RAR: 6 steps of a quarter each. H-AR over two racks of two: 2 steps of a half within the rack, 2 of a
+    # quarter between the racks, 2 of a half again: 2.5 gradients in 6 steps. Rina with both ToRs programmable:
+    # two members, 2 steps of a half.
+    assert rounds["rar"].round_s == pytest.approx(total / 4 * frame_s + rounds["rar"].round_trip_s, rel=0.01)
+    assert rounds["h-ar"].round_s > rounds["rar"].round_s
+    assert rounds["rina"].round_s == pytest.approx(total / 2 * frame_s + rounds["rina"].round_trip_s, rel=0.01)
+    assert rounds["rina"].sender == "rina" and rounds["rar"].sender == "ring"
