@@ -130,6 +130,20 @@ def packets_per_cpu_s(curve, wall_pps: float) -> float:
     raise AssertionError("unreachable: wall_pps is inside the curve")
 
 
+def smallest_dilation(exceeds) -> float:
+    """The smallest time dilation N >= 1 at which ``exceeds(N)`` (a budget exceeded at N) is false, for a budget
+    whose demand falls as N grows: doubling until it fits, then bisection (to one part in a million)."""
+    if not exceeds(1.0):
+        return 1.0
+    low, high = 1.0, 2.0
+    while exceeds(high):
+        low, high = high, high * 2
+    while high - low > 1e-6 * high:
+        middle = (low + high) / 2
+        low, high = (middle, high) if exceeds(middle) else (low, middle)
+    return high
+
+
 def curve_from_points(points) -> tuple:
     """A curve as ``PACKET_COST_CURVES`` holds them from (packets per wall second, packets per CPU-second)
     measured at several time dilations: the fastest point and, below it, the floor: the median cost of the
@@ -334,16 +348,7 @@ class PacketBudget:
 
             def waits(factor):
                 return visits * self.visit_wait_s(factor) / factor > limit_s
-            if not limit_s or not waits(1.0):
-                need = 1.0
-            else:
-                low, high = 1.0, 2.0
-                while waits(high) and high < 1e6:
-                    low, high = high, high * 2
-                while high - low > 1e-6 * high:
-                    middle = (low + high) / 2
-                    low, high = (middle, high) if waits(middle) else (low, middle)
-                need = high
+            need = smallest_dilation(waits) if limit_s else 1.0
             needs[f"job {job_round.job}'s round trips ({visits} visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms "
                   f"at time dilation 1, {PLANNED_ROUND_SHARE:.0%} of its {job_round.round_s * 1e3:.3g} ms "
                   f"{job_round.kind})"] = need
@@ -388,15 +393,7 @@ class PacketBudget:
         """The smallest time dilation (>= 1) at which the packets' work fits the working cores. The work
         falls as N grows (the rate falls by N, a packet's cost rises less), so bisection finds it."""
         working = self.working_cores()
-        if self.cores_busy(1.0) <= working:
-            return 1.0
-        low, high = 1.0, 2.0
-        while self.cores_busy(high) > working:
-            low, high = high, high * 2
-        while high - low > 1e-6 * high:
-            middle = (low + high) / 2
-            low, high = (middle, high) if self.cores_busy(middle) > working else (low, middle)
-        return high
+        return smallest_dilation(lambda factor: self.cores_busy(factor) > working)
 
     def needs(self) -> dict:
         """Each budget (as a phrase) -> the time dilation it alone needs."""
