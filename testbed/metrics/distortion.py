@@ -44,7 +44,7 @@ SPURIOUS_RETX_LIMIT = 0.02
 #: Rina's testbed under RAR (`inatb fidelity scenarios/papers/rina/testbed.yaml --target pyswitch --set
 #: policy=rar --set jobs.0.iterations=6 --set metrics.warmup_iterations=1`, a ring step of 9.2 ms): with the
 #: run's two cores to itself 0.27 of a step and 1.02-1.07x the simulator's communication time; held to one
-#: core by a CPU quota 0.75 and 1.54-1.72x (tests/emulation/test_host_delay.py runs both).
+#: core by a CPU quota 0.75 and 1.54-1.72x (tests/emulation/test_host_delay_runs.py runs both).
 HOST_DELAY_ROUND_SHARE = 0.4
 #: How a reason names the parts of a round trip's wait (testbed.metrics.rounds.round_trip_host_delay_s).
 ROUND_TRIP_PARTS = {"sender_lateness_s": "sender late", "switches_s": "switches", "receiver_s": "receiver",
