@@ -70,17 +70,20 @@ def open_endpoint(ip: str, port: int = INA_UDP_PORT, bind_ip: str = "") -> Endpo
     return sock
 
 
-def pending_datagrams(sock: Endpoint):
+def pending_datagrams(sock: Endpoint, listening_since_s: float = 0.0):
     """Every datagram waiting on ``sock`` now, as (data, ancillary, sender): its TOS byte (IP_RECVTOS,
     :func:`arrived_ce`) comes with it. How long each waited since the kernel took it in goes to the
-    endpoint's host-delay meter as it is handed over."""
+    endpoint's host-delay meter as it is handed over, counted from ``listening_since_s`` (epoch seconds) at
+    the earliest: an agent that does not read while it computes (the INA worker) keeps what arrives
+    meanwhile for later by design, which is no delay of the host's."""
     recvmsg, received, wall_s = sock.recvmsg, sock.host_delay.received, time.time
     while True:
         try:
             data, ancillary, _, sender = recvmsg(4096, ANCILLARY_BYTES, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return
-        received(kernel_timestamp_s(ancillary), wall_s())
+        stamped_s = kernel_timestamp_s(ancillary)
+        received(max(stamped_s, listening_since_s) if stamped_s else 0.0, wall_s())
         yield data, ancillary, sender
 
 

@@ -39,6 +39,8 @@ slot that ``wire.shadow_slot`` names for the iteration, flagged SHADOW when
 it is copy 1.
 """
 
+import time
+
 from testbed.agents.common import (AgentClock, SendTally, agent_session, install_status_dump, pending_datagrams,
                                    straggler_delay_s, straggler_rng, wait_readable)
 from testbed.agents.gradients import worker_fragments
@@ -133,6 +135,7 @@ class Worker:
                                   path_keys=self.path_keys)
         tally = SendTally(t_comm)
         sock, sendto, receive = self.sock, self.sock.sendto, self.receive
+        listening_since_s = time.time()     # what arrived while computing waited by design (host delay)
         deadline = t_comm + cfg.deadline_s
         superseded = False
         while not transport.finished():
@@ -145,7 +148,7 @@ class Worker:
             wake = transport.next_deadline_s(now)
             wait_s = IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, clock.wall_s(wake - now))
             if wait_readable(sock, wait_s, IDLE_WAIT_S):
-                for data, _, _ in pending_datagrams(sock):
+                for data, _, _ in pending_datagrams(sock, listening_since_s):
                     receive(data, iteration, clock.now_s())
             if clock.now_s() > deadline:
                 missing = [seq for seq in range(total) if not transport.acked[seq]]

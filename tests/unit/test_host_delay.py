@@ -172,3 +172,17 @@ def test_a_ring_step_is_the_schemes_own_rar_over_every_worker_h_ar_by_phases_rin
     assert rounds["h-ar"].round_s > rounds["rar"].round_s
     assert rounds["rina"].round_s == pytest.approx(total / 2 * frame_s + rounds["rina"].round_trip_s, rel=0.01)
     assert rounds["rina"].sender == "rina" and rounds["rar"].sender == "ring"
+
+
+def test_what_arrives_while_a_worker_computes_waits_by_design_and_counts_from_when_it_listens():
+    sock = open_endpoint("127.0.0.1", 0, "127.0.0.1")
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sender.sendto(b"result", sock.getsockname())
+        time.sleep(0.05)                                    # computing, not reading
+        listening_since_s = time.time()
+        assert [data for data, _, _ in pending_datagrams(sock, listening_since_s)] == [b"result"]
+    finally:
+        sock.close()
+        sender.close()
+    assert sock.host_delay.summary()["receive_wait"]["max_s"] < 0.01
