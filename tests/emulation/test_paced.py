@@ -33,7 +33,14 @@ def test_paced_workers_send_at_the_given_rate(emulation, tmp_path, quiet):
 
 
 def test_paced_at_the_planned_rate_holds_the_fidelity_bounds(emulation, tmp_path, quiet):
+    # Three measured iterations of 15 ms: one stall of a few milliseconds moves the mean past the bound (one run in
+    # five read 1.34x, unmarked), so a run outside the bounds is repeated once, as the fidelity tests do.
     scenario = load_scenario(QUICKSTART, ["transport=paced", "jobs.0.iterations=4", "metrics.warmup_iterations=1"])
-    summary = run(scenario, tmp_path, quiet)
-    fidelity = compare(summary, sim.evaluate(scenario, compute_policy(scenario)))
-    assert fidelity["all_within"], format_fidelity(fidelity)
+    simulation = sim.evaluate(scenario, compute_policy(scenario))
+    tables = []
+    for attempt in range(2):
+        fidelity = compare(run(scenario, tmp_path / f"run{attempt}", quiet), simulation)
+        if fidelity["all_within"]:
+            return
+        tables.append(format_fidelity(fidelity))
+    raise AssertionError("outside the bounds in both runs:\n" + "\n\n".join(tables))
