@@ -748,7 +748,8 @@ class Run:
                                                        self.cpu.shares() if self.cpu else {},
                                                        self._packet_rate_bound(samples))
         host_delay = self._host_delay()
-        rounds = job_rounds(scenario, policy)
+        # The rounds the planner weighed (testbed.budget), computed once per run.
+        rounds = self.budget.rounds if self.budget is not None else job_rounds(scenario, policy)
         evidence.round_trip_delays = {r.job: (r, round_trip_host_delay_s(r, host_delay)) for r in rounds}
         # The counters were sampled in wall time; from here on they are virtual (testbed/dilation.py).
         samples = self._virtual(samples)
