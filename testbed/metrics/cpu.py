@@ -123,13 +123,26 @@ def process_wait_s(pid: int):
         return None
 
 
-def machine_cpu_s():
-    """(busy, total) CPU seconds of the machine over all cores, from /proc/stat."""
+def machine_cpu_s(cpus=None):
+    """(busy, total) CPU seconds of the machine from /proc/stat: over all cores, or over the cores numbered in
+    ``cpus`` (the run's: work elsewhere on a machine the run is held to one core of is not the run's)."""
     with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)    # idle + iowait
-    total = sum(values[:8])
-    return (total - idle) / CLOCK_TICKS_PER_S, total / CLOCK_TICKS_PER_S
+        return stat_cpu_s(f.read(), cpus)
+
+
+def stat_cpu_s(stat_text: str, cpus=None):
+    """(busy, total) CPU seconds from the text of /proc/stat (:func:`machine_cpu_s`)."""
+    busy_s = total_s = 0.0
+    for line in stat_text.splitlines():
+        name, *fields = line.split()
+        if not name.startswith("cpu"):
+            break
+        if (cpus is None and name == "cpu") or (cpus is not None and name[3:].isdigit() and int(name[3:]) in cpus):
+            values = [int(v) for v in fields]
+            idle = values[3] + (values[4] if len(values) > 4 else 0)    # idle + iowait
+            busy_s += (sum(values[:8]) - idle) / CLOCK_TICKS_PER_S
+            total_s += sum(values[:8]) / CLOCK_TICKS_PER_S
+    return busy_s, total_s
 
 
 def spaced_samples(samples, min_interval_s: float):
@@ -193,6 +206,7 @@ class CpuSampler(threading.Thread):
         self.threads = {name: [] for name in self.pids}   # [(wall_s, {tid: cpu_s})]
         self.machine = []            # [(wall_s, busy_s / cores)]
         self.cores = available_cores()
+        self.cpus = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         self._stop_event = threading.Event()
 
     def sample(self):
@@ -201,7 +215,7 @@ class CpuSampler(threading.Thread):
             self.samples[name].append((now, process_cpu_s(pid)))
             self.waits[name].append((now, process_wait_s(pid)))
             self.threads[name].append((now, thread_cpu_s(pid)))
-        busy_s, _ = machine_cpu_s()
+        busy_s, _ = machine_cpu_s(self.cpus)
         self.machine.append((now, busy_s / self.cores))
 
     def run(self):

@@ -12,9 +12,15 @@ virtual seconds:
   (to its PS, or to its next ring member): a full frame serialized on every
   link both ways (:func:`testbed.controller.rtt_estimate_s` with no queue);
 - ``round_s``: one round. A ring step: a step's range of fragments (on
-  average over the scheme's steps: :func:`ring_step_frames`) at the host
+  average over the scheme's steps: :func:`ring_steps`) at the host
   link's rate plus the round trip. A window: the window's frames at the
-  host link's rate, or the round trip where that is longer.
+  host link's rate, or the round trip where that is longer;
+- ``comm_s``: the job's communication, a chain of such rounds: a ring's
+  steps one after another; a window's gradient at the rate the fluid model
+  gives the job's slowest worker (:func:`testbed.sim.synchronous_rates_bps`)
+  plus one round trip. A windowed job of few windows meets a round trip's
+  delay at its start and its end whatever its window, so its delay is
+  weighed against this too.
 
 :func:`round_trip_host_delay_s` adds up the measured waits (testbed/metrics/host_delay.py)
 that one round trip meets: the sender's lateness, each switch's receive
@@ -40,26 +46,31 @@ class JobRound:
     switch_hops: int        # switches a packet passes one way on the longest path
     round_trip_s: float
     round_s: float
+    comm_s: float
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "switch_hops": self.switch_hops, "round_trip_s": self.round_trip_s,
-                "round_s": self.round_s}
+                "round_s": self.round_s, "comm_s": self.comm_s}
 
 
-def ring_step_frames(scheme: str, notes: dict, workers: int, total: int) -> float:
-    """The frames a ring job's worker sends in a step, on average over its steps: RAR's ``total / N`` in each of
-    its 2 (N - 1) steps, H-AR's over its racks' phases (:func:`testbed.agents.ring_schedule.job_phases`), Rina's
+def ring_steps(scheme: str, notes: dict, workers: int, total: int) -> tuple:
+    """(steps, the frames a worker sends in a step on average over them) of a ring job: RAR's 2 (N - 1) of
+    ``total / N``, H-AR's over its racks' phases (:func:`testbed.agents.ring_schedule.job_phases`), Rina's
     RAR over its members (a rack whose ToR sums it is one: ``notes["members"]``)."""
     if scheme == "rina":
-        return total / max(2, len(notes["members"]))
+        members = max(2, len(notes["members"]))
+        return 2 * (members - 1), total / members
     phases = job_phases(scheme, workers, total, notes.get("racks", []))
     steps = sum(phase.steps for phase in phases)
-    return max(sum(phase.fragments[rank] for phase in phases) for rank in range(workers)) / steps
+    return steps, max(sum(phase.fragments[rank] for phase in phases) for rank in range(workers)) / steps
 
 
 def job_rounds(scenario, policy) -> list:
     """Each job's :class:`JobRound` in ``scenario`` under ``policy`` (virtual seconds): its longest worker path
-    by default routes, its host link's rate, its window or its ring's step, its gradient's fragments."""
+    by default routes, its host link's rate, its window or its ring's step, its gradient's fragments, the
+    rate the fluid model gives it."""
+    from testbed.sim import synchronous_rates_bps      # the simulator builds on the controller, as this does
+    job_rates_bps = synchronous_rates_bps(scenario, policy)
     topology = scenario.topology
     routes = DefaultRoutes(topology)
     rates = topology.capacity_bps()
@@ -81,12 +92,14 @@ def job_rounds(scenario, policy) -> list:
         fragments = sum(fragments_per_submodel(job.submodel_elements, lanes))
         if job.is_ring:
             jp = policy.jobs[job.name]
-            step_frames = ring_step_frames(jp.scheme, jp.notes, len(job.workers), fragments)
-            rounds.append(JobRound(job.name, "ring step", sender, sender, hops, round_trip_s,
-                                   step_frames * frame_s + round_trip_s))
+            steps, step_frames = ring_steps(jp.scheme, jp.notes, len(job.workers), fragments)
+            step_s = step_frames * frame_s + round_trip_s
+            rounds.append(JobRound(job.name, "ring step", sender, sender, hops, round_trip_s, step_s, steps * step_s))
         else:
+            rate_bps = job_rates_bps.get(job.name) or 0.0
+            comm_s = (fragments * 8.0 * frame_bytes / rate_bps if rate_bps else fragments * frame_s) + round_trip_s
             rounds.append(JobRound(job.name, "window", sender, "ps", hops, round_trip_s,
-                                   max(round_trip_s, min(job.window, fragments) * frame_s)))
+                                   max(round_trip_s, min(job.window, fragments) * frame_s), comm_s))
     return rounds
 
 
@@ -106,10 +119,12 @@ def round_trip_host_delay_s(job_round: JobRound, host_delay: dict) -> dict:
 
 def round_trip_summary(round_trip_delays: dict) -> dict:
     """The summary's ``host_delay.round_trips``: per job its round (:meth:`JobRound.to_dict`), what one round
-    trip waited for its processes (``wait_s``, and by part) and that wait's share of the round."""
+    trip waited for its processes (``wait_s``, and by part) and that wait's share of the round and of the
+    job's communication."""
     out = {}
     for job, (job_round, parts) in sorted(round_trip_delays.items()):
         wait_s = sum(parts.values())
         out[job] = {**job_round.to_dict(), "wait_s": wait_s, "wait_by_part_s": parts,
-                    "share_of_round": wait_s / job_round.round_s if job_round.round_s else None}
+                    "share_of_round": wait_s / job_round.round_s if job_round.round_s else None,
+                    "share_of_comm": wait_s / job_round.comm_s if job_round.comm_s else None}
     return out

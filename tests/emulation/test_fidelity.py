@@ -144,12 +144,14 @@ def test_rinas_testbed_ring_all_reduce_agrees_with_the_simulator(overrides, emul
 def test_atp_at_every_level_on_rinas_fat_tree_agrees_with_the_simulator(emulation, tmp_path, quiet):
     """Every switch of the fat-tree k=4 programmable and aggregating (``levels: all``, 16 workers, the PS beside
     h16's worker): VGG16, whose 111 fragments per worker let the links, not a few frames' latency, set the
-    time (ResNet50's 20 read 0.65x the model's communication time with every count exact)."""
-    check_fidelity(load_scenario(REPO / "scenarios" / "papers" / "rina" / "fat-tree-k4.yaml",
-                                 ["scale=0.00005", "time_dilation=4", "policy=atp", "jobs.0.ps=[h16]",
-                                  "jobs.0.model=vgg16", "topology.programmable.count=20",
-                                  "jobs.0.policy_options.atp.levels=all", "jobs.0.iterations=6"]),
-                   tmp_path, quiet)
+    time (ResNet50's 20 read 0.65x the model's communication time with every count exact). At N = 4, or the
+    planner's N where this machine needs more (held to one core: 6; at 4 it read 1.55x, marked by host delay)."""
+    scenario = load_scenario(REPO / "scenarios" / "papers" / "rina" / "fat-tree-k4.yaml",
+                             ["scale=0.00005", "policy=atp", "jobs.0.ps=[h16]", "jobs.0.model=vgg16",
+                              "topology.programmable.count=20", "jobs.0.policy_options.atp.levels=all",
+                              "jobs.0.iterations=6"])
+    planned = packet_budget(scenario, "pyswitch").auto_factor()
+    check_fidelity(dataclasses.replace(scenario, time_dilation=max(4, planned)), tmp_path, quiet)
 
 
 def test_inarts_54_server_fat_tree_at_1_1000_agrees_with_the_simulator(emulation, tmp_path, quiet):

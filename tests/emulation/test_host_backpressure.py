@@ -82,7 +82,9 @@ def test_a_k_of_n_ps_sending_each_result_to_its_participants_loses_none_in_its_q
     # the run marked distorted. The PS blocks in sendto while its link drains those RESULTs, and what arrives
     # meanwhile waits for it (host delay: about 10 ms a datagram here, against a 2.1 ms window): a mark of its
     # own, which this test, about losses, does not judge.
+    # Its workers' timeouts can fire meanwhile too (36 resends in one full suite): resends are not this
+    # test's subject, losses are, and no packet may be lost at a host's qdisc or socket.
     losses = [r for r in summary["distortion_reasons"] if r.startswith(("loss", "spurious"))]
     assert not losses, summary["distortion_reasons"]
-    assert job["retransmitted_packets"] == 0
+    assert summary["unmodelled_losses"] == {}
     assert_clean()

@@ -11,7 +11,8 @@ from testbed.agents.transport import make_transport
 from testbed.emulation.stall import (STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, expected_iteration_s,
                                      stall_bound_s)
 from testbed.metrics.counters import packet_rate_bound_ports
-from testbed.metrics.cpu import (CpuSampler, available_cores, busiest_thread_peak, cgroup_cpu_limit, cpu_share,
+from testbed.metrics.cpu import (CLOCK_TICKS_PER_S, CpuSampler, available_cores, busiest_thread_peak, cgroup_cpu_limit, cpu_share,
+                                 stat_cpu_s,
                                  process_cpu_s, spaced_samples, thread_cpu_s)
 from testbed.metrics.distortion import SPURIOUS_RETX_LIMIT, Evidence, assess
 from testbed.metrics.losses import qdisc_dropped, udp_rcvbuf_errors
@@ -334,3 +335,15 @@ def test_a_cpu_quota_in_the_cgroup_or_a_parent_limits_the_cores_a_run_plans_on()
     assert cgroup_cpu_limit("0::/ci", read) == 0.5                          # v2 (under cgroup v1's unified mount)
     assert cgroup_cpu_limit("0::/free\n1:cpu,cpuacct:/", read) is None      # no quota anywhere
     assert 0 < available_cores() <= (os.cpu_count() or 1)
+
+
+def test_the_machines_busy_time_counts_the_runs_cores_only():
+    """A run held to core 0 (``taskset``) of a machine busy elsewhere is judged on core 0."""
+    stat = ("cpu  300 0 100 1500 100 0 0 0 0 0\n"
+            "cpu0 50 0 50 850 50 0 0 0 0 0\n"
+            "cpu1 250 0 50 650 50 0 0 0 0 0\n"
+            "intr 12345\n")
+    ticks = CLOCK_TICKS_PER_S
+    assert stat_cpu_s(stat) == pytest.approx((400 / ticks, 2000 / ticks))
+    assert stat_cpu_s(stat, frozenset({0})) == pytest.approx((100 / ticks, 1000 / ticks))
+    assert stat_cpu_s(stat, frozenset({0, 1})) == pytest.approx((400 / ticks, 2000 / ticks))

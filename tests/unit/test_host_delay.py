@@ -8,7 +8,7 @@ import pytest
 
 from testbed import controller
 from testbed.agents.common import ANCILLARY_BYTES, arrived_ce, open_endpoint, pending_datagrams, wait_readable
-from testbed.metrics.distortion import HOST_DELAY_ROUND_SHARE, Evidence, assess
+from testbed.metrics.distortion import HOST_DELAY_COMM_SHARE, HOST_DELAY_ROUND_SHARE, Evidence, assess
 from testbed.metrics.host_delay import (FOLD_EVERY, TIMESTAMP_CMSG_BYTES, HostDelayMeter, by_role,
                                         enable_receive_timestamps, kernel_timestamp_s, merge_role)
 from testbed.metrics.rounds import JobRound, job_rounds, round_trip_host_delay_s, round_trip_summary
@@ -126,6 +126,7 @@ def test_a_ring_jobs_round_is_its_step_on_the_longest_ring_hop():
     fragments = agents[0].total_fragments
     # A quarter of the gradient a step (the largest quarter: the ranges are whole fragments).
     assert job_round.round_s == pytest.approx(fragments / 4 * frame_bits / 5e6 + round_trip_s, rel=0.01)
+    assert job_round.comm_s == pytest.approx(6 * job_round.round_s)       # 2 (N - 1) steps of four workers
 
 
 def test_a_windowed_jobs_round_is_its_window_or_its_round_trip():
@@ -135,10 +136,13 @@ def test_a_windowed_jobs_round_is_its_window_or_its_round_trip():
     frame_bits = 8 * 336
     assert job_round.kind == "window" and job_round.sender == "worker" and job_round.receiver == "ps"
     assert job_round.round_s == pytest.approx(max(job_round.round_trip_s, 4 * frame_bits / 5e6))
+    # Three workers into w4's 5 Mb/s link: a third of it each, the whole gradient, then a round trip.
+    fragments = agents[0].total_fragments
+    assert job_round.comm_s == pytest.approx(fragments * frame_bits / (5e6 / 3) + job_round.round_trip_s, rel=0.01)
 
 
 def test_a_round_trip_waits_at_the_sender_at_each_switch_both_ways_and_at_both_ends():
-    job_round = JobRound("job", "window", "worker", "ps", 2, 0.002, 0.010)
+    job_round = JobRound("job", "window", "worker", "ps", 2, 0.002, 0.010, 0.1)
     host_delay = {"worker": {"receive_wait": {"mean_s": 0.0002}, "send_lateness": {"mean_s": 0.0001}},
                   "ps": {"receive_wait": {"mean_s": 0.0003}, "send_lateness": {"mean_s": None}},
                   "switch": {"receive_wait": {"mean_s": 0.0004}}}
@@ -150,7 +154,7 @@ def test_a_round_trip_waits_at_the_sender_at_each_switch_both_ways_and_at_both_e
 
 
 def test_a_run_whose_round_trips_waited_past_the_share_of_a_round_is_distorted_and_says_why():
-    job_round = JobRound("job", "ring step", "ring", "ring", 2, 0.002, 0.010)
+    job_round = JobRound("job", "ring step", "ring", "ring", 2, 0.002, 0.010, 0.06)
     below = {"sender_lateness_s": 0.001, "switches_s": 0.001, "receiver_s": 0.0005, "sender_s": 0.0005}
     assert assess(Evidence(round_trip_delays={"job": (job_round, below)})) == []
     above = {**below, "switches_s": 0.010 * HOST_DELAY_ROUND_SHARE}
@@ -186,3 +190,15 @@ def test_what_arrives_while_a_worker_computes_waits_by_design_and_counts_from_wh
         sock.close()
         sender.close()
     assert sock.host_delay.summary()["receive_wait"]["max_s"] < 0.01
+
+
+def test_a_windowed_job_of_few_windows_is_distorted_by_a_delay_past_the_share_of_its_communication():
+    """One window and a tenth: the delay comes at the start and the end, whatever share of a window it is."""
+    job_round = JobRound("job", "window", "worker", "ps", 5, 0.0065, 0.054, 0.066)
+    parts = {"sender_lateness_s": 0.0001, "switches_s": 0.0175, "receiver_s": 0.0002, "sender_s": 0.0003}
+    (reason,) = assess(Evidence(round_trip_delays={"job": (job_round, parts)}))
+    assert "27% of its 66 ms communication (limit 15%)" in reason
+    below = {**parts, "switches_s": HOST_DELAY_COMM_SHARE * 0.066 - 0.0007}
+    assert assess(Evidence(round_trip_delays={"job": (job_round, below)})) == []
+    ring = JobRound("job", "ring step", "ring", "ring", 2, 0.0065, 0.054, 0.108)   # a ring weighs its steps only
+    assert assess(Evidence(round_trip_delays={"job": (ring, parts)})) == []
