@@ -38,11 +38,20 @@ if [ ! -x .venv/bin/python ]; then
     echo "bootstrap: creating .venv with $($python --version 2>&1)"
     "$python" -m venv .venv
 fi
+# The stamp holds setup.py's hash, and " test" once the test tools (Selenium, Ray, scapy, MkDocs ...) are in:
+# the quickstart installs the project alone, the test command adds them.
 stamp=.venv/.inatb-installed
 wanted=$(sha256sum setup.py | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+installed=$(cat "$stamp" 2>/dev/null || true)
+if [ "${1:-}" = "--test" ]; then
+    project=".[test]"
+    wanted="$wanted test"
+else
+    project="."
+fi
+if [ "$installed" != "$wanted" ] && [ "$installed" != "$wanted test" ]; then
     echo "bootstrap: installing the project and its Python dependencies into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[test]'
+    .venv/bin/python -m pip install -q -e "$project"
     echo "$wanted" > "$stamp"
 fi

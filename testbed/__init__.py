@@ -1,6 +1,6 @@
 """INA Testbed: emulate in-network aggregation schemes for distributed training.
 
-Data flow of one run (see the README's "How it works"):
+Data flow of one run (docs/design/architecture.md):
 scenario -> topology -> policy -> controller -> emulation -> metrics -> results/.
 """
 

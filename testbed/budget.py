@@ -51,7 +51,7 @@ from testbed.metrics.cpu import available_cores
 from testbed.metrics.rounds import job_rounds
 from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES, line_of, require_emulable
 
-#: Packets/s per switch that keep a run link-bound (README "Switch speed, side by side",
+#: Packets/s per switch that keep a run link-bound (docs/reproductions/measurements.md,
 #: benchmarks/bench_pyswitch.py): a pyswitch process alone takes ~34k contributions/s and forwards ~104k
 #: packets/s without loss on a core of its own, but in a run it shares two cores with the agents and the
 #: other switches; bmv2 (simple_switch 1.15.5, logging macros off) takes ~2.5k contributions/s and

@@ -182,8 +182,27 @@ def cmd_doctor(args) -> int:
     return 0 if ok else 1
 
 
+#: What ``inatb`` exits with (``--help``'s epilogue and the command reference, docs/reference/cli.md).
+EXIT_CODES = (
+    (0, "done: a run exact, a sweep's every point ok, a scenario valid"),
+    (1, "an error of the testbed's not listed below; `doctor`: something required is missing"),
+    (2, "invalid input: a scenario, sweep or topology file, or options that do not go together"),
+    (3, "a scheme cannot serve the scenario (an infeasible LP, a missing element)"),
+    (4, "a switch rejected an entry, or could not be started or reached"),
+    (5, "the emulated network or an agent failed before the run could end"),
+    (6, "another run holds the machine"),
+    (7, "a required binary or privilege is missing (root, mnexec, simple_switch ...)"),
+    (8, "the run ended without every aggregate exact (its status in summary.json: failed, stalled ...), or a "
+        "sweep point did not end ok; results are written"),
+    (70, "internal error of a read-only command (validate, simulate, report, compare): please report it"),
+    (130, "interrupted (Ctrl-C or SIGTERM); the network and agents were removed"),
+)
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="inatb", description="INA Testbed: emulate in-network aggregation")
+    epilog = "exit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)
+    parser = argparse.ArgumentParser(prog="inatb", description="INA Testbed: emulate in-network aggregation",
+                                     epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def scenario_cmd(name, help_text):

@@ -102,8 +102,8 @@ def resolve_target(requested: str) -> str:
     must be installed."""
     chosen = resolve_auto(requested)
     if chosen == "bmv2" and not (shutil.which("simple_switch") and shutil.which("p4c")):
-        raise EnvironmentMissingError("target bmv2 needs simple_switch and p4c on PATH (see the README's "
-                                      "'Run in a VM'); use --target pyswitch or auto")
+        raise EnvironmentMissingError("target bmv2 needs simple_switch and p4c on PATH (see "
+                                      "docs/guide/vm.md); use --target pyswitch or auto")
     if chosen not in SWITCH_TARGETS:
         raise EnvironmentMissingError(f"unknown target {requested!r}; known: {', '.join(sorted(SWITCH_TARGETS))}")
     return chosen
@@ -376,8 +376,9 @@ class Run:
         groups = self.budget.switch_groups if self.target == "pyswitch" and self.budget is not None else None
         shared = f" in {len(groups)} process{'es' if len(groups) > 1 else ''}" \
             if groups and len(groups) < switches else ""
-        self.say(f"building {switches} {self.target} switches{shared}, "
-                 f"{len(scenario.topology.hosts())} hosts{slowed} ({self.run_dir})")
+        hosts = len(scenario.topology.hosts())
+        self.say(f"building {switches} {self.target} switch{'es' if switches != 1 else ''}{shared}, "
+                 f"{hosts} host{'s' if hosts != 1 else ''}{slowed} ({self.run_dir})")
         switch_cls = SWITCH_TARGETS[self.target]
         params = dict(log_dir=str(self.run_dir / "logs"), control_dir=str(self.state.dir),
                       lanes=scenario.switch.lanes, slots=scenario.switch.slots, run_state=self.state)

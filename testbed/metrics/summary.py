@@ -1,40 +1,8 @@
 """Paper metrics from a run's records: ``summary.json`` and ``iterations.csv``.
 
-Names follow the papers (GOAT §VII-A, InArt §5, PA-ATP §5):
-
-- ``iteration_time_s``: mean time per training iteration (PS view: between
-  consecutive completions of its global aggregation, the slowest PS's mean;
-  a ring all-reduce's, ``policy: rar``: each worker's compute plus its
-  2 (N - 1) steps, the slowest worker's mean);
-- ``comm_time_s``: mean communication time per iteration (worker view: first
-  fragment sent to last result received);
-- ``gradient_sending_rate_bps``: mean over workers of frame bits sent per
-  second of sending, as acknowledgements clock it (from the iteration's
-  first acknowledgement to the last frame out, plus one frame time: the
-  first window, sent before anything could clock it, is left out;
-  ``agents.common.SendTally.rate_bps``); GRID's metric is the minimum:
-  ``min_gradient_sending_rate_bps``;
-- ``ps_ingress_bytes``: INA frames received by the PSs (the PS aggregation
-  overhead; Ethernet + IPv4 + UDP + INA + payload);
-- ``ina_amount_bytes``: GOAT §VII-A's in-network aggregation amount, "the
-  total size of models" minus "the aggregation overhead of the PS": every
-  worker's fragments of every iteration counted once (frame bytes,
-  ``gradient_frame_bytes``) minus ``ps_ingress_bytes``, floored at 0 (a PS
-  that receives everything, ``ps``, aggregates nothing in the network; nor
-  does a ring all-reduce: 0);
-- ``ps_ingress_fragments_per_iteration``: INA frames received by the PSs
-  per completed iteration after the warm-up (GOAT Fig. 2's count, in the
-  steady state a flow-level model has: the warm-up's slow-start losses and
-  their retransmissions vary from run to run with the machine's load);
-- ``retransmission_ratio``: retransmissions / original fragments;
-- ``switch_egress_fragments`` / ``communication_overhead_bytes``: gradient
-  packets (not RESULTs) leaving switch ports, in packets / frame bytes
-  (GOAT's communication overhead over all links, as the simulator counts it);
-- ``training_throughput_iter_per_s``; ``aggregation_exact``;
-- ``counted_gradients_per_s``: the workers' gradients that count (a K-of-N
-  scheme's participants) per second of training: participants / iteration
-  time; times the batch size it is GOAT §VII-C's training throughput in
-  images/s "counting only participants' samples" (Exp#4).
+What each key means, with its unit, is defined once in :mod:`testbed.metrics.definitions` (names follow
+the papers: GOAT §VII-A, InArt §5, PA-ATP §5); this module computes them from the agents' records, the
+switches' counters and the kernel's.
 """
 
 import csv

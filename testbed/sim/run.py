@@ -45,7 +45,7 @@ def simulated_summary(scenario, simulation: dict) -> dict:
         comm_s = sim["comm_time_s"]
         iteration_s = job.compute_time_s + comm_s
         jobs.append({"job": job.name, "policy": job.policy, "scheme": sim["scheme"], "transport": job.transport,
-                     "workers": list(job.workers), "ps": list(job.ps), "iterations": job.iterations,
+                     "workers": len(job.workers), "ps": list(job.ps), "iterations": job.iterations,
                      "comm_time_s": comm_s, "iteration_time_s": iteration_s,
                      "training_throughput_iter_per_s": 1.0 / iteration_s if 0 < iteration_s < float("inf") else 0.0,
                      "counted_gradients_per_s": len(sim["participants"] or job.workers) / iteration_s

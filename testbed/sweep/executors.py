@@ -112,7 +112,7 @@ class RayExecutor:
             import ray
         except ImportError:
             raise EnvironmentMissingError("--executor ray needs Ray: pip install -e '.[ray]' on every node "
-                                          "(README, Sweeps)") from None
+                                          "(docs/guide/sweeps-and-reports.md)") from None
         started_here = not ray.is_initialized()
         if started_here:
             if self.address:

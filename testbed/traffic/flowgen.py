@@ -7,7 +7,7 @@ Run inside a host's network namespace (a Mininet host)::
 Design. The flows come from ``testbed.traffic.distributions.plan_flows`` (the
 HPCC generator's rule: Poisson arrivals per sending host, sizes from a
 datacenter CDF, uniform destinations; PA-ATP injects Hadoop flows this way at
-loads 0.2-0.8; the README's "Network dynamics" gives the rule). A *source* opens one TCP
+loads 0.2-0.8; docs/guide/network-dynamics.md gives the rule). A *source* opens one TCP
 connection per flow at the flow's start time, writes ``size_bytes`` zero bytes,
 half-closes, and waits for the *sink*'s one-byte acknowledgement that it read
 every byte up to EOF. Flow i of a source leaves from port ``source_port(i)``

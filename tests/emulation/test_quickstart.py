@@ -16,6 +16,7 @@ from testbed.dataplane.bmv2 import thrift_port_in_use
 from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.orchestrator import run_scenario
 from testbed.emulation.state import RunLock
+from testbed.metrics.definitions import undefined_keys
 from testbed.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,6 +70,7 @@ def check_quickstart_command(tmp_path, target, policy):
 
 def test_quickstart_runs_end_to_end_exactly_and_cleans_up(emulation, tmp_path):
     summary = check_quickstart_command(tmp_path, "pyswitch", "atp")
+    assert undefined_keys(summary) == []                        # the metric reference documents every key
     assert summary["switches"]["s1"]["emitted"] > 0
     assert summary["switches"]["s1"]["result_released"] > 0     # ATP: the PS's RESULT frees the slot
 

@@ -478,7 +478,7 @@ def test_udp_flowgen_over_loopback(tmp_path):
                              "output": str(sink_out)}, tmp_path / "sink.json"))
         sink = procs[0]
         assert "flowgen udp-sink: listening" in sink.stdout.readline()  # bound by now
-        start_epoch_s = time.time() + 0.3
+        start_epoch_s = time.time() + 1.0      # time for the source to start on a loaded machine
         flows = [_udp_flow(port=port, duration_s=duration_s, rate_bps=rate_bps, datagram_bytes=datagram_bytes)]
         procs.append(_spawn(_udp_source_config(source_out, flows, start_epoch_s, start_epoch_s + 5),
                             tmp_path / "source.json"))
@@ -510,7 +510,7 @@ def test_udp_flowgen_over_loopback(tmp_path):
 def test_udp_source_stopped_by_sigterm_records_what_it_sent(tmp_path):
     out = tmp_path / "udp.jsonl"
     port = _free_udp_port()  # nothing listens: unconnected UDP sends do not care
-    start_epoch_s = time.time() + 0.2
+    start_epoch_s = time.time() + 1.0      # time for the source to start on a loaded machine
     # 125-byte IP packets at 1 Mb/s: one per ms; flow 0 ends after 201 of them, flow 1 would run 30 s.
     flows = [_udp_flow(port=port, duration_s=0.2005, rate_bps=1e6, datagram_bytes=97),
              _udp_flow(port=port, duration_s=30.0, rate_bps=1e6, datagram_bytes=97)]
@@ -534,7 +534,9 @@ def test_udp_source_stopped_by_sigterm_records_what_it_sent(tmp_path):
 
 def test_udp_source_deadline_cuts_a_flow(tmp_path):
     out = tmp_path / "udp.jsonl"
-    start_epoch_s = time.time() + 0.1
+    # The common start leaves the source's Python time to start on a loaded machine (0.1 s did not, once,
+    # beside a running test suite: the deadline passed before its first datagram).
+    start_epoch_s = time.time() + 1.5
     flows = [_udp_flow(port=_free_udp_port(), duration_s=10.0, rate_bps=1e6),
              _udp_flow(port=_free_udp_port(), start_s=20.0, duration_s=1.0)]  # never starts
     procs = []

@@ -266,7 +266,7 @@ class SwitchProcess:
     the sender itself: it finds the frame at its next poll instead of being
     woken (often on the other core) for it. Under time dilation, where a
     process sleeps between packets, that wake-up is a third of what a packet
-    costs a switch (README "Time dilation": switch processes).
+    costs a switch (docs/guide/time-dilation.md: switch processes).
     """
 
     def __init__(self, switches: list, lanes: int, slots: int):
