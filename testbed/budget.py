@@ -17,7 +17,7 @@ What a packet costs depends on the machine: the reference costs
 (``PACKET_COST_CURVES``) were measured on one, and a slower one runs the
 same plan busier. ``benchmarks/bench_packet_costs.py --calibrate`` measures
 this machine's and keeps them (:func:`packet_costs_path`, keyed by the CPU
-model and core count, :func:`machine_id`); :func:`load_packet_costs` gives
+model and core count, :func:`testbed.provenance.machine_id`); :func:`load_packet_costs` gives
 the planner this machine's costs where they were measured, else the
 reference, and says which (``inatb validate``, the summary's
 ``packet_budget``).
@@ -49,6 +49,7 @@ from testbed.dilation import network_scenario
 from testbed.errors import ScenarioError
 from testbed.metrics.cpu import available_cores
 from testbed.metrics.rounds import job_rounds
+from testbed.provenance import machine_id
 from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES, line_of, require_emulable
 
 #: Packets/s per switch that keep a run link-bound (docs/reproductions/measurements.md,
@@ -165,17 +166,6 @@ def packet_costs_path() -> Path:
     if os.environ.get("INATB_PACKET_COSTS"):
         return Path(os.environ["INATB_PACKET_COSTS"])
     return cache_dir() / "packet_costs.json"
-
-
-def machine_id() -> str:
-    """The CPU model and core count: what packet costs measured on one machine hold for."""
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            model = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return f"{model} x {os.cpu_count() or 1}"
 
 
 @dataclass(frozen=True)

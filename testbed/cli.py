@@ -1,6 +1,6 @@
 """``inatb``: the command line. The only place that turns typed errors into exit codes.
 
-Commands: run, validate, simulate, fidelity, sweep, report, compare, cleanup, doctor.
+Commands: run, validate, simulate, fidelity, sweep, reproduce, report, compare, cleanup, doctor.
 """
 
 import argparse
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from testbed.errors import TestbedError, UsageError
+from testbed.papers import PAPERS
 
 
 def _load(args):
@@ -96,7 +97,7 @@ def cmd_fidelity(args) -> int:
 def cmd_sweep(args) -> int:
     """Every point of a sweep not done yet, then the table and plots; exit 0 when every point is ok."""
     from testbed.sweep import load_sweep, run_sweep
-    from testbed.sweep.executors import EXECUTORS
+    from testbed.sweep.executors import executor_for
     from testbed.emulation.progress import ReaderSafeStream
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: it goes with --executor ray")
@@ -104,14 +105,7 @@ def cmd_sweep(args) -> int:
     display = ReaderSafeStream(sys.stderr)    # a reader that goes away silences the display, not the sweep
     print(f"sweep {spec.name}: {len(spec.points)} points ({' x '.join(str(len(v)) for _, v in spec.axes)} "
           f"x {spec.repetitions} repetitions) of {spec.scenario_path}", file=display)
-    if spec.simulate:
-        if args.executor == "ray":
-            raise UsageError(f"{args.sweep} is simulated (simulate: true): its points run here, in seconds; "
-                             f"drop --executor ray")
-        from testbed.sim.run import simulate_into
-        executor = EXECUTORS["local"](runner=simulate_into)
-    else:
-        executor = EXECUTORS["ray"](address=args.address) if args.executor == "ray" else EXECUTORS["local"]()
+    executor = executor_for(spec, args.executor, args.address)
     result = run_sweep(spec, args.out, target=args.target, progress=display, executor=executor)
     statuses = {}
     for r in result.rows:
@@ -131,6 +125,26 @@ def cmd_sweep(args) -> int:
               file=display)
     print(result.table_path, file=ReaderSafeStream(sys.stdout))
     return 0 if statuses.get("ok", 0) + statuses.get("refused", 0) == len(result.rows) else 8
+
+
+def cmd_reproduce(args) -> int:
+    """Every experiment of a paper (or those ``--only`` names), then the paper's page; exit 0 when every run
+    ended ok."""
+    from testbed.emulation.progress import ReaderSafeStream
+    from testbed.reproduce import experiments, require_root_for, run_experiment, select, write_page
+    display = ReaderSafeStream(sys.stderr)
+    found = experiments(args.paper)
+    chosen = select(found, [name for item in args.only or () for name in item.split(",") if name])
+    require_root_for(chosen)
+    all_ok = True
+    for experiment in chosen:
+        kind = "simulated" if experiment.spec.simulate else "emulated"
+        print(f"reproduce {args.paper}: {experiment.name} ({kind}, {len(experiment.spec.points)} runs)", file=display)
+        result = run_experiment(experiment, Path(args.out), args.target, display)
+        all_ok &= all(r["status"] in ("ok", "refused") for r in result.rows)
+    page_dir = Path(args.page_dir) if args.page_dir else Path(args.out) / "reproductions"
+    print(write_page(args.paper, found, Path(args.out), page_dir), file=ReaderSafeStream(sys.stdout))
+    return 0 if all_ok else 8
 
 
 def cmd_report(args) -> int:
@@ -233,6 +247,16 @@ def build_parser():
                    help="where points run: here, one after another (default), or on a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (HEAD:6379); without it --executor ray starts a local Ray")
     p.set_defaults(func=cmd_sweep)
+    p = sub.add_parser("reproduce", help="run every experiment of a paper (its sweeps under scenarios/papers/PAPER/; "
+                                         "resumes where it stopped) and write the paper's page")
+    p.add_argument("paper", choices=tuple(PAPERS), help="the paper")
+    p.add_argument("--out", default="results", help="results root (default: results)")
+    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.add_argument("--only", action="append", metavar="EXPERIMENT",
+                   help="only these experiments (repeatable, or comma-separated; default: all)")
+    p.add_argument("--page-dir", help="where the page and its plots go (default: OUT/reproductions; the committed "
+                                      "pages: docs/reproductions)")
+    p.set_defaults(func=cmd_reproduce)
     p = sub.add_parser("report", help="the report of a run or sweep directory (text, or --html)")
     p.add_argument("results_dir", help="a run directory (summary.json) or a sweep directory (table.csv)")
     p.add_argument("--html", action="store_true", help="write report.html into the directory and print its path")
@@ -257,7 +281,7 @@ def _terminate(signum, frame):
 #: Commands that only read a scenario or results: an unexpected exception there is still reported as one line
 #: (a bug of ours, named by type and place), never a traceback; ``run`` keeps its traceback.
 READ_ONLY_COMMANDS = ("validate", "simulate", "report", "compare")
-NETWORK_COMMANDS = ("run", "fidelity", "sweep")
+NETWORK_COMMANDS = ("run", "fidelity", "sweep", "reproduce")
 EXIT_INTERNAL_ERROR = 70   # EX_SOFTWARE
 
 

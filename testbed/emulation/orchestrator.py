@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from testbed import __version__, controller, dilation
+from testbed import controller, dilation
 from testbed.atomic_io import write_text_atomic
 from testbed.agents.transport import TRANSPORTS
 from testbed.budget import plan_run, resolve_target as resolve_auto, switch_process_phrase
@@ -64,11 +64,11 @@ from testbed.metrics.rounds import job_rounds, round_trip_host_delay_s, round_tr
 from testbed.metrics.iftop import format_iftop_table, load_samples
 from testbed.metrics.losses import host_losses
 from testbed.policy import compute_policy
+from testbed.provenance import PROJECT_ROOT, git_commit, package_versions
 from testbed.scenario import require_emulable
 from testbed.traffic import dctcp_bpf
 from testbed.traffic.flowgen import congestion_control_error
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AGENT_MARKER = "testbed.agents.run"
 METER_MARKER = "testbed.metrics.iftop"
 FLOWGEN_MARKER = "testbed.traffic.flowgen"
@@ -205,26 +205,6 @@ def check_emulable(scenario, policy):
             raise PolicyError(f"jobs.{job.name}.transport: {job.policy} preempts slots, which the data plane does "
                               f"not do for a job whose transport reads GACKs ({job.transport}); expected one of "
                               f"{', '.join(others)}")
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def package_versions() -> dict:
-    from importlib import metadata
-    versions = {"python": platform.python_version(), "testbed": __version__}
-    for name in ("mininet", "numpy", "networkx", "PuLP", "highspy", "PyYAML", "matplotlib"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 def _port_interface(topo, switch: str, link) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from testbed.atomic_io import write_text_atomic
 from testbed.errors import (EnvironmentMissingError, PolicyError, RunLockError, ScenarioError, TestbedError,
-                            TopologyError)
+                            TopologyError, UsageError)
 from testbed.scenario import default_scenario_name, parse_scenario
 
 #: Errors that refuse one point's scenario before any network exists; any other error (the machine
@@ -155,3 +155,15 @@ class RayExecutor:
 
 
 EXECUTORS = {"local": LocalExecutor, "ray": RayExecutor}
+
+
+def executor_for(spec, name: str = "local", address: str = None):
+    """The executor a sweep's points run on: a simulated sweep's here, through the simulator (in seconds: Ray
+    would only slow them down); an emulated one's here or on the Ray cluster at ``address``."""
+    if spec.simulate:
+        if name == "ray":
+            raise UsageError(f"{spec.source} is simulated (simulate: true): its points run here, in seconds; "
+                             f"drop --executor ray")
+        from testbed.sim.run import simulate_into
+        return LocalExecutor(runner=simulate_into)
+    return RayExecutor(address=address) if name == "ray" else LocalExecutor()

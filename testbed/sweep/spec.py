@@ -3,6 +3,7 @@
 ```yaml
 version: 1
 name: goat-exp3                 # results go to OUT/<name>/
+description: GOAT Exp#3, ...    # optional: what the sweep reproduces (a reproduction page's text)
 scenario: testbed.yaml          # the base scenario, relative to this file
 set: ["scale=0.00005"]          # optional: overrides every point shares
 axes:                           # every combination is a point
@@ -57,8 +58,8 @@ from testbed.errors import ScenarioError
 from testbed.scenario import load_scenario, read_yaml_document, read_yaml_text
 
 SWEEP_VERSION = 1
-SWEEP_KEYS = {"version", "name", "scenario", "set", "axes", "repetitions", "metrics", "run_plots", "simulate",
-              "paper"}
+SWEEP_KEYS = {"version", "name", "description", "scenario", "set", "axes", "repetitions", "metrics", "run_plots",
+              "simulate", "paper"}
 PAPER_KEYS = {"metric", "by", "at", "values", "source"}
 #: What a sweep's ``run_plots`` may name: the plots every run writes (testbed/metrics/plots.py).
 RUN_PLOTS = ("iteration_time", "ps_ingress_rate", "worker_send_rate", "aggregation_rate")
@@ -107,6 +108,7 @@ class SweepSpec:
     run_plots: list = field(default_factory=list)
     simulate: bool = False   # points run in the flow-level simulator, not emulated
     paper: list = field(default_factory=list)   # PaperClaim
+    description: str = ""    # what the sweep reproduces, for its reproduction page
     base_seed: int = 0
     points: list = field(default_factory=list)
 
@@ -196,8 +198,11 @@ def load_sweep(path) -> SweepSpec:
     simulate = c.boolean(doc.get("simulate", False), "simulate")
     if simulate and run_plots:
         c.fail("run_plots", "a simulated run has no plots of its own; remove run_plots or simulate")
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        c.fail("description", f"expected text, got {description!r:.60}")
     spec = SweepSpec(name, str(path), scenario_path, list(fixed), axes, repetitions, list(metrics), list(run_plots),
-                     simulate, _paper_claims(c, doc.get("paper", []), dict(axes)))
+                     simulate, _paper_claims(c, doc.get("paper", []), dict(axes)), " ".join(description.split()))
     base = load_scenario(scenario_path, spec.fixed)
     spec.base_seed = base.seed
     spec.points = list(_points(spec))

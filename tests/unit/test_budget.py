@@ -14,6 +14,7 @@ from testbed.calibration import (REFERENCE_CONTRIBUTIONS_PER_S, REFERENCE_WAKE_R
                                  measure)
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.policy import compute_policy
+from testbed.provenance import machine_id
 from testbed.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -174,7 +175,7 @@ def test_this_machines_measured_costs_replace_the_reference_and_another_machines
                         budget.PacketCosts(half, "half"))
     assert slow.cores_busy(4.0) == pytest.approx(2 * plan.cores_busy(4.0))
     assert slow.machine_needs() > plan.machine_needs()
-    doc = path.read_text().replace(budget.machine_id(), "Another CPU x 64")
+    doc = path.read_text().replace(machine_id(), "Another CPU x 64")
     path.write_text(doc)
     other = budget.load_packet_costs(path, calibrate=False)
     assert other.curves == PACKET_COST_CURVES and "holds Another CPU x 64's" in other.source

@@ -1,0 +1,299 @@
+"""``inatb reproduce PAPER``: run every experiment of a paper and write the paper's page.
+
+A paper's experiments are the sweep files under ``scenarios/papers/<paper>/``
+(a YAML file that names a ``scenario``); an experiment's name is its sweep's
+``name`` without the paper's prefix (``goat-motivation`` is ``motivation``).
+Each runs as ``inatb sweep`` runs it, into ``OUT/<sweep name>/``, so a
+reproduction resumes where it stopped and shares its runs with ``inatb
+sweep``. After the points it ran, an experiment's directory keeps the
+conditions they ran under (``reproduce.json``: commit, date, machine, wall
+time).
+
+The page (:func:`page_markdown`) puts, per experiment, the paper's claims
+beside ours (``paper.csv``: ratios between schemes, since our runs are at
+reduced scale), our figures (mean and 95% interval over repetitions, from
+finished runs not marked distorted), the sweep's plots, and the conditions.
+An experiment not run yet is listed with the command that runs it. The page
+and its plots go to ``PAGE_DIR/<paper>.md`` and ``PAGE_DIR/<paper>/``; the
+committed pages under ``docs/reproductions/`` are this output.
+"""
+
+import datetime
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from testbed.atomic_io import write_text_atomic
+from testbed.errors import EnvironmentMissingError, UsageError
+from testbed.metrics.definitions import SUMMARY_METRICS
+from testbed.papers import PAPERS, PAPERS_DIR
+from testbed.provenance import git_commit, machine_id
+from testbed.sweep import load_sweep, run_sweep
+from testbed.sweep.executors import executor_for
+from testbed.sweep.table import mean_ci
+
+CONDITIONS_FILE = "reproduce.json"
+#: A claim holds when our ratio is on the paper's side of 1 and within this share of the paper's ratio.
+RATIO_TOLERANCE = 0.25
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One sweep file of a paper."""
+    paper: str
+    name: str            # the sweep's name without "<paper>-"
+    sweep_path: Path
+    spec: object         # its testbed.sweep.spec.SweepSpec
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What an experiment's runs ran under (``reproduce.json``)."""
+    commit: str
+    date: str
+    machine: str
+    wall_s: float
+
+    def to_dict(self) -> dict:
+        return {"commit": self.commit, "date": self.date, "machine": self.machine, "wall_s": self.wall_s}
+
+
+def experiments(paper: str, papers_dir: Path = PAPERS_DIR) -> list:
+    """Every :class:`Experiment` of ``paper``: its motivating example first, then by file name."""
+    if paper not in PAPERS:
+        raise UsageError(f"unknown paper {paper!r}; expected one of {', '.join(PAPERS)}")
+    found = []
+    for path in sorted((papers_dir / paper).glob("*.yaml")):
+        if not _is_sweep(path):
+            continue
+        spec = load_sweep(path)
+        name = spec.name[len(paper) + 1:] if spec.name.startswith(f"{paper}-") else spec.name
+        found.append(Experiment(paper, name, path, spec))
+    return sorted(found, key=lambda e: e.name != "motivation")
+
+
+def _is_sweep(path: Path) -> bool:
+    return any(line.startswith("scenario:") for line in path.read_text().splitlines())
+
+
+def select(found: list, only) -> list:
+    """The experiments named in ``only`` (all when empty); an unknown name is a usage error naming the known."""
+    if not only:
+        return found
+    names = {e.name for e in found}
+    unknown = [name for name in only if name not in names]
+    if unknown:
+        raise UsageError(f"no experiment {', '.join(unknown)} in this paper; expected one of "
+                         f"{', '.join(sorted(names))}")
+    return [e for e in found if e.name in only]
+
+
+def run_experiment(experiment: Experiment, out_root: Path, target=None, progress=None):
+    """Run the points of ``experiment`` not done yet; keep the conditions when any ran. Returns its
+    :class:`testbed.sweep.runner.SweepResult`."""
+    spec = experiment.spec
+    started = time.monotonic()
+    result = run_sweep(spec, out_root, target=target, progress=progress, executor=executor_for(spec))
+    if result.ran:
+        previous = read_conditions(result.sweep_dir)
+        wall_s = time.monotonic() - started + (previous.wall_s if previous and result.skipped else 0.0)
+        commit = git_commit()
+        short = commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+        conditions = Conditions(short, datetime.date.today().isoformat(), machine_id(), wall_s)
+        write_text_atomic(result.sweep_dir / CONDITIONS_FILE, json.dumps(conditions.to_dict(), indent=1) + "\n")
+    return result
+
+
+def read_conditions(sweep_dir: Path):
+    """The :class:`Conditions` kept in ``sweep_dir``, or None."""
+    path = Path(sweep_dir) / CONDITIONS_FILE
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    return Conditions(doc["commit"], doc["date"], doc["machine"], float(doc["wall_s"]))
+
+
+def require_root_for(selected: list):
+    """Emulated experiments build networks: refuse them up front without root, naming the simulated ones."""
+    emulated = [e.name for e in selected if not e.spec.simulate]
+    if emulated and os.geteuid() != 0:
+        simulated = [e.name for e in selected if e.spec.simulate]
+        hint = f"; --only {','.join(simulated)} runs the simulated ones" if simulated else ""
+        raise EnvironmentMissingError(f"emulated experiments ({', '.join(emulated)}) need root{hint}")
+
+
+# -- the page ----------------------------------------------------------------------------------------------
+
+def description(experiment: Experiment) -> str:
+    """The sweep's ``description``, else its file's first comment paragraph."""
+    if experiment.spec.description:
+        return experiment.spec.description
+    lines = []
+    for line in experiment.sweep_path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        text = line[1:].strip()
+        if not text:
+            break
+        lines.append(text)
+    return " ".join(lines)
+
+
+def _number(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:.4g}"
+
+
+#: How a metric of each unit (testbed.metrics.definitions) is shown: its value divided by a power of ten.
+PREFIXES = ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
+def _quantity(value, unit: str) -> str:
+    """``value`` in ``unit`` with an SI prefix for bits per second and bytes (``2.44 Gb/s``, ``5.71 kB``)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if unit in ("b/s", "bytes"):
+        factor, prefix = next(((f, p) for f, p in PREFIXES if abs(value) >= f), (1.0, ""))
+        return f"{value / factor:.3g} {prefix}{'b/s' if unit == 'b/s' else 'B'}"
+    if unit == "s":
+        return f"{value * 1e3:.3g} ms" if abs(value) < 1 else f"{value:.3g} s"
+    return f"{value:.4g}"
+
+
+def _figure(values, unit: str) -> str:
+    """Mean ± half the 95% interval of ``values`` in ``unit``."""
+    mean, half = mean_ci(values)
+    if math.isnan(mean):
+        return ""
+    return _quantity(mean, unit) + (f" ± {_quantity(half, unit)}" if half else "")
+
+
+def _unit(metric: str) -> str:
+    found = SUMMARY_METRICS.get(metric)
+    return found.unit if found else ""
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def verdict(row) -> str:
+    """Whether a paper comparison row (``paper.csv``) holds: "yes", "order only", "no", or "no run"."""
+    if row["our_ratio"] is None or math.isnan(row["our_ratio"]):
+        return "no run"
+    if not row["same_order"]:
+        return "no"
+    return "yes" if abs(row["ours_vs_paper"] - 1) <= RATIO_TOLERANCE else "order only"
+
+
+def _table(header, rows) -> list:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return out
+
+
+def _figures_table(spec, frame: pd.DataFrame) -> list:
+    axes = [axis for axis, _ in spec.axes]
+    done = frame[(frame["status"] == "ok") & (frame["distorted"] != True)] if len(frame) else frame  # noqa: E712
+    metrics = [m for m in spec.metrics if m in frame]
+    rows = []
+    for keys, group in frame.groupby(axes, sort=False, dropna=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        kept = done.loc[done.index.intersection(group.index)]
+        distorted = int((group["distorted"] == True).sum())  # noqa: E712
+        runs = f"{len(kept)} of {len(group)}" + (f" ({distorted} distorted)" if distorted else "")
+        rows.append([*keys, runs, *(_figure(kept[m], _unit(m)) for m in metrics)])
+    return _table([*axes, "runs counted", *(f"`{m}`" for m in metrics)], rows)
+
+
+def _claims_table(paper_frame: pd.DataFrame) -> list:
+    rows = []
+    for _, r in paper_frame.iterrows():
+        at = f" at {r['at']}" if isinstance(r["at"], str) and r["at"] else ""
+        unit = _unit(r["metric"])
+        rows.append([f"{r['source']}{at}", f"`{r['metric']}`", f"{r['a']} / {r['b']}",
+                     f"{_number(r['paper_a'])} / {_number(r['paper_b'])} = {_number(r['paper_ratio'])}",
+                     f"{_quantity(r['ours_a'], unit)} / {_quantity(r['ours_b'], unit)} = {_number(r['our_ratio'])}",
+                     _number(r["ours_vs_paper"]), verdict(r)])
+    return _table(("claim", "metric", "pair", "the paper", "ours", "ours / paper", "holds"), rows)
+
+
+def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path) -> tuple:
+    """(The page's markdown for ``experiment``, its summary row for the page's index); its sweep's plots are
+    copied to ``page_dir/<paper>/``, where the markdown shows them."""
+    spec = experiment.spec
+    sweep_dir = Path(out_root) / spec.name
+    kind = "simulated" if spec.simulate else "emulated"
+    command = f"`inatb reproduce {experiment.paper} --only {experiment.name}`"
+    lines = [f"## {experiment.name}", "", description(experiment), "",
+             f"Sweep `{experiment.sweep_path.relative_to(experiment.sweep_path.parents[3])}`: {kind}, "
+             f"{len(spec.points)} runs ({spec.repetitions} per point). Command: {command}."]
+    table_path = sweep_dir / "table.csv"
+    conditions = read_conditions(sweep_dir)
+    if not table_path.exists() or conditions is None:
+        lines += ["", "Not run yet: the command above runs it."]
+        return "\n".join(lines), (experiment.name, kind, "not run yet", "", "")
+    frame = pd.read_csv(table_path)
+    targets = ", ".join(sorted({str(t) for t in frame.get("target", pd.Series(dtype=str)).dropna()})) or "-"
+    dilation = frame["time_dilation"].dropna() if "time_dilation" in frame else pd.Series(dtype=float)
+    dilation_text = (f", time dilation {_number(dilation.min())}" +
+                     (f" to {_number(dilation.max())}" if dilation.max() != dilation.min() else "")) \
+        if len(dilation) else ""
+    scales = ", ".join(sorted({_number(s) for s in frame["scale"].dropna()})) if "scale" in frame else "-"
+    lines += ["", f"Measured at commit `{conditions.commit}` on {conditions.date}, {conditions.machine} cores, "
+                  f"target {targets}, scale {scales}{dilation_text}; {_duration(conditions.wall_s)} of wall time."]
+    holds = ""
+    paper_path = sweep_dir / "paper.csv"
+    if spec.paper and paper_path.exists():
+        paper_frame = pd.read_csv(paper_path)
+        verdicts = [verdict(r) for _, r in paper_frame.iterrows()]
+        holds = f"{verdicts.count('yes')} of {len(verdicts)}"
+        lines += ["", "### Against the paper", "",
+                  f"Ratios between schemes (our runs are at reduced scale): a claim holds when our ratio is on the "
+                  f"paper's side of 1 and within {RATIO_TOLERANCE:.0%} of its ratio (\"order only\": on its side, "
+                  f"not within).", "", *_claims_table(paper_frame)]
+    lines += ["", "### Our figures", "",
+              "Means over the finished runs not marked distorted, ± the 95% interval (Student's t) where a point "
+              "has more than one.", "", *_figures_table(spec, frame)]
+    plots = sorted((sweep_dir / "plots").glob("*.png")) if (sweep_dir / "plots").exists() else []
+    if plots:
+        assets = page_dir / experiment.paper
+        assets.mkdir(parents=True, exist_ok=True)
+        lines += [""]
+        for plot in plots:
+            name = f"{experiment.name}-{plot.name}"
+            shutil.copyfile(plot, assets / name)
+            lines += [f"![{experiment.name}: {plot.stem}]({experiment.paper}/{name})", ""]
+    return "\n".join(lines).rstrip(), (experiment.name, kind, f"{len(frame)}", holds or "-",
+                                       f"{conditions.date}, `{conditions.commit}`")
+
+
+def page_markdown(paper: str, found: list, out_root: Path, page_dir: Path) -> str:
+    sections, index = [], []
+    for experiment in found:
+        section, row = experiment_section(experiment, out_root, page_dir)
+        sections.append(section)
+        index.append(row)
+    head = [f"# {PAPERS[paper]}", "",
+            f"<!-- Written by `inatb reproduce {paper}`: run it again to refresh the page; do not edit it. -->", "",
+            f"Every experiment of {PAPERS[paper]} the testbed reproduces, with the paper's claims beside ours. "
+            f"Each figure below comes from the runs of its experiment, measured at the commit, on the date and "
+            f"machine its section names; `inatb reproduce {paper}` runs them all (resuming where it stopped) and "
+            f"writes this page.", "",
+            *_table(("experiment", "kind", "runs", "claims that hold", "measured"), index)]
+    return "\n".join(head) + "\n\n" + "\n\n".join(sections) + "\n"
+
+
+def write_page(paper: str, found: list, out_root: Path, page_dir: Path) -> Path:
+    page_dir = Path(page_dir)
+    page_dir.mkdir(parents=True, exist_ok=True)
+    path = page_dir / f"{paper}.md"
+    write_text_atomic(path, page_markdown(paper, found, out_root, page_dir))
+    return path

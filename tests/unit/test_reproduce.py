@@ -1,0 +1,81 @@
+"""``inatb reproduce PAPER``: a paper's experiments are its sweeps; the page puts the paper's claims beside
+ours with the conditions they were measured under, lists what has not run, and a second call resumes."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from testbed import reproduce
+from testbed.errors import EnvironmentMissingError, UsageError
+from testbed.papers import PAPERS
+
+
+def _reproduce(*args):
+    return subprocess.run([sys.executable, "-m", "testbed.cli", "reproduce", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_every_paper_has_experiments_and_its_motivating_example_comes_first():
+    for paper in PAPERS:
+        found = reproduce.experiments(paper)
+        assert found, paper
+        assert len({e.name for e in found}) == len(found)
+    assert [e.name for e in reproduce.experiments("grid")] == ["motivation"]
+    assert reproduce.experiments("goat")[0].name == "motivation"
+    with pytest.raises(UsageError, match="expected one of goat, grid"):
+        reproduce.experiments("bom")
+
+
+def test_grid_is_reproduced_in_seconds_and_its_page_says_what_holds_where_and_when(tmp_path):
+    done = _reproduce("grid", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    page_path = tmp_path / "reproductions" / "grid.md"
+    assert done.stdout.strip() == str(page_path)
+    page = page_path.read_text()
+    assert "| motivation | simulated | 3 | 3 of 3 |" in page
+    conditions = json.loads((tmp_path / "grid-motivation" / "reproduce.json").read_text())
+    assert f"Measured at commit `{conditions['commit']}` on {conditions['date']}, {conditions['machine']}" in page
+    assert "| Geryon / GRID | 1 / 3 = 0.3333 | 1 Gb/s / 3 Gb/s = 0.3333 | 1 | yes |" in page
+    (plot,) = (tmp_path / "reproductions" / "grid").glob("*.png")
+    assert f"](grid/{plot.name})" in page
+    # Again: every point is done, nothing runs, the conditions are those of the runs that made the figures.
+    conditions_file = tmp_path / "grid-motivation" / "reproduce.json"
+    before = conditions_file.stat().st_mtime_ns
+    assert _reproduce("grid", "--out", str(tmp_path)).returncode == 0
+    assert conditions_file.stat().st_mtime_ns == before
+
+
+def test_an_experiment_not_run_is_listed_with_the_command_that_runs_it(tmp_path):
+    done = _reproduce("goat", "--only", "motivation", "--out", str(tmp_path), "--page-dir", str(tmp_path / "pages"))
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "pages" / "goat.md").read_text()
+    assert "| motivation | simulated | 2 | 2 of 2 |" in page
+    assert "| exp3 | emulated | not run yet |" in page
+    assert "Command: `inatb reproduce goat --only exp3`.\n\nNot run yet" in page
+
+
+def test_an_unknown_experiment_is_one_line_naming_the_known_ones(tmp_path):
+    done = _reproduce("goat", "--only", "fig99", "--out", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no experiment fig99" in done.stderr and "motivation" in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_emulated_experiments_want_root_and_the_refusal_names_the_simulated_ones(monkeypatch):
+    monkeypatch.setattr(reproduce.os, "geteuid", lambda: 1000)
+    found = reproduce.experiments("goat")
+    with pytest.raises(EnvironmentMissingError, match=r"need root; --only motivation,exp6"):
+        reproduce.require_root_for(found)
+    reproduce.require_root_for([e for e in found if e.spec.simulate])
+
+
+@pytest.mark.parametrize("our_ratio, paper_ratio, expected", [
+    (1.2, 1.0 + 0.2, "yes"), (1.5, 1.2, "yes"), (2.0, 1.2, "order only"), (0.9, 1.2, "no"), (1.0, 1.2, "no"),
+    (float("nan"), 1.2, "no run")])
+def test_a_claim_holds_on_the_papers_side_of_one_and_within_a_quarter_of_its_ratio(our_ratio, paper_ratio, expected):
+    row = pd.Series({"our_ratio": our_ratio, "paper_ratio": paper_ratio, "ours_vs_paper": our_ratio / paper_ratio,
+                     "same_order": None if our_ratio != our_ratio else (our_ratio - 1) * (paper_ratio - 1) > 0})
+    assert reproduce.verdict(row) == expected
