@@ -13,7 +13,8 @@ The page (:func:`page_markdown`) puts, per experiment, the paper's claims
 beside ours (``paper.csv``: ratios between schemes, since our runs are at
 reduced scale), our figures (mean and 95% interval over repetitions, from
 finished runs not marked distorted), the sweep's plots, and the conditions.
-An experiment not run yet is listed with the command that runs it. The page
+An experiment not run yet is listed with the command that runs it; the
+paper's ``notes.md``, what its runs taught us in words, ends the page. The page
 and its plots go to ``PAGE_DIR/<paper>.md`` and ``PAGE_DIR/<paper>/``; the
 committed pages under ``docs/reproductions/`` are this output.
 """
@@ -39,6 +40,9 @@ from testbed.sweep.executors import executor_for
 from testbed.sweep.table import mean_ci
 
 CONDITIONS_FILE = "reproduce.json"
+#: What a paper's runs taught us, in words (no figures: those come from the runs), kept beside its sweeps and
+#: shown at the end of its page.
+NOTES_FILE = "notes.md"
 #: A claim holds when our ratio is on the paper's side of 1 and within this share of the paper's ratio.
 RATIO_TOLERANCE = 0.25
 
@@ -288,6 +292,9 @@ def page_markdown(paper: str, found: list, out_root: Path, page_dir: Path) -> st
             f"machine its section names; `inatb reproduce {paper}` runs them all (resuming where it stopped) and "
             f"writes this page.", "",
             *_table(("experiment", "kind", "runs", "claims that hold", "measured"), index)]
+    notes_path = PAPERS_DIR / paper / NOTES_FILE
+    if notes_path.exists():
+        sections.append("## What we learned\n\n" + notes_path.read_text().strip())
     return "\n".join(head) + "\n\n" + "\n\n".join(sections) + "\n"
 
 

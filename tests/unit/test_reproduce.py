@@ -55,6 +55,8 @@ def test_an_experiment_not_run_is_listed_with_the_command_that_runs_it(tmp_path)
     assert "| motivation | simulated | 2 | 2 of 2 |" in page
     assert "| exp3 | emulated | not run yet |" in page
     assert "Command: `inatb reproduce goat --only exp3`.\n\nNot run yet" in page
+    # What the runs taught us, in words, ends the page (scenarios/papers/goat/notes.md).
+    assert page.rstrip().endswith((reproduce.PAPERS_DIR / "goat" / "notes.md").read_text().strip())
 
 
 def test_an_unknown_experiment_is_one_line_naming_the_known_ones(tmp_path):
