@@ -45,7 +45,7 @@ Choices:
   link rate for pacing, and a first-RESULT allowance covering the job's
   compute-delay spread (:func:`straggler_allowance_s`; none for a job with
   ``straggler_allowance: false``); SwitchML's workers
-  get their fixed timeout scaled to the run (:func:`transport_options_of`).
+  get their fixed timeout scaled to the run (:func:`testbed.paths.transport_options_of`).
 - Aggregation capacity (GRID's switch processing capacity) becomes the
   ``agg_capacity`` meter in fragments/s: capacity_bps / (lanes x 32 bits).
 - Time dilation N (testbed/dilation.py): the switches shape their ports and
@@ -80,13 +80,13 @@ from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.agents.transport import TRANSPORTS
 from testbed.agents.transport.pa_atp import aecn_threshold_factor
 from testbed.agents.transport.paced import PacedTransport
-from testbed.agents.transport.switchml import SwitchMLTransport, default_pool_frames, default_timeout_s
 from testbed.dataplane import program
 from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
                                       check_switch_limits, validate_entry)
 from testbed.errors import PolicyError, TopologyError
 from testbed.models import fragments_per_submodel
-from testbed.policy.common import link_pairs
+from testbed.paths import (bdp_pkts, link_rates_along, paced_rate, result_multicast_tree,
+                           transport_options_of)
 from testbed.policy.ring import fallback_members
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.topology import DefaultRoutes, result_group_ip
@@ -347,32 +347,6 @@ def _result_releases(scenario, policy, result):
                     "ina_result", action, (job.job_id, topo.node(worker).ip), params))
 
 
-def multicast_tree(topo, routes, ps: str, workers) -> dict:
-    """The default-route tree from ``ps`` to ``workers``: ``{switch: sorted children}`` (switches or hosts). A
-    worker on the PS's own host (a co-located PS) is not in it: its RESULTs are there already."""
-    children = {}
-    for w in workers:
-        if w == ps:
-            continue
-        node = topo.neighbor(ps, topo.host_link(ps))
-        while node != w:
-            nxt = routes.next_hop(node, w)
-            children.setdefault(node, set()).add(nxt)
-            node = nxt
-    return {sw: sorted(c) for sw, c in children.items()}
-
-
-def result_multicast_tree(topo, routes, job, jp, ps):
-    """The tree the switches multicast ``ps``'s RESULTs of ``job`` on, or None where the PS sends them
-    to every worker by unicast (a scheme without INA, or a tree with a switch that is not programmable
-    unless ``topology.result_multicast`` is ``all``). One rule for the controller and the simulator."""
-    if not jp.aggregating_switches():
-        return None
-    tree = multicast_tree(topo, routes, ps, job.workers)
-    replicating = topo.result_multicast == "all" or all(topo.node(sw).programmable for sw in tree)
-    return tree if replicating else None
-
-
 def _result_multicast(scenario, routes, policy, result):
     """RESULTs multicast by the switches, as ATP and SwitchML deliver them: the PS of a job that
     aggregates in the network sends each RESULT once, to the job's group address; every switch of
@@ -490,26 +464,6 @@ def _check_rina_fallbacks(scenario, routes, policy):
         rings[job.name] = after
 
 
-def rtt_estimate_s(path_rates_bps, frame_bytes: int, ecn_threshold_pkts: int) -> float:
-    """The round trip the controller assumes on a path whose links run at ``path_rates_bps``: a full frame's
-    serialization on every link, both ways (the data there, the RESULT back; the emulated links add no
-    propagation delay), plus ``ecn_threshold_pkts`` frames queued at the slowest link, the standing queue
-    ECN-driven senders keep at a loaded bottleneck (DCTCP's operating point)."""
-    frame_bits = 8.0 * frame_bytes
-    serialization_s = sum(2 * frame_bits / rate for rate in path_rates_bps)
-    return serialization_s + ecn_threshold_pkts * frame_bits / min(path_rates_bps)
-
-
-def link_rates_along(rates: dict, path) -> list:
-    """The rates of the links along ``path`` (nodes), from ``Topology.capacity_bps()``'s ``rates``."""
-    return [rates[hop] for hop in link_pairs(path)]
-
-
-def bdp_pkts(path_rates_bps, frame_bytes: int, ecn_threshold_pkts: int) -> float:
-    """The bandwidth-delay product of a path in full frames: its slowest link's rate x :func:`rtt_estimate_s`."""
-    return min(path_rates_bps) * rtt_estimate_s(path_rates_bps, frame_bytes, ecn_threshold_pkts) / (8.0 * frame_bytes)
-
-
 def aecn_threshold_pkts(aggregators: int, bdp: float, jobs: int) -> int:
     """An ``aecn_threshold``: eta x (M + BDP) packets, eta at the upper bound of PA-ATP's Eq. 9
     (``aecn_threshold_factor``) with C_A = ``AECN_AGGREGATION_SHARE`` x BDP, so M + BDP - C_A - N. The switch
@@ -606,33 +560,6 @@ def compute_delay_spread_s(scenario, job) -> float:
                default=0.0)
 
 
-def _paced_rate(job, planned_rate_bps) -> dict:
-    """The job's transport options, with ``paced``'s planned rate where the scenario gave none."""
-    options = dict(job.transport_options)
-    if job.transport == PacedTransport.name and "rate_bps" not in options:
-        options["rate_bps"] = planned_rate_bps
-    return options
-
-
-def transport_options_of(scenario, routes, job, worker, planned_rate_bps: float = None) -> dict:
-    """``worker``'s transport options: the job's, plus what the controller derives from the network where
-    the scenario left it out -- SwitchML's ``timeout_s`` (``transport.switchml.default_timeout_s``: the
-    round trip of the worker's longest path to a PS of its job with the switch queues full) and ``pool``
-    (``default_pool_frames``: that path's unloaded bandwidth-delay product); ``paced``'s ``rate_bps``, the
-    job's ``planned_rate_bps`` (:func:`planned_rates_bps`)."""
-    options = _paced_rate(job, planned_rate_bps)
-    if job.transport == SwitchMLTransport.name:
-        frame_bytes = ina_frame_bytes(scenario.switch.lanes)
-        paths = _rates_to_ps(scenario, routes, job, worker)
-        if "timeout_s" not in options:
-            options["timeout_s"] = default_timeout_s(
-                max(rtt_estimate_s(path, frame_bytes, scenario.switch.queue_depth_pkts) for path in paths))
-        if "pool" not in options:
-            options["pool"] = min(job.window, default_pool_frames(max(bdp_pkts(path, frame_bytes, 0)
-                                                                      for path in paths)))
-    return options
-
-
 def planned_rates_bps(scenario, policy) -> dict:
     """Per job whose transport is ``paced`` without a ``rate``, the rate its scheme plans: the synchronous rate
     of its slowest worker in the flow-level simulator's fluid model, under ``policy`` (the simulator's
@@ -644,20 +571,6 @@ def planned_rates_bps(scenario, policy) -> dict:
     from testbed.sim import synchronous_rates_bps      # the simulator builds on this module
     rates = synchronous_rates_bps(scenario, policy)
     return {job.name: rates[job.name] for job in paced}
-
-
-def window_rate_cap_bps(scenario, routes, job, worker):
-    """The rate ``worker``'s transport allows, in frame bits per second, or None when it sets none:
-    SwitchML's pool (:func:`transport_options_of`) sent once per unloaded round trip of the worker's
-    longest path to a PS of its job; ``paced``'s own ``rate`` (its planned rate is the model's, no cap). A
-    congestion-controlled window grows until a link is full."""
-    if job.transport == PacedTransport.name:
-        return job.transport_options.get("rate_bps")
-    if job.transport != SwitchMLTransport.name:
-        return None
-    frame_bytes = ina_frame_bytes(scenario.switch.lanes)
-    round_trip_s = max(rtt_estimate_s(path, frame_bytes, 0) for path in _rates_to_ps(scenario, routes, job, worker))
-    return transport_options_of(scenario, routes, job, worker)["pool"] * 8.0 * frame_bytes / round_trip_s
 
 
 def _compute_delay_of(scenario, worker) -> dict:
@@ -696,7 +609,7 @@ def _ring_worker_fields(scenario, job, w: str, planned_rate_bps: float = None) -
     return dict(name=w, ip=node.ip, submodels=[], step_overhead_s=options.get("step_overhead_s", 0.0),
                 step_jitter_s=options.get("step_jitter_s", 0.0), compute_time_s=job.compute_time_s,
                 start_s=job.start_s, compute_delay=_compute_delay_of(scenario, w), transport=job.transport,
-                transport_options=_paced_rate(job, planned_rate_bps),
+                transport_options=paced_rate(job, planned_rate_bps),
                 link_rate_bps=scenario.topology.host_link(w).rate_bps, first_result_timeout_s=0.0)
 
 
@@ -762,12 +675,6 @@ def rina_fallback_configs(configs, failed: str, window: int, redo_from: int) -> 
                 changes.update(rack_size=len(member["workers"]))
             out.append(replace(c, **changes))
     return out
-
-
-def _rates_to_ps(scenario, routes, job, worker) -> list:
-    """Per PS of ``job``, the link rates along ``worker``'s default path to it."""
-    rates = scenario.topology.capacity_bps()
-    return [link_rates_along(rates, routes.path(worker, ps)) for ps in job.ps]
 
 
 def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):

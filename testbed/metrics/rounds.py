@@ -10,7 +10,7 @@ virtual seconds:
 
 - ``round_trip_s``: the unloaded round trip of the job's longest worker path
   (to its PS, or to its next ring member): a full frame serialized on every
-  link both ways (:func:`testbed.controller.rtt_estimate_s` with no queue);
+  link both ways (:func:`testbed.paths.rtt_estimate_s` with no queue);
 - ``round_s``: one round. A ring step: a step's range of fragments (on
   average over the scheme's steps: :func:`ring_steps`) at the host
   link's rate plus the round trip. A window: the window's frames at the
@@ -31,7 +31,7 @@ end. :mod:`testbed.metrics.distortion` weighs one against the other.
 from dataclasses import dataclass
 
 from testbed.agents.ring_schedule import job_phases
-from testbed.controller import link_rates_along, rtt_estimate_s
+from testbed.paths import link_rates_along, rtt_estimate_s
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.models import fragments_per_submodel
 from testbed.topology import DefaultRoutes

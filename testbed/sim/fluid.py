@@ -35,7 +35,7 @@ PS's stream of results, at the rate aggregates complete (the job's slowest
 worker's rate times the PS's share of the model), once over every edge of the
 switches' multicast tree for schemes that aggregate in the network, or once
 per worker along the default route without INA
-(:func:`testbed.controller.result_multicast_tree` decides which). Results
+(:func:`testbed.paths.result_multicast_tree` decides which). Results
 mostly travel the other way, but a tree toward workers that share their
 rack with the aggregation point crosses gradient links in the same
 direction. The papers' motivating examples model the push only.
@@ -63,7 +63,7 @@ Rates: all workers rise together until a link saturates; the workers whose
 streams (raw, bypassed, or inside an aggregate) cross a saturated link stop
 there; the others keep rising (progressive filling, max-min fair). A worker
 whose transport window caps its rate (SwitchML's pool per unloaded round
-trip, ``controller.window_rate_cap_bps``) stops at that cap. The first
+trip, ``paths.window_rate_cap_bps``) stops at that cap. The first
 level is the minimum sending rate, the rate every worker reaches in
 synchronous training. Each level is found by bisection to a relative 1e-13,
 so results carry that round-off (2.4375 Gb/s comes out as 2.4375e9 to ~1e-4 bps).
@@ -75,7 +75,7 @@ import networkx as nx
 
 from testbed.agents.ring_acks import ACK_EVERY
 from testbed.agents.ring_schedule import job_phases
-from testbed.controller import result_multicast_tree, window_rate_cap_bps
+from testbed.paths import result_multicast_tree, window_rate_cap_bps
 from testbed.dataplane import program
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.models import fragments_per_submodel

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from testbed import controller
+from testbed import controller, paths
 from testbed.agents import ps as ps_agent
 from testbed.agents.common import ECN_CE
 from testbed.agents.config import AgentConfig, SubmodelPlan
@@ -143,11 +143,11 @@ def test_rtt_and_bdp_estimates():
     rate = 4e6
     frame_s = 8 * frame / rate
     # worker - s1 - s2 - ps at one rate: a frame each way on 3 links, plus 64 frames queued at the bottleneck
-    assert controller.rtt_estimate_s([rate] * 3, frame, 64) == pytest.approx(6 * frame_s + 64 * frame_s)
-    assert controller.bdp_pkts([rate] * 3, frame, 64) == pytest.approx(70.0)
-    assert controller.bdp_pkts([rate] * 2, frame, 0) == pytest.approx(4.0)
+    assert paths.rtt_estimate_s([rate] * 3, frame, 64) == pytest.approx(6 * frame_s + 64 * frame_s)
+    assert paths.bdp_pkts([rate] * 3, frame, 64) == pytest.approx(70.0)
+    assert paths.bdp_pkts([rate] * 2, frame, 0) == pytest.approx(4.0)
     # a faster first link adds less than a frame time of the bottleneck, which sets the BDP's rate
-    assert controller.bdp_pkts([4 * rate, rate], frame, 0) == pytest.approx(2 * 0.25 + 2)
+    assert paths.bdp_pkts([4 * rate, rate], frame, 0) == pytest.approx(2 * 0.25 + 2)
 
 
 THREE_JOBS = textwrap.dedent("""\
@@ -180,7 +180,7 @@ def test_controller_opts_in_pa_atp_jobs_only_with_sessions_and_threshold():
     assert s1.mirror_sessions == [(program.gack_session(p), p) for p in ports]
     frame = ina_frame_bytes(scenario.switch.lanes)
     rate = topo.host_link("w1").rate_bps
-    bdp = controller.bdp_pkts([rate] * 3, frame, 64)                # w - s1 - s2 - p
+    bdp = paths.bdp_pkts([rate] * 3, frame, 64)                # w - s1 - s2 - p
     # each opted-in job's own threshold, over its own slots (M) alone (N = 1)
     thresholds = sorted(w for w in s1.register_writes if w[0] == "aecn_threshold")
     assert thresholds == [("aecn_threshold", pa_index, controller.aecn_threshold_pkts(

@@ -12,7 +12,7 @@ out, the rate the scheme plans for the job: the synchronous rate the
 flow-level simulator gives its slowest worker under the job's policy (InArt's
 and GRID's LPs maximise exactly that rate; for the other schemes it is the
 max-min fair rate on their routes). The controller fills it in
-(``controller.transport_options_of``), so a run measures whether the network
+(``paths.transport_options_of``), so a run measures whether the network
 delivers the plan: its communication time, retransmissions and losses.
 
 Loss recovery is the base's: RTO timers (RFC 6298) and gap detection.
