@@ -23,22 +23,19 @@ def cmd_validate(args) -> int:
     Prints the packet budget's prediction: the busiest switch, the switches that share a pyswitch process,
     the time dilation (the scenario's, or the one ``auto`` picks, with the budget that binds), the expected
     wall time under dilation, and a warning per budget the run's time dilation leaves exceeded."""
-    from testbed import controller, sim
-    from testbed.budget import expected_wall_s, plan_run
-    from testbed.emulation.orchestrator import check_emulable
-    from testbed.scenario import AUTO_DILATION, require_emulable
+    from testbed.budget import expected_wall_s
+    from testbed.plan import make_plan
+    from testbed.scenario import AUTO_DILATION
     scenario = _load(args)
-    require_emulable(scenario)
+    # What the run refuses before any network exists: the same checks, the same one-line errors, the same plan.
+    plan = make_plan(scenario, installed_only=False)
+    budget, factor = plan.budget, plan.time_dilation
     topo = scenario.topology
     print(f"{args.scenario}: valid ({topo.name}: {len(topo.switches())} switches "
           f"({len(topo.programmable_switches())} programmable), {len(topo.hosts())} hosts; "
           f"{len(scenario.jobs)} job(s): " + ", ".join(
               f"{j.name} {j.policy} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
               f"{j.iterations} it" for j in scenario.jobs) + ")")
-    policy, budget, factor = plan_run(scenario, scenario.target)
-    # What the run refuses before any network exists: the same checks, the same one-line errors.
-    check_emulable(scenario, policy)
-    controller.plan(scenario, policy)
     busiest = max(budget.switch_pps, key=budget.switch_pps.get)
     print(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs communicate "
           f"({budget.target})")
@@ -50,7 +47,7 @@ def cmd_validate(args) -> int:
     if scenario.time_dilation == AUTO_DILATION:
         print(f"time_dilation auto: {factor:g} (the tightest budget: {budget.binding()})")
     if factor != 1:
-        virtual_s = expected_wall_s(scenario, sim.evaluate(scenario, policy), 1.0)
+        virtual_s = expected_wall_s(scenario, plan.simulation(), 1.0)
         print(f"time dilation {factor:g}: the iterations take about {virtual_s * factor:,.1f} s of wall time "
               f"({virtual_s:,.2f} s of virtual time, as the simulator predicts), plus the network's set-up")
     for warning in budget.warnings(factor):
@@ -79,16 +76,15 @@ def cmd_run(args) -> int:
 
 def cmd_fidelity(args) -> int:
     """Emulation and simulator on the same scenario: per job and metric, emulated, simulated, ratio."""
-    from testbed import sim
     from testbed.emulation.orchestrator import run_scenario
     from testbed.fidelity import compare, format_fidelity
     from testbed.metrics.summary import write_summary
-    from testbed.policy import compute_policy
+    from testbed.plan import make_plan
     from testbed.reports.text import format_summary
     scenario = _load(args)
-    simulation = sim.evaluate(scenario, compute_policy(scenario))
-    result = run_scenario(scenario, out_root=args.out, target=args.target)
-    fidelity = compare(result.summary, simulation)
+    plan = make_plan(scenario, args.target)        # the policy, solved once for the run and the simulator
+    result = run_scenario(scenario, out_root=args.out, plan=plan)
+    fidelity = compare(result.summary, plan.simulation())
     result.summary["fidelity"] = fidelity
     write_summary(result.run_dir, result.summary)
     return _report_run(result, format_summary(result.summary), format_fidelity(fidelity))

@@ -34,10 +34,9 @@ from pathlib import Path
 
 import yaml
 
-from testbed import controller, dilation
+from testbed import dilation
 from testbed.atomic_io import write_text_atomic
-from testbed.agents.transport import TRANSPORTS
-from testbed.budget import plan_run, resolve_target as resolve_auto, switch_process_phrase
+from testbed.budget import switch_process_phrase
 from testbed.dataplane import program
 from testbed.dataplane.entries import queue_rate_pps
 from testbed.dataplane.runtime import PySwitchRuntime, install
@@ -54,18 +53,17 @@ from testbed.emulation.stall import StallWatch, diagnose, stall_bound_s
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded,
                                      stop_process, unregister_recorded)
 from testbed.emulation.thrift_guard import ThriftGuard
-from testbed.errors import EmulationError, EnvironmentMissingError, PolicyError, RunStalled
+from testbed.errors import EmulationError, EnvironmentMissingError, RunStalled
 from testbed.agents.common import host_delay_path
 from testbed.metrics import counters, plots, summary as summary_mod
 from testbed.metrics.cpu import CpuSampler
 from testbed.metrics.distortion import assess
 from testbed.metrics.host_delay import by_role
-from testbed.metrics.rounds import job_rounds, round_trip_host_delay_s, round_trip_summary
+from testbed.metrics.rounds import round_trip_host_delay_s, round_trip_summary
 from testbed.metrics.iftop import format_iftop_table, load_samples
 from testbed.metrics.losses import host_losses
-from testbed.policy import compute_policy
+from testbed.plan import make_plan
 from testbed.provenance import PROJECT_ROOT, git_commit, package_versions
-from testbed.scenario import require_emulable
 from testbed.traffic import dctcp_bpf
 from testbed.traffic.flowgen import congestion_control_error
 
@@ -95,18 +93,6 @@ def run_status(error) -> str:
 class RunResult:
     run_dir: Path
     summary: dict
-
-
-def resolve_target(requested: str) -> str:
-    """The target a run uses (``auto`` as :func:`testbed.budget.resolve_target` says); an explicit bmv2
-    must be installed."""
-    chosen = resolve_auto(requested)
-    if chosen == "bmv2" and not (shutil.which("simple_switch") and shutil.which("p4c")):
-        raise EnvironmentMissingError("target bmv2 needs simple_switch and p4c on PATH (see "
-                                      "docs/guide/vm.md); use --target pyswitch or auto")
-    if chosen not in SWITCH_TARGETS:
-        raise EnvironmentMissingError(f"unknown target {requested!r}; known: {', '.join(sorted(SWITCH_TARGETS))}")
-    return chosen
 
 
 def preflight():
@@ -195,18 +181,6 @@ def check_host_supports(scenario) -> dict:
     return substitutes
 
 
-def check_emulable(scenario, policy):
-    """Refuse, before any network exists, what the emulation would silently run as something else: the
-    data plane never evicts for a contribution whose job reads GACKs (PA-ATP's switch side would owe it
-    one), so a preempting (ESA) job with such a transport would run without ESA's preemption."""
-    for job in scenario.jobs:
-        if policy.jobs[job.name].collision == "preempt" and job.transport in program.PA_ATP_TRANSPORTS:
-            others = sorted(set(TRANSPORTS) - set(program.PA_ATP_TRANSPORTS))
-            raise PolicyError(f"jobs.{job.name}.transport: {job.policy} preempts slots, which the data plane does "
-                              f"not do for a job whose transport reads GACKs ({job.transport}); expected one of "
-                              f"{', '.join(others)}")
-
-
 def _port_interface(topo, switch: str, link) -> str:
     """The name of the interface of ``switch``'s port on ``link`` (in the root namespace)."""
     return f"{switch}-eth{topo.port(switch, link)}"
@@ -227,16 +201,16 @@ def write_inputs(run_dir: Path, scenario, policy, plan, target: str):
 class Run:
     """State of one emulated run; ``execute`` always leaves the machine clean."""
 
-    def __init__(self, scenario, out_root: Path, target: str, stream=sys.stderr, time_dilation: float = 1.0,
-                 policy=None, budget=None):
+    def __init__(self, plan, out_root: Path, stream=sys.stderr):
+        scenario = plan.scenario
         self.scenario = scenario
-        self.policy = policy          # computed at the start of ``execute`` when not given
-        self.budget = budget          # the packet budget's prediction (testbed.budget), for the summary
+        self.policy = plan.policy
+        self.budget = plan.budget     # the packet budget's prediction (testbed.budget), for the summary
         # Under a time dilation N the network side builds and times the slowed world; the agents, the
         # policy and every figure reported keep the scenario's virtual values (testbed/dilation.py).
-        self.time_dilation = time_dilation
-        self.world = dilation.network_scenario(scenario, time_dilation)
-        self.target = target
+        self.time_dilation = plan.time_dilation
+        self.world = dilation.network_scenario(scenario, plan.time_dilation)
+        self.target = plan.target
         self.stream = ReaderSafeStream(stream)    # a reader that goes away silences the display, not the run
         self.run_id = summary_mod.new_run_id()
         self.out_root = Path(out_root)
@@ -256,7 +230,7 @@ class Run:
         self.injections = None
         self.start_epoch = None
         self.end_epoch = None
-        self.plan = None
+        self.plan = plan.control
         self.interrupts = InterruptLatch()
         self.cpu = None           # CpuSampler over switches and agents
         self.host_losses = {}     # host -> {"udp_rcvbuf": n, "qdisc": n}
@@ -272,12 +246,8 @@ class Run:
         self.stream.flush()
 
     def execute(self) -> RunResult:
-        scenario = self.scenario
-        policy = self.policy or compute_policy(scenario)
-        check_emulable(scenario, policy)
+        scenario, policy, plan = self.scenario, self.policy, self.plan
         self.substitutes = check_host_supports(scenario)
-        plan = controller.plan(scenario, policy, self.time_dilation)
-        self.plan = plan
         lock = RunLock()
         lock.acquire(f"scenario {scenario.name}, run {self.run_id}")
         started = time.time()
@@ -353,7 +323,7 @@ class Run:
         scenario = self.scenario
         slowed = f", time dilation {self.time_dilation:g}" if self.time_dilation != 1 else ""
         switches = len(scenario.topology.switches())
-        groups = self.budget.switch_groups if self.target == "pyswitch" and self.budget is not None else None
+        groups = self.budget.switch_groups if self.target == "pyswitch" else None
         shared = f" in {len(groups)} process{'es' if len(groups) > 1 else ''}" \
             if groups and len(groups) < switches else ""
         hosts = len(scenario.topology.hosts())
@@ -368,7 +338,7 @@ class Run:
             # Thrift has no authentication: only root on this machine may reach the switches' ports.
             self.thrift_guard = ThriftGuard(self.run_id, thrift_ports(scenario.topology))
             self.thrift_guard.install()
-        for warning in self.budget.warnings(self.time_dilation) if self.budget else ():
+        for warning in self.budget.warnings(self.time_dilation):
             self.say(f"warning: {warning}")
         self.network = build_network(self.world.topology, switch_cls, params, self.state)
         for sw in scenario.topology.switches():
@@ -730,7 +700,7 @@ class Run:
                                                        self._packet_rate_bound(samples))
         host_delay = self._host_delay()
         # The rounds the planner weighed (testbed.budget), computed once per run.
-        rounds = self.budget.rounds if self.budget is not None else job_rounds(scenario, policy)
+        rounds = self.budget.rounds
         evidence.round_trip_delays = {r.job: (r, round_trip_host_delay_s(r, host_delay)) for r in rounds}
         # The counters were sampled in wall time; from here on they are virtual (testbed/dilation.py).
         samples = self._virtual(samples)
@@ -746,7 +716,7 @@ class Run:
             "iterations": sum(j.iterations for j in scenario.jobs),
             "wall_s": wall_s,
             "time_dilation": self.time_dilation,
-            "packet_budget": self.budget.to_dict(self.time_dilation) if self.budget else None,
+            "packet_budget": self.budget.to_dict(self.time_dilation),
             "host_delay": {"by_role": host_delay, "round_trips": round_trip_summary(evidence.round_trip_delays)},
             **summary_mod.run_metrics(jobs, self.switch_stats, deltas, ps_ports,
                                       ina_frame_bytes(scenario.switch.lanes)),
@@ -862,11 +832,9 @@ class Run:
                     write_text_atomic(self.run_dir / "iftop" / f"{host}.txt", table + "\n")
 
 
-def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr) -> RunResult:
-    """Refuse what only the simulator can run, validate the environment, then run ``scenario``;
-    returns the run directory and summary."""
-    require_emulable(scenario)
-    chosen = resolve_target(target or scenario.target)
-    policy, budget, factor = plan_run(scenario, chosen)
+def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr, plan=None) -> RunResult:
+    """Plan ``scenario`` on ``target`` (:func:`testbed.plan.make_plan`; or run the ``plan`` given, made
+    once by the caller), validate the environment, then run it; returns the run directory and summary."""
+    plan = plan or make_plan(scenario, target)
     preflight()
-    return Run(scenario, Path(out_root), chosen, stream, factor, policy, budget).execute()
+    return Run(plan, Path(out_root), stream).execute()

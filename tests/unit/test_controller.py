@@ -171,7 +171,7 @@ def test_esa_jobs_share_a_slot_range_per_switch_and_get_their_eviction_entries()
 def test_emulation_refuses_esa_with_a_transport_that_reads_gacks():
     import pytest
 
-    from testbed.emulation.orchestrator import check_emulable
+    from testbed.plan import check_emulable
     from testbed.errors import PolicyError
     scenario, policy, _ = plan_for(ESA_TWO_JOBS)
     check_emulable(scenario, policy)

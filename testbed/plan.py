@@ -1,0 +1,77 @@
+"""A run's plan, made once: what ``validate`` prints is what ``run`` and ``fidelity`` use.
+
+:func:`make_plan` takes a scenario and a target and, after every check that
+refuses a scenario before any network exists, returns a :class:`RunPlan`:
+the scenario, the resolved target, the policy (solved once), the packet
+budget and the time dilation it picks, the control plan at that dilation,
+and the flow-level simulation of the same policy when asked for. ``inatb
+validate`` prints it, ``inatb run`` and ``inatb fidelity`` run it
+(:func:`testbed.emulation.orchestrator.run_scenario`), ``fidelity`` compares
+the run with its simulation.
+"""
+
+import shutil
+from dataclasses import dataclass, field
+
+from testbed import controller
+from testbed.agents.transport import TRANSPORTS
+from testbed.budget import PacketBudget, plan_run, resolve_target as resolve_auto
+from testbed.dataplane import program
+from testbed.errors import EnvironmentMissingError, PolicyError
+from testbed.scenario import TARGETS, require_emulable
+
+#: The targets a run can use (``auto`` resolves to one of them).
+RUN_TARGETS = tuple(t for t in TARGETS if t != "auto")
+
+
+@dataclass
+class RunPlan:
+    """What a run of ``scenario`` uses (the module docstring)."""
+    scenario: object
+    target: str                      # resolved: one of RUN_TARGETS
+    policy: object                   # testbed.policy.base.Policy
+    budget: PacketBudget
+    time_dilation: float
+    control: controller.ControlPlan  # at ``time_dilation``
+    _simulation: dict = field(default=None, repr=False)
+
+    def simulation(self) -> dict:
+        """The flow-level model's figures for the plan's policy (:func:`testbed.sim.evaluate`), computed once."""
+        if self._simulation is None:
+            from testbed import sim
+            self._simulation = sim.evaluate(self.scenario, self.policy)
+        return self._simulation
+
+
+def resolve_target(requested: str, installed_only: bool = True) -> str:
+    """The target a run uses (``auto`` as :func:`testbed.budget.resolve_target` says); with ``installed_only``,
+    an explicit bmv2 must be installed."""
+    chosen = resolve_auto(requested)
+    if chosen not in RUN_TARGETS:
+        raise EnvironmentMissingError(f"unknown target {requested!r}; known: {', '.join(RUN_TARGETS)}")
+    if installed_only and chosen == "bmv2" and not (shutil.which("simple_switch") and shutil.which("p4c")):
+        raise EnvironmentMissingError("target bmv2 needs simple_switch and p4c on PATH (see "
+                                      "docs/guide/vm.md); use --target pyswitch or auto")
+    return chosen
+
+
+def check_emulable(scenario, policy):
+    """Refuse, before any network exists, what the emulation would silently run as something else: the
+    data plane never evicts for a contribution whose job reads GACKs (PA-ATP's switch side would owe it
+    one), so a preempting (ESA) job with such a transport would run without ESA's preemption."""
+    for job in scenario.jobs:
+        if policy.jobs[job.name].collision == "preempt" and job.transport in program.PA_ATP_TRANSPORTS:
+            others = sorted(set(TRANSPORTS) - set(program.PA_ATP_TRANSPORTS))
+            raise PolicyError(f"jobs.{job.name}.transport: {job.policy} preempts slots, which the data plane does "
+                              f"not do for a job whose transport reads GACKs ({job.transport}); expected one of "
+                              f"{', '.join(others)}")
+
+
+def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
+    """The :class:`RunPlan` of ``scenario`` on ``target`` (the scenario's when None): what only the simulator
+    can run is refused, the policy solved, the time dilation picked, the control plan built at it."""
+    require_emulable(scenario)
+    chosen = resolve_target(target or scenario.target, installed_only)
+    policy, budget, factor = plan_run(scenario, chosen)
+    check_emulable(scenario, policy)
+    return RunPlan(scenario, chosen, policy, budget, factor, controller.plan(scenario, policy, factor))
