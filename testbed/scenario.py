@@ -132,7 +132,8 @@ JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterat
             "start", "straggler_allowance"}
 #: A job's ``transport:`` (how its workers send; testbed/agents/transport registers one class per name, and
 #: each class declares the ``transport_options`` it takes). Default: the one each paper pairs with the
-#: job's policy (``default_transport``). Transports are not policies: any policy runs with any transport.
+#: job's policy (``default_transport``). Transports are not policies: any policy runs with any transport, except
+#: that a ring policy's workers send over ``RING_TRANSPORTS`` only.
 TRANSPORT_NAMES = tuple(TRANSPORTS)
 #: ``simulation:`` inputs of the flow- and fragment-level simulator (testbed/sim) only.
 SIMULATION_KEYS = {"worker_start", "worker_pacing", "max_fragment_events", "results"}
@@ -233,7 +234,8 @@ class ImpairmentSpec:
 class BackgroundSpec:
     """Background flows (PA-ATP §5: Hadoop flows, Poisson arrivals, load 0.2-0.8).
 
-    ``load`` is relative to each sender's own link rate (the HPCC rule) unless
+    ``load`` is relative to a sender's link rate (the HPCC rule; the slowest sender's, where their links
+    differ, for every sender) unless
     ``bottleneck`` names a link: then the senders together offer ``load`` of
     that link's rate. Flow sizes are not scaled with the run's ``scale`` (a
     Hadoop flow stays a Hadoop flow); rates are, so arrival rates follow from
@@ -1335,6 +1337,7 @@ def _resolve_stragglers(c, spec, topo, jobs, scale, seed=1):
     c.keys(spec, "stragglers", STRAGGLER_KEYS)
     workers = {w for j in jobs for w in j.workers}
     out = StragglerSpec()
+    delayed = {}      # worker -> the compute_delay entry that names it
     for i, item in enumerate(c.items(spec.get("compute_delay"), "stragglers.compute_delay", "compute delays")):
         p = f"stragglers.compute_delay.{i}"
         c.keys(item, p, {"workers", "distribution", "mean", "std", "clip", "low", "high", "value", "persistent"})
@@ -1342,6 +1345,11 @@ def _resolve_stragglers(c, spec, topo, jobs, scale, seed=1):
         for k, w in enumerate(names):
             if w not in workers:
                 c.fail(f"{p}.workers.{k}", f"{w!r} is not a worker of any job")
+            if w in delayed:
+                # An agent draws from one distribution; a second entry would be dropped, so it is refused.
+                c.fail(f"{p}.workers", f"{w} already has a compute delay (stragglers.compute_delay.{delayed[w]}); "
+                                       f"expected each worker in one entry")
+            delayed[w] = i
         kind = c.choice(item.get("distribution", "normal"), f"{p}.distribution", DELAY_KINDS)
         d = ComputeDelaySpec(names, kind)
         dur = lambda key, default: c.duration_s(item.get(key, default), f"{p}.{key}")  # noqa: E731

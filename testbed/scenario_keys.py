@@ -212,8 +212,8 @@ SCENARIO_KEYS = (
                 ">= 0, at most 1000TB", scaled=True),
     ScenarioKey("jobs[].transport", "choice: atp | switchml | strawasyn | pa-atp | paced", "",
                 "switchml for policy switchml, else atp",
-                "how the job's workers send (window, congestion control, timeouts); any policy runs with any "
-                "transport", "ring policies: atp only"),
+                "how the job's workers send (window, congestion control, timeouts); any PS-based policy runs with "
+                "any transport", "ring policies: atp only"),
     ScenarioKey("jobs[].transport_options", "mapping", "", "-",
                 "options of the job's transport, checked against that transport's OPTIONS"),
     ScenarioKey("jobs[].start", "duration", "s", "0s",
@@ -254,8 +254,9 @@ SCENARIO_KEYS = (
                 "data_mining, ...) or a CDF file's path; constant: one UDP flow per (sender, receiver) at a "
                 "constant rate (PA-ATP §V-B)"),
     ScenarioKey("background[].load", "number", "share", "required",
-                "the offered load, of each sender's link rate, or of the bottleneck's rate when given (the "
-                "senders share it); constant: in Ethernet frame bits", "> 0, at most 1"),
+                "the offered load per sender, of the senders' link rate (the slowest sender's where they "
+                "differ), or of the bottleneck's rate when given (the senders share it); constant: in Ethernet "
+                "frame bits", "> 0, at most 1"),
     ScenarioKey("background[].senders", "names", "", "every host no job uses", "the hosts that send the flows",
                 "hosts of the topology; senders and receivers at least two hosts"),
     ScenarioKey("background[].receivers", "names", "", "every host no job uses",
@@ -287,7 +288,8 @@ SCENARIO_KEYS = (
     ScenarioKey("stragglers.compute_delay", "list", "", "-",
                 "extra compute time per worker per iteration, drawn from a distribution"),
     ScenarioKey("stragglers.compute_delay[].workers", "all or names", "", "all",
-                "the workers the delay applies to; all: every worker of every job", "workers of the jobs"),
+                "the workers the delay applies to; all: every worker of every job",
+                "workers of the jobs, each in one entry at most"),
     ScenarioKey("stragglers.compute_delay[].distribution", "choice: normal | uniform | fixed", "", "normal",
                 "how the delay is drawn"),
     ScenarioKey("stragglers.compute_delay[].mean", "duration", "s", "0s",

@@ -26,7 +26,8 @@ def distribution_of(spec) -> FlowSizeCDF:
 
 
 def sender_rate_bps(spec, topology) -> float:
-    """The link rate each sender's load is relative to."""
+    """The link rate each sender's load is relative to: the bottleneck's, shared among the senders, or the
+    senders' host link rate (the slowest's where they differ)."""
     if spec.bottleneck:
         link = next(l for l in topology.links if {l.a, l.b} == set(spec.bottleneck))
         return link.rate_bps / len(spec.senders)

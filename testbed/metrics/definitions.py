@@ -93,7 +93,8 @@ SUMMARY_METRICS = {
                                  "completion times (empty without `background`)", EMULATED),
     "stragglers": Metric("object", "per worker the compute delay drawn (`mean_s`, `max_s`) and the injections "
                                    "applied (empty without `stragglers`)", EMULATED),
-    "failures": Metric("list", "fallbacks the run took (a process that could not start as asked) with the reason",
+    "failures": Metric("list", "per worker failure (`stragglers.failures`) what it led to: the worker, its job, and "
+                                "for Rina the ring generation the job fell back to and the iteration it redid",
                        EMULATED),
     "switches": Metric("object", "per switch its counters: aggregated, bypassed, emitted, dropped ... "
                                  "([Data plane](../design/data-plane.md))", EMULATED),

@@ -180,6 +180,8 @@ jobs: [{workers: [h1], ps: h3}]
     ("delay-value-negative", with_lines("stragglers: {compute_delay: [{distribution: fixed, value: -1s}]}"), (),
      "stragglers.compute_delay.0.value"),
     ("delays-not-list", with_lines("stragglers: {compute_delay: 5}"), (), "stragglers.compute_delay"),
+    ("delay-worker-twice", with_lines("stragglers: {compute_delay: [{mean: 1ms}, {workers: [w2], mean: 5ms}]}"), (),
+     "stragglers.compute_delay.1.workers: w2 already has a compute delay (stragglers.compute_delay.0)"),
     ("rate-change-zero", with_lines("stragglers: {rate_changes: [{host: w1, rate: 0Gbps, duration: 1s}]}"), (),
      "stragglers.rate_changes.0.rate"),
     ("rate-change-duration-zero", with_lines("stragglers: {rate_changes: [{host: w1, rate: 1Gbps, duration: 0s}]}"),

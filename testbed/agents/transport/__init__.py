@@ -18,8 +18,9 @@
   is ``transport_options.rate`` or, by default, the scheme's planned rate.
 
 Transports are not policies: a policy decides where fragments are
-aggregated, a transport when each worker sends them; any policy runs with
-any transport. Each class declares the ``transport_options`` it takes
+aggregated, a transport when each worker sends them; any PS-based policy
+runs with any transport (a ring policy's workers with those
+``testbed.scenario.RING_TRANSPORTS`` lists). Each class declares the ``transport_options`` it takes
 (``OPTIONS``), which the scenario validates. All share
 :class:`.base.Transport`: the sliding window over seq, RTT estimation,
 timers and gap detection. A new transport is a sibling module registered

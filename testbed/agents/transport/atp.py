@@ -14,8 +14,8 @@ of GOAT's testbed under ``ps``, 8 workers). RESULTs go to every
 worker of the job, so all workers of a job slide and cut their windows
 together (PA-ATP §II-B). ``transport_options``: ``initial_window``, in
 fragments within [1, min(100, the job's window)] (default 8: eight 64-lane
-frames per worker keep the PS queue of a 8-worker incast inside the default
-64-packet queue); ``slot_bound`` (default true): the window stays within
+frames per worker keep the PS queue of an 8-worker incast below the default
+ECN threshold of 64 packets, half the 128-packet queue); ``slot_bound`` (default true): the window stays within
 the job's slots at the worker's aggregation switch, so no fragment meets its
 slot still held by the fragment a window earlier. False is ATP as published
 (its aggregator index is a hash of the sequence number, and the congestion
