@@ -18,6 +18,11 @@ Every agent and every pyswitch process therefore keeps a :class:`HostDelayMeter`
   a shaped switch queue's next departure), how long after its due time the
   process ran (:meth:`HostDelayMeter.woke`).
 
+The kernel turns arrival stamping on a moment after the first socket of the
+machine asks for it; a datagram read before then is stamped as it is read
+and counts as no wait. Agents and switches open their sockets before the
+run's start signal, so their traffic is stamped on arrival.
+
 Both are summarised as count, mean, 99th percentile and maximum, in wall
 seconds (:meth:`HostDelayMeter.summary`); the run's summary gives them per
 role in virtual seconds (``host_delay``), and :mod:`testbed.metrics.distortion`
