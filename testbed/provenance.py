@@ -12,16 +12,20 @@ from testbed import __version__
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
+#: What makes a figure: the code, the P4 program, the scenarios (the docs a reproduction writes do not).
+RESULT_SOURCES = ("testbed", "p4", "scenarios", "traffic", "setup.py")
+
+
 def git_commit() -> str:
-    """The commit of the testbed that runs, with ``-dirty`` when tracked files differ from it, or "unknown"
-    outside a clone."""
+    """The commit of the testbed that runs, with ``-dirty`` when a tracked file of ``RESULT_SOURCES`` differs
+    from it, or "unknown" outside a clone."""
     git = ["git", "-C", str(PROJECT_ROOT)]
     try:
         head = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
         if not head:
             return "unknown"
-        changed = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                 text=True, timeout=5).stdout.strip()
+        changed = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no", "--", *RESULT_SOURCES],
+                                 capture_output=True, text=True, timeout=5).stdout.strip()
         return head + ("-dirty" if changed else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"

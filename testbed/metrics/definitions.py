@@ -104,8 +104,8 @@ SUMMARY_METRICS = {
     "started": Metric("text", "when the run started, ISO 8601, local time", EMULATED),
     "run_id": Metric("text", "the run directory's name", EMULATED),
     "versions": Metric("object", "the Python packages the run used, with versions", EMULATED),
-    "git_commit": Metric("text", "the commit of the testbed that ran (`-dirty`: with changes to tracked files), "
-                                 "or `unknown` outside a clone", EMULATED),
+    "git_commit": Metric("text", "the commit of the testbed that ran (`-dirty`: with changes to its tracked code, "
+                                 "P4 program or scenarios), or `unknown` outside a clone", EMULATED),
     "host": Metric("object", "the machine: `cpus`, `kernel`", EMULATED),
     "fidelity": Metric("object", "`inatb fidelity`'s rows: emulated, simulated, ratio and bound per metric",
                        FIDELITY),

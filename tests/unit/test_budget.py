@@ -41,13 +41,17 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
     assert plan.switch_pps["s1"] == pytest.approx(5 * frames_per_s(5e6))
     assert TARGET_BUDGET_PPS["bmv2"] < plan.switch_pps["s1"] < TARGET_BUDGET_PPS["pyswitch"]
     assert plan.warnings(1) == []
-    switch, machine = packet_budget(scenario, "bmv2", cores=2).warnings(1)
+    switch, machine, latency = packet_budget(scenario, "bmv2", cores=2).warnings(1)
     assert switch.startswith("switch s1 (9,301 packets/s at time dilation 1, bmv2 budget 2,500/s) needs time "
                              "dilation 3.72, the run uses 1")
     # bmv2 at 6,900 packets per CPU-second: 1.35 cores; the agents' 3,720 packets/s each, below their curves'
     # first points, at the floor: 4 x 3,720 / 36,300 + 3,720 / 33,100 = 0.52 cores; 1.87 / (1.4 - 6 x 0.003).
     assert machine.startswith("the machine (1.9 cores' work at time dilation 1 and 6 processes idling on 0.02, 70% "
                               "of 2 cores usable) needs time dilation 1.35")
+    # The machine 1.9 / 1.36 busy, a visit waits 0.45 ms: 5 visits a round trip, 15% of the quickstart's
+    # communication (one window and the round trip at 5 Mb/s), above the planned 12%.
+    assert latency.startswith("job resnet50's round trips (5 visits of 0.45 ms at time dilation 1, 12.0% of its "
+                              "15.1 ms communication) needs time dilation 1.25")
     monkeypatch.setattr(budget.shutil, "which", lambda name: f"/x/{name}")
     assert packet_budget(scenario, "auto", cores=2).target == "bmv2"      # auto resolves to bmv2 here
     monkeypatch.setattr(budget.shutil, "which", lambda name: None)
