@@ -189,9 +189,10 @@ def _duration(seconds: float) -> str:
 
 
 def verdict(row) -> str:
-    """Whether a paper comparison row (``paper.csv``) holds: "yes", "order only", "no", or "no run"."""
+    """Whether a paper comparison row (``paper.csv``) holds: "yes", "order only", "no", or "no run counted" (no
+    finished run that was not marked distorted has one of its pair)."""
     if row["our_ratio"] is None or math.isnan(row["our_ratio"]):
-        return "no run"
+        return "no run counted"
     if not row["same_order"]:
         return "no"
     return "yes" if abs(row["ours_vs_paper"] - 1) <= RATIO_TOLERANCE else "order only"

@@ -76,7 +76,7 @@ def test_emulated_experiments_want_root_and_the_refusal_names_the_simulated_ones
 
 @pytest.mark.parametrize("our_ratio, paper_ratio, expected", [
     (1.2, 1.0 + 0.2, "yes"), (1.5, 1.2, "yes"), (2.0, 1.2, "order only"), (0.9, 1.2, "no"), (1.0, 1.2, "no"),
-    (float("nan"), 1.2, "no run")])
+    (float("nan"), 1.2, "no run counted")])
 def test_a_claim_holds_on_the_papers_side_of_one_and_within_a_quarter_of_its_ratio(our_ratio, paper_ratio, expected):
     row = pd.Series({"our_ratio": our_ratio, "paper_ratio": paper_ratio, "ours_vs_paper": our_ratio / paper_ratio,
                      "same_order": None if our_ratio != our_ratio else (our_ratio - 1) * (paper_ratio - 1) > 0})
