@@ -118,6 +118,8 @@ PLANNED_ROUND_SHARE = 0.2
 #: ATP on Rina's testbed (15 ms of communication, 7 visits a round trip) was planned at N = 1 and waited 20-22%
 #: of it; the quickstart (15 ms, 5 visits), planned at 11% here, waited 7%.
 PLANNED_COMM_SHARE = 0.12
+#: The planned share per part a round trip's wait is weighed against (testbed.metrics.rounds.JobRound.spans).
+PLANNED_SHARES = {"round": PLANNED_ROUND_SHARE, "communication": PLANNED_COMM_SHARE}
 #: How a warning says that a job's round trips would wait too long for processes.
 LATENCY_BOUND = "bound by the processes' delay"
 
@@ -340,12 +342,9 @@ class PacketBudget:
         needs = {}
         for job_round in self.rounds:
             visits = 3 + 2 * job_round.switch_hops
-            limits = [(PLANNED_ROUND_SHARE * job_round.round_s,
-                       f"{PLANNED_ROUND_SHARE:.0%} of its {job_round.round_s * 1e3:.3g} ms {job_round.kind}")]
-            if job_round.kind == "window":
-                limits.append((PLANNED_COMM_SHARE * job_round.comm_s,
-                               f"{PLANNED_COMM_SHARE:.1%} of its {job_round.comm_s * 1e3:.3g} ms communication"))
-            limit_s, phrase = min(limits)
+            limit_s, phrase = min((PLANNED_SHARES[part] * span_s,
+                                   f"{PLANNED_SHARES[part]:.0%} of its {span_s * 1e3:.3g} ms {what}")
+                                  for part, span_s, what in job_round.spans())
 
             def waits(factor):
                 return visits * self.visit_wait_s(factor) / factor > limit_s
@@ -512,13 +511,14 @@ def packet_budget(scenario, target: str, policy=None, cores: int = None) -> Pack
     from testbed import sim
     from testbed.policy import compute_policy
     policy = policy or compute_policy(scenario)
-    rates, switch_link_pps = sim.packet_rates(scenario, policy)
+    rates = sim.packet_rates(scenario, policy)
     ps_names = frozenset(h for job in scenario.jobs for h in job.ps)
     agents = ps_names | {w for job in scenario.jobs for w in job.workers}
     budget = PacketBudget(resolve_target(target), cores or available_cores(),
-                          {n: pps for n, pps in rates.items() if scenario.topology.nodes[n].kind == "switch"},
-                          {n: pps for n, pps in rates.items() if n in agents}, ps_names, load_packet_costs(),
-                          switch_link_pps=switch_link_pps, rounds=tuple(job_rounds(scenario, policy)))
+                          {n: pps for n, pps in rates.node_pps.items() if scenario.topology.nodes[n].kind == "switch"},
+                          {n: pps for n, pps in rates.node_pps.items() if n in agents}, ps_names, load_packet_costs(),
+                          switch_link_pps=rates.switch_link_pps,
+                          rounds=tuple(job_rounds(scenario, policy, rates.job_rates_bps)))
     groups = plan_switch_groups(scenario, budget)
     return dataclasses.replace(budget, switch_groups=groups)
 

@@ -32,12 +32,13 @@ import pandas as pd
 
 from testbed.atomic_io import write_text_atomic
 from testbed.errors import EnvironmentMissingError, UsageError
+from testbed.markdown import table
 from testbed.metrics.definitions import SUMMARY_METRICS
 from testbed.papers import PAPERS, PAPERS_DIR
 from testbed.provenance import git_commit, machine_id
 from testbed.sweep import load_sweep, run_sweep
 from testbed.sweep.executors import executor_for
-from testbed.sweep.table import mean_ci
+from testbed.sweep.table import counted_runs, mean_ci
 
 CONDITIONS_FILE = "reproduce.json"
 #: What a paper's runs taught us, in words (no figures: those come from the runs), kept beside its sweeps and
@@ -198,27 +199,20 @@ def verdict(row) -> str:
     return "yes" if abs(row["ours_vs_paper"] - 1) <= RATIO_TOLERANCE else "order only"
 
 
-def _table(header, rows) -> list:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    return out
-
-
-def _figures_table(spec, frame: pd.DataFrame) -> list:
+def _figures_table(spec, frame: pd.DataFrame) -> str:
     axes = [axis for axis, _ in spec.axes]
-    done = frame[(frame["status"] == "ok") & (frame["distorted"] != True)] if len(frame) else frame  # noqa: E712
     metrics = [m for m in spec.metrics if m in frame]
     rows = []
     for keys, group in frame.groupby(axes, sort=False, dropna=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
-        kept = done.loc[done.index.intersection(group.index)]
+        kept = counted_runs(group)
         distorted = int((group["distorted"] == True).sum())  # noqa: E712
         runs = f"{len(kept)} of {len(group)}" + (f" ({distorted} distorted)" if distorted else "")
         rows.append([*keys, runs, *(_figure(kept[m], _unit(m)) for m in metrics)])
-    return _table([*axes, "runs counted", *(f"`{m}`" for m in metrics)], rows)
+    return table([*axes, "runs counted", *(f"`{m}`" for m in metrics)], rows)
 
 
-def _claims_table(paper_frame: pd.DataFrame) -> list:
+def _claims_table(paper_frame: pd.DataFrame) -> str:
     rows = []
     for _, r in paper_frame.iterrows():
         at = f" at {r['at']}" if isinstance(r["at"], str) and r["at"] else ""
@@ -227,7 +221,7 @@ def _claims_table(paper_frame: pd.DataFrame) -> list:
                      f"{_number(r['paper_a'])} / {_number(r['paper_b'])} = {_number(r['paper_ratio'])}",
                      f"{_quantity(r['ours_a'], unit)} / {_quantity(r['ours_b'], unit)} = {_number(r['our_ratio'])}",
                      _number(r["ours_vs_paper"]), verdict(r)])
-    return _table(("claim", "metric", "pair", "the paper", "ours", "ours / paper", "holds"), rows)
+    return table(("claim", "metric", "pair", "the paper", "ours", "ours / paper", "holds"), rows)
 
 
 def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path) -> tuple:
@@ -263,10 +257,10 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path) -
         lines += ["", "### Against the paper", "",
                   f"Ratios between schemes (our runs are at reduced scale): a claim holds when our ratio is on the "
                   f"paper's side of 1 and within {RATIO_TOLERANCE:.0%} of its ratio (\"order only\": on its side, "
-                  f"not within).", "", *_claims_table(paper_frame)]
+                  f"not within).", "", _claims_table(paper_frame)]
     lines += ["", "### Our figures", "",
               "Means over the finished runs not marked distorted, ± the 95% interval (Student's t) where a point "
-              "has more than one.", "", *_figures_table(spec, frame)]
+              "has more than one.", "", _figures_table(spec, frame)]
     plots = sorted((sweep_dir / "plots").glob("*.png")) if (sweep_dir / "plots").exists() else []
     if plots:
         assets = page_dir / experiment.paper
@@ -292,7 +286,7 @@ def page_markdown(paper: str, found: list, out_root: Path, page_dir: Path) -> st
             f"Each figure below comes from the runs of its experiment, measured at the commit, on the date and "
             f"machine its section names; `inatb reproduce {paper}` runs them all (resuming where it stopped) and "
             f"writes this page.", "",
-            *_table(("experiment", "kind", "runs", "claims that hold", "measured"), index)]
+            table(("experiment", "kind", "runs", "claims that hold", "measured"), index)]
     notes_path = PAPERS_DIR / paper / NOTES_FILE
     if notes_path.exists():
         sections.append("## What we learned\n\n" + notes_path.read_text().strip())

@@ -51,6 +51,8 @@ HOST_DELAY_ROUND_SHARE = 0.4
 #: ... and of a windowed job's communication time (which meets it at least twice: ATP on Rina's fat-tree,
 #: one window and a tenth long, read 1.55x the model's time with a round trip's delay 27% of it, 34% of a window).
 HOST_DELAY_COMM_SHARE = 0.15
+#: The limit per part a round trip's wait is weighed against (testbed.metrics.rounds.JobRound.spans).
+HOST_DELAY_SHARES = {"round": HOST_DELAY_ROUND_SHARE, "communication": HOST_DELAY_COMM_SHARE}
 #: How a reason names the parts of a round trip's wait (testbed.metrics.rounds.round_trip_host_delay_s).
 ROUND_TRIP_PARTS = {"sender_lateness_s": "sender late", "switches_s": "switches", "receiver_s": "receiver",
                     "sender_s": "sender"}
@@ -91,12 +93,8 @@ def assess(evidence: Evidence) -> list:
                        f"({bound['intervals']} interval(s)), below its link's rate")
     for job, (job_round, parts) in sorted(evidence.round_trip_delays.items()):
         delay_s = sum(parts.values())
-        # A ring meets the delay once a step, so its steps weigh it exactly; a windowed job once a window
-        # where the delay stalls its window, and at its start and end whatever its window.
-        limits = [(job_round.round_s, HOST_DELAY_ROUND_SHARE, job_round.kind)]
-        if job_round.kind == "window":
-            limits.append((job_round.comm_s, HOST_DELAY_COMM_SHARE, "communication"))
-        for span_s, share, what in limits:
+        for part, span_s, what in job_round.spans():
+            share = HOST_DELAY_SHARES[part]
             if span_s and delay_s > share * span_s:
                 by_part = ", ".join(f"{ROUND_TRIP_PARTS[part]} {value * 1e3:.2g}" for part, value in parts.items())
                 reasons.append(f"host delay: a round trip of job {job} waited {delay_s * 1e3:.3g} ms for its "

@@ -48,6 +48,14 @@ class JobRound:
     round_s: float
     comm_s: float
 
+    def spans(self) -> tuple:
+        """What a round trip's wait for processes is weighed against, as (part, span_s, how a message names
+        it): its round, and for a windowed job its communication, which meets the wait at its start and its
+        end whatever its window (a ring meets it once a step, which its round weighs exactly). The distortion
+        detector and the planner's latency budget each apply their own share per part."""
+        spans = (("round", self.round_s, self.kind),)
+        return spans + (("communication", self.comm_s, "communication"),) if self.kind == "window" else spans
+
     def to_dict(self) -> dict:
         return {"kind": self.kind, "switch_hops": self.switch_hops, "round_trip_s": self.round_trip_s,
                 "round_s": self.round_s, "comm_s": self.comm_s}
@@ -65,12 +73,11 @@ def ring_steps(scheme: str, notes: dict, workers: int, total: int) -> tuple:
     return steps, max(sum(phase.fragments[rank] for phase in phases) for rank in range(workers)) / steps
 
 
-def job_rounds(scenario, policy) -> list:
+def job_rounds(scenario, policy, job_rates_bps: dict) -> list:
     """Each job's :class:`JobRound` in ``scenario`` under ``policy`` (virtual seconds): its longest worker path
-    by default routes, its host link's rate, its window or its ring's step, its gradient's fragments, the
-    rate the fluid model gives it."""
-    from testbed.sim import synchronous_rates_bps      # the simulator builds on the controller, as this does
-    job_rates_bps = synchronous_rates_bps(scenario, policy)
+    by default routes, its host link's rate, its window or its ring's step, its gradient's fragments, and
+    ``job_rates_bps``, the rate the fluid model gives it (:func:`testbed.sim.synchronous_rates_bps`, or the
+    packet budget's :class:`testbed.sim.PacketRates`, from the solve it makes anyway)."""
     topology = scenario.topology
     routes = DefaultRoutes(topology)
     rates = topology.capacity_bps()

@@ -48,6 +48,7 @@ The result is a JSON-able dict whose keys end in their unit:
 """
 
 import time
+from dataclasses import dataclass
 
 from testbed.agents.transport import TRANSPORTS
 from testbed.dataplane import program
@@ -68,19 +69,24 @@ def node_packet_rates(scenario, policy) -> dict:
     job's RESULTs (or a ring's steps) clock them all, so a worker with a faster path waits rather than
     sending faster. Frames count as full INA frames (a ring's ACKs as their share of a data frame's bits); a
     worker whose transport reads GACKs (PA-ATP's) also takes one per fragment it sends."""
-    return packet_rates(scenario, policy)[0]
+    return packet_rates(scenario, policy).node_pps
 
 
-def packet_rates(scenario, policy) -> tuple:
-    """(:func:`node_packet_rates`, and the packets per second each switch sends to each neighbouring switch:
-    ``{(from_switch, to_switch): packets/s}``, parallel links summed), from one solve of the fluid model."""
+@dataclass(frozen=True)
+class PacketRates:
+    """What the packet budget reads of the fluid model, from one solve (:func:`packet_rates`)."""
+    node_pps: dict           # :func:`node_packet_rates`
+    switch_link_pps: dict    # {(from_switch, to_switch): packets/s} a switch sends a neighbour, parallel links summed
+    job_rates_bps: dict      # per job, its slowest worker's rate (:func:`synchronous_rates_bps`)
+
+
+def packet_rates(scenario, policy) -> PacketRates:
+    """The :class:`PacketRates` of ``scenario`` under ``policy``, from one solve of the fluid model."""
     routes = Routes(scenario.topology, policy)
     fluid = FluidModel(scenario, policy, routes)
     rates, _ = fluid.max_min_rates()
-    synchronous = {}
-    for job in scenario.jobs:
-        slowest = min(rates[w] for w in job.workers)
-        synchronous.update({w: slowest for w in job.workers})
+    job_rates_bps = {job.name: min(rates[w] for w in job.workers) for job in scenario.jobs}
+    synchronous = {w: job_rates_bps[job.name] for job in scenario.jobs for w in job.workers}
     loads = fluid.evaluate(synchronous)[0]
     frame_bits = 8 * ina_frame_bytes(scenario.switch.lanes)
     nodes = scenario.topology.nodes
@@ -97,7 +103,7 @@ def packet_rates(scenario, policy) -> tuple:
         if job.transport in program.PA_ATP_TRANSPORTS:
             for w in job.workers:
                 packets[w] += synchronous[w] / frame_bits
-    return packets, between_switches
+    return PacketRates(packets, between_switches, job_rates_bps)
 
 
 def _fragment_counts(scenario, policy, routes):

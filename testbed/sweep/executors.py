@@ -154,9 +154,6 @@ class RayExecutor:
                 ray.shutdown()
 
 
-EXECUTORS = {"local": LocalExecutor, "ray": RayExecutor}
-
-
 def executor_for(spec, name: str = "local", address: str = None):
     """The executor a sweep's points run on: a simulated sweep's here, through the simulator (in seconds: Ray
     would only slow them down); an emulated one's here or on the Ray cluster at ``address``."""

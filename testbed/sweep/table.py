@@ -115,13 +115,19 @@ def plot_metric(frame: pd.DataFrame, axes: list, metric: str, path: Path, title:
     return True
 
 
+def counted_runs(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a sweep's table whose figures count: runs that finished ``ok`` and were not marked
+    distorted."""
+    return frame[(frame["status"] == "ok") & (frame["distorted"] != True)] if len(frame) else frame  # noqa: E712
+
+
 def paper_comparison(frame: pd.DataFrame, claims: list) -> pd.DataFrame:
     """Per claim (``spec.PaperClaim``) and pair (a, b) of its ``by`` values: the paper's figures and their
     ratio a / b, our means (finished, undistorted runs at the claim's ``at``) and their ratio, ``ours_vs_paper``
     (our ratio / the paper's) and ``same_order`` (both ratios on the same side of 1, neither of them 1).
     Ratios, since our runs are at reduced scale; a value without such a run gives empty cells."""
     rows = []
-    done = frame[(frame["status"] == "ok") & (frame["distorted"] != True)] if len(frame) else frame  # noqa: E712
+    done = counted_runs(frame)
     for claim in claims:
         selected = done
         for axis, value in claim.at:

@@ -50,7 +50,7 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
                               "of 2 cores usable) needs time dilation 1.35")
     # The machine 1.9 / 1.36 busy, a visit waits 0.45 ms: 5 visits a round trip, 15% of the quickstart's
     # communication (one window and the round trip at 5 Mb/s), above the planned 12%.
-    assert latency.startswith("job resnet50's round trips (5 visits of 0.45 ms at time dilation 1, 12.0% of its "
+    assert latency.startswith("job resnet50's round trips (5 visits of 0.45 ms at time dilation 1, 12% of its "
                               "15.1 ms communication) needs time dilation 1.25")
     monkeypatch.setattr(budget.shutil, "which", lambda name: f"/x/{name}")
     assert packet_budget(scenario, "auto", cores=2).target == "bmv2"      # auto resolves to bmv2 here
