@@ -51,8 +51,9 @@ def test_a_rina_workers_error_and_the_ring_goes_on_without_it(target, programmab
         assert [r["iteration"] for r in rows] == list(range(ITERATIONS)) and all(r["exact"] for r in rows)
         # each iteration as the newest ring that ran it: generation g from its redo on
         assert [r["generation"] for r in rows] == [sum(i >= k for k in redo_from) for i in range(ITERATIONS)]
-    # A failed agent's ToR aggregated nothing once the ring had fallen back (its sampled counter is final from the
-    # first sample after the fallback on); a Rina rack that kept its agent went on pulling its rack (one pull per
+    # A failed agent's ToR aggregated nothing once the ring had fallen back: its sampled counter is final from the
+    # second sample after the fallback on (the first, a few ms after it, may still count contributions its rack sent
+    # before halting that were queued in the switch: bmv2 on a busy machine drains them late); a Rina rack that kept its agent went on pulling its rack (one pull per
     # fragment of the rack's tasks: a gradient's worth per iteration, in any ring).
     samples = [json.loads(line) for line in (result.run_dir / "switch_stats.jsonl").read_text().splitlines()]
     events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
@@ -62,7 +63,8 @@ def test_a_rina_workers_error_and_the_ring_goes_on_without_it(target, programmab
         if w in agents:
             fell_back = next(e["wall"] for e in events if e["kind"] == "fallback" and e["target"] == w)
             later = [x["switches"][agents[w]]["aggregated"] for x in samples if x["t"] > fell_back]
-            assert later and set(later) == {summary["switches"][agents[w]]["aggregated"]}
+            final = summary["switches"][agents[w]]["aggregated"]
+            assert len(later) > 1 and later[0] <= final and set(later[1:]) == {final}
     per_iteration = sum(fragments_per_submodel(scenario.jobs[0].submodel_elements, scenario.switch.lanes))
     for tor in rina_tors - {agents[w] for w in failed if w in agents}:
         assert summary["switches"][tor]["rina_pulled"] >= ITERATIONS * per_iteration
