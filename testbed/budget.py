@@ -45,12 +45,11 @@ from testbed.atomic_io import write_text_atomic
 from testbed.cache import cache_dir
 from testbed.calibration import Calibration, calibrated_curves, measure as measure_calibration
 
-from testbed.dilation import network_scenario
 from testbed.errors import ScenarioError
 from testbed.metrics.cpu import available_cores
 from testbed.metrics.rounds import job_rounds
 from testbed.provenance import machine_id
-from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES, line_of, require_emulable
+from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES, line_of
 
 #: Packets/s per switch that keep a run link-bound (docs/reproductions/measurements.md,
 #: benchmarks/bench_pyswitch.py): a pyswitch process alone takes ~34k contributions/s and forwards ~104k
@@ -528,19 +527,6 @@ def dilation_factor(scenario, budget: PacketBudget) -> float:
     if scenario.time_dilation == AUTO_DILATION:
         return budget.auto_factor()
     return float(scenario.time_dilation)
-
-
-def plan_run(scenario, target: str, policy=None) -> tuple:
-    """What a run of ``scenario`` on ``target`` uses, for ``inatb run`` and ``inatb validate`` alike:
-    (its policy, computed when not given; its :class:`PacketBudget`; its time dilation N). Under N > 1 the
-    slowed world's links must be shapeable too (``require_emulable`` of ``dilation.network_scenario``)."""
-    from testbed.policy import compute_policy
-    policy = policy or compute_policy(scenario)
-    budget = packet_budget(scenario, target, policy)
-    factor = dilation_factor(scenario, budget)
-    if factor != 1:
-        require_emulable(network_scenario(scenario, factor))
-    return policy, budget, factor
 
 
 def expected_wall_s(scenario, simulation: dict, factor: float) -> float:

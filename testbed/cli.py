@@ -20,38 +20,14 @@ def _load(args):
 
 def cmd_validate(args) -> int:
     """Valid for ``inatb run``: resolves, and nothing in ``emulation_limits`` stops a run (else one line, exit 2).
-    Prints the packet budget's prediction: the busiest switch, the switches that share a pyswitch process,
-    the time dilation (the scenario's, or the one ``auto`` picks, with the budget that binds), the expected
-    wall time under dilation, and a warning per budget the run's time dilation leaves exceeded."""
-    from testbed.budget import expected_wall_s
-    from testbed.plan import make_plan
-    from testbed.scenario import AUTO_DILATION
+    Prints the plan as ``inatb run`` prints it before it builds the network (:func:`testbed.plan.describe`)."""
+    from testbed.plan import describe, make_plan
     scenario = _load(args)
     # What the run refuses before any network exists: the same checks, the same one-line errors, the same plan.
-    plan = make_plan(scenario, installed_only=False)
-    budget, factor = plan.budget, plan.time_dilation
-    topo = scenario.topology
-    print(f"{args.scenario}: valid ({topo.name}: {len(topo.switches())} switches "
-          f"({len(topo.programmable_switches())} programmable), {len(topo.hosts())} hosts; "
-          f"{len(scenario.jobs)} job(s): " + ", ".join(
-              f"{j.name} {j.policy} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
-              f"{j.iterations} it" for j in scenario.jobs) + ")")
-    busiest = max(budget.switch_pps, key=budget.switch_pps.get)
-    print(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs communicate "
-          f"({budget.target})")
-    print(f"packet costs: {budget.costs.source}")
-    groups = budget.switch_process_pps()
-    if len(groups) < len(topo.switches()):
-        print(f"switch processes: {len(groups)} for {len(topo.switches())} switches (switch.processes "
-              f"{scenario.switch.processes}): " + "; ".join(" ".join(group) for group in groups))
-    if scenario.time_dilation == AUTO_DILATION:
-        print(f"time_dilation auto: {factor:g} (the tightest budget: {budget.binding()})")
-    if factor != 1:
-        virtual_s = expected_wall_s(scenario, plan.simulation(), 1.0)
-        print(f"time dilation {factor:g}: the iterations take about {virtual_s * factor:,.1f} s of wall time "
-              f"({virtual_s:,.2f} s of virtual time, as the simulator predicts), plus the network's set-up")
-    for warning in budget.warnings(factor):
-        print(f"warning: {warning}")
+    plan = make_plan(scenario, args.target, installed_only=False)
+    print(f"{args.scenario}: valid")
+    for line in describe(plan):
+        print(line)
     return 0
 
 
@@ -226,7 +202,10 @@ def build_parser():
     p.add_argument("--out", default="results", help="results root (default: results)")
     p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
     p.set_defaults(func=cmd_run)
-    scenario_cmd("validate", "check a scenario file without touching the network").set_defaults(func=cmd_validate)
+    p = scenario_cmd("validate", "check a scenario file and print the plan a run would use, without touching the "
+                                 "network")
+    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.set_defaults(func=cmd_validate)
     p = scenario_cmd("fidelity", "run the emulation and the simulator on a scenario and compare them (root)")
     p.add_argument("--out", default="results", help="results root (default: results)")
     p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")

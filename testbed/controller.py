@@ -84,7 +84,7 @@ from testbed.dataplane import program
 from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
                                       check_switch_limits, validate_entry)
 from testbed.errors import PolicyError, TopologyError
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 from testbed.paths import (bdp_pkts, link_rates_along, paced_rate, result_multicast_tree,
                            transport_options_of)
 from testbed.policy.ring import fallback_members

@@ -5,7 +5,8 @@ refuses a scenario before any network exists, returns a :class:`RunPlan`:
 the scenario, the resolved target, the policy (solved once), the packet
 budget and the time dilation it picks, the control plan at that dilation,
 and the flow-level simulation of the same policy when asked for. ``inatb
-validate`` prints it, ``inatb run`` and ``inatb fidelity`` run it
+validate`` prints it (:func:`describe`, as ``inatb run`` does before it builds the network), ``inatb run``
+and ``inatb fidelity`` run it
 (:func:`testbed.emulation.orchestrator.run_scenario`), ``fidelity`` compares
 the run with its simulation.
 """
@@ -15,10 +16,12 @@ from dataclasses import dataclass, field
 
 from testbed import controller
 from testbed.agents.transport import TRANSPORTS
-from testbed.budget import PacketBudget, plan_run, resolve_target as resolve_auto
+from testbed.budget import PacketBudget, dilation_factor, expected_wall_s, packet_budget, resolve_target as resolve_auto
 from testbed.dataplane import program
+from testbed.dilation import network_scenario
 from testbed.errors import EnvironmentMissingError, PolicyError
-from testbed.scenario import TARGETS, require_emulable
+from testbed.policy import compute_policy
+from testbed.scenario import AUTO_DILATION, TARGETS, require_emulable
 
 #: The targets a run can use (``auto`` resolves to one of them).
 RUN_TARGETS = tuple(t for t in TARGETS if t != "auto")
@@ -72,6 +75,39 @@ def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
     can run is refused, the policy solved, the time dilation picked, the control plan built at it."""
     require_emulable(scenario)
     chosen = resolve_target(target or scenario.target, installed_only)
-    policy, budget, factor = plan_run(scenario, chosen)
+    policy = compute_policy(scenario)
     check_emulable(scenario, policy)
+    budget = packet_budget(scenario, chosen, policy)
+    factor = dilation_factor(scenario, budget)
+    if factor != 1:
+        require_emulable(network_scenario(scenario, factor))   # the slowed world's links must be shapeable too
     return RunPlan(scenario, chosen, policy, budget, factor, controller.plan(scenario, policy, factor))
+
+
+def describe(plan: RunPlan) -> list:
+    """The plan in lines, as ``inatb validate`` and ``inatb run`` print it: the network and the jobs, the
+    packet budget's busiest switch and packet costs, the switches that share a pyswitch process, the time
+    dilation (the one ``auto`` picks, with the budget that binds) and the wall time it makes, and a warning
+    per budget the time dilation leaves exceeded."""
+    scenario, budget, factor = plan.scenario, plan.budget, plan.time_dilation
+    topo = scenario.topology
+    lines = [f"plan: {topo.name}: {len(topo.switches())} switches ({len(topo.programmable_switches())} "
+             f"programmable), {len(topo.hosts())} hosts; {len(scenario.jobs)} job(s): " + ", ".join(
+                 f"{j.name} {j.policy} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
+                 f"{j.iterations} it" for j in scenario.jobs) + f"; target {plan.target}"]
+    busiest = max(budget.switch_pps, key=budget.switch_pps.get)
+    lines.append(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs "
+                 f"communicate ({budget.target})")
+    lines.append(f"packet costs: {budget.costs.source}")
+    groups = budget.switch_process_pps()
+    if len(groups) < len(topo.switches()):
+        lines.append(f"switch processes: {len(groups)} for {len(topo.switches())} switches (switch.processes "
+                     f"{scenario.switch.processes}): " + "; ".join(" ".join(group) for group in groups))
+    if scenario.time_dilation == AUTO_DILATION:
+        lines.append(f"time_dilation auto: {factor:g} (the tightest budget: {budget.binding()})")
+    if factor != 1:
+        virtual_s = expected_wall_s(scenario, plan.simulation(), 1.0)
+        lines.append(f"time dilation {factor:g}: the iterations take about {virtual_s * factor:,.1f} s of wall time "
+                     f"({virtual_s:,.2f} s of virtual time, as the simulator predicts), plus the network's set-up")
+    lines += [f"warning: {warning}" for warning in budget.warnings(factor)]
+    return lines

@@ -1,6 +1,6 @@
 """Every key a scenario file accepts: type, unit, default, bounds and meaning (the scenario reference).
 
-`testbed/scenario.py` checks scenarios; this table documents them, one entry per key, and
+`testbed/scenario/` checks scenarios; this table documents them, one entry per key, and
 `docs/reference/scenario.md` is generated from it (testbed/reference.py). A test parses every scenario
 the repository ships and fails on a key the schema accepts that this table does not document.
 """

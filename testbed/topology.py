@@ -125,6 +125,19 @@ class Topology:
     def port(self, switch: str, link: LinkSpec) -> int:
         return link.port_a if link.a == switch else link.port_b
 
+    def port_interface(self, switch: str, link: LinkSpec) -> str:
+        """The name of the interface of ``switch``'s port on ``link`` (in the emulation's root namespace)."""
+        return f"{switch}-eth{self.port(switch, link)}"
+
+    def switch_port_interfaces(self) -> dict:
+        """Every switch port's interface name -> its link."""
+        return {self.port_interface(sw.name, link): link for sw in self.switches() for link in self.links_of(sw.name)}
+
+    def host_port_interface(self, host: str) -> str:
+        """The switch interface facing ``host``: its tx is what the host receives, its rx what it sends."""
+        link = self.host_link(host)
+        return self.port_interface(self.neighbor(host, link), link)
+
     def neighbor(self, name: str, link: LinkSpec) -> str:
         return link.b if link.a == name else link.a
 

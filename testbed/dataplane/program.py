@@ -399,8 +399,3 @@ def esa_preempts(priority: int, job: int, iteration: int, seq: int,
 def qualified_name(control: str, name: str) -> str:
     """The name bmv2 gives an object: ``Ingress.agg_count``; core.p4's NoAction stays ``NoAction``."""
     return name if name == "NoAction" else f"{control}.{name}"
-
-
-def action_control(table: str) -> str:
-    """Control whose actions a table runs (actions are declared in their table's control)."""
-    return TABLES[table].control

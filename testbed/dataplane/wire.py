@@ -65,6 +65,41 @@ IPV4_OFFSET = ETH_HEADER_BYTES
 UDP_OFFSET = IPV4_OFFSET + IPV4_HEADER_BYTES
 INA_OFFSET = UDP_OFFSET + UDP_HEADER_BYTES
 PAYLOAD_OFFSET = INA_OFFSET + INA_HEADER_BYTES  # 80
+#: Offsets of the header fields in a full frame (IPv4 without options), for the fast paths that read and
+#: rewrite them in place: Ethernet's MACs and EtherType, the IPv4 fields of RFC 791's header, UDP's (RFC 768).
+MAC_BYTES = 6
+ETH_DST_OFFSET = 0
+ETH_SRC_OFFSET = ETH_DST_OFFSET + MAC_BYTES
+ETH_TYPE_OFFSET = ETH_SRC_OFFSET + MAC_BYTES    # 16 bits
+IPV4_ADDR_BYTES = 4
+IPV4_VERSION_IHL_OFFSET = IPV4_OFFSET           # version (4 bits), header length in 32-bit words (4 bits)
+IPV4_TOS_OFFSET = IPV4_OFFSET + 1               # DSCP (6 bits), ECN (2 bits)
+IPV4_TOTAL_LENGTH_OFFSET = IPV4_OFFSET + 2      # 16 bits
+IPV4_TTL_OFFSET = IPV4_OFFSET + 8
+IPV4_PROTOCOL_OFFSET = IPV4_OFFSET + 9
+IPV4_CHECKSUM_OFFSET = IPV4_OFFSET + 10         # 16 bits
+IPV4_SRC_OFFSET = IPV4_OFFSET + 12
+IPV4_DST_OFFSET = IPV4_SRC_OFFSET + IPV4_ADDR_BYTES
+UDP_SRC_PORT_OFFSET = UDP_OFFSET                # each field 16 bits
+UDP_DST_PORT_OFFSET = UDP_OFFSET + 2
+UDP_LENGTH_OFFSET = UDP_OFFSET + 4
+UDP_CHECKSUM_OFFSET = UDP_OFFSET + 6
+#: The values a frame of the contract has there: EtherType IPv4, version 4 with a 5-word header, protocol UDP.
+ETH_TYPE_IPV4 = 0x0800
+IPV4_VERSION_IHL = 0x45
+IPPROTO_UDP = 17
+
+
+def _field_offsets(layout: struct.Struct) -> tuple:
+    """The offset of each field of ``layout``, a big-endian format of one letter per field."""
+    codes = layout.format.lstrip("!")
+    return tuple(struct.calcsize("!" + codes[:i]) for i in range(len(codes)))
+
+
+#: Offsets of the INA header's fields in a full frame, in the order of the table above (INA_HEADER's).
+(INA_JOB_OFFSET, INA_FLAGS_OFFSET, INA_ELEMS_OFFSET, INA_LEVEL_OFFSET, INA_AGG_NODE_OFFSET, INA_FANIN_OFFSET,
+ INA_COUNT_OFFSET, INA_SUBMODEL_OFFSET, INA_ITERATION_OFFSET, INA_SEQ_OFFSET, INA_SLOT_OFFSET, INA_BITMAP_OFFSET,
+ INA_PROGRESS_OFFSET) = (INA_OFFSET + offset for offset in _field_offsets(INA_HEADER))
 #: Bytes of a frame around a UDP payload (Ethernet + IPv4 + UDP): a socket's datagram + this = frame bytes.
 FRAME_OVERHEAD_BYTES = INA_OFFSET
 #: Ring all-reduce: its own port (never parsed as INA), its header (job, flags, elems, step, iteration, index).
@@ -236,14 +271,6 @@ def fragments_of(elements: int, lanes: int = DEFAULT_LANES) -> int:
 
 # --- addresses and frames -------------------------------------------------
 
-def ip_to_int(ip: str) -> int:
-    return struct.unpack("!I", socket.inet_aton(ip))[0]
-
-
-def int_to_ip(value: int) -> str:
-    return socket.inet_ntoa(struct.pack("!I", value))
-
-
 def mac_to_bytes(mac: str) -> bytes:
     parts = mac.split(":")
     if len(parts) != 6:
@@ -267,7 +294,7 @@ def build_ipv4_udp(src_ip: str, dst_ip: str, payload: bytes, src_port: int = INA
                    dst_port: int = INA_UDP_PORT, ttl: int = 64, ecn: int = 0, ident: int = 0) -> bytes:
     """IPv4 + UDP (checksum 0) around ``payload``."""
     total = IPV4_HEADER_BYTES + UDP_HEADER_BYTES + len(payload)
-    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, ecn & 3, total, ident, 0, ttl, 17, 0,
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", IPV4_VERSION_IHL, ecn & 3, total, ident, 0, ttl, IPPROTO_UDP, 0,
                                socket.inet_aton(src_ip), socket.inet_aton(dst_ip)))
     struct.pack_into("!H", ip, 10, ipv4_checksum(bytes(ip)))
     udp = struct.pack("!HHHH", src_port, dst_port, UDP_HEADER_BYTES + len(payload), 0)
@@ -275,7 +302,7 @@ def build_ipv4_udp(src_ip: str, dst_ip: str, payload: bytes, src_port: int = INA
 
 
 def build_frame(dst_mac: str, src_mac: str, src_ip: str, dst_ip: str, payload: bytes, **ip_kwargs) -> bytes:
-    return mac_to_bytes(dst_mac) + mac_to_bytes(src_mac) + b"\x08\x00" + build_ipv4_udp(
+    return mac_to_bytes(dst_mac) + mac_to_bytes(src_mac) + ETH_TYPE_IPV4.to_bytes(2, "big") + build_ipv4_udp(
         src_ip, dst_ip, payload, **ip_kwargs)
 
 
@@ -302,14 +329,14 @@ class ParsedFrame:
 
 def parse_frame(frame: bytes) -> ParsedFrame:
     """Dissect a frame for tests and tools (not a fast path)."""
-    if len(frame) < UDP_OFFSET or frame[12:14] != b"\x08\x00":
+    if len(frame) < UDP_OFFSET or frame[ETH_TYPE_OFFSET:IPV4_OFFSET] != ETH_TYPE_IPV4.to_bytes(2, "big"):
         raise WireError("not an IPv4 frame")
     ip = frame[IPV4_OFFSET:UDP_OFFSET]
     zeroed = ip[:10] + b"\x00\x00" + ip[12:]
     ok = ipv4_checksum(zeroed) == struct.unpack("!H", ip[10:12])[0]
     dst_port = struct.unpack_from("!H", frame, UDP_OFFSET + 2)[0]
     ina = lanes = None
-    if ip[9] == 17 and dst_port == INA_UDP_PORT:
+    if frame[IPV4_PROTOCOL_OFFSET] == IPPROTO_UDP and dst_port == INA_UDP_PORT:
         ina = InaHeader.unpack(frame, INA_OFFSET)
         lanes = bytes_to_lanes(frame, ina.elems, PAYLOAD_OFFSET).astype(np.int32)
     return ParsedFrame(bytes_to_mac(frame[0:6]), bytes_to_mac(frame[6:12]), socket.inet_ntoa(ip[12:16]),

@@ -27,7 +27,7 @@ import time
 
 from testbed.controller import compute_delay_spread_s
 from testbed.dataplane.wire import ina_frame_bytes
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 
 STALL_MIN_S = 10.0
 STALL_FACTOR = 10.0

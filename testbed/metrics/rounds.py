@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from testbed.agents.ring_schedule import job_phases
 from testbed.paths import link_rates_along, rtt_estimate_s
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 from testbed.topology import DefaultRoutes
 
 @dataclass(frozen=True)

@@ -78,8 +78,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0,
         "mismatched_fragments": sum(r["mismatched_fragments"] for r in done_rows),
         "iteration_time_s": iteration_s,
         "comm_time_s": mean(comm) if comm else None,
-        "training_throughput_iter_per_s": (1 / iteration_s) if iteration_s else None,
-        "counted_gradients_per_s": (len(counted) / iteration_s) if iteration_s else None,
+        **iteration_rates(iteration_s, len(counted)),
         "gradient_sending_rate_bps": mean(worker_rates.values()) if worker_rates else None,
         "min_gradient_sending_rate_bps": min(worker_rates.values()) if worker_rates else None,
         "ps_ingress_bytes": ps_ingress_bytes,
@@ -109,15 +108,60 @@ def mean_of_known(values):
     return sum(values) / len(values) if values else None
 
 
-def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, frame_bytes: int) -> dict:
-    """The run's headline paper metrics from its jobs' (``job_metrics``), the switches' counters and the
-    kernel counters of the switch ports (``counters.interface_deltas``; a switch port's tx is its
-    neighbour's rx):
+def iteration_rates(iteration_s, counted_workers: int) -> dict:
+    """A job's ``training_throughput_iter_per_s`` and ``counted_gradients_per_s`` from its iteration time
+    (None when it has none, or none that is positive and finite)."""
+    known = iteration_s is not None and 0 < iteration_s < float("inf")
+    return {"training_throughput_iter_per_s": 1 / iteration_s if known else None,
+            "counted_gradients_per_s": counted_workers / iteration_s if known else None}
 
-    - ``aggregation_exact``: every job exact; ``ps_ingress_bytes``, ``ina_amount_bytes``: summed over jobs;
+
+def jobs_headline(jobs: list) -> dict:
+    """The run-level figures of a run's jobs, emulated or simulated: ``iteration_time_s``, ``comm_time_s`` and
+    ``training_throughput_iter_per_s`` their means, ``counted_gradients_per_s``, ``ps_ingress_bytes`` and
+    ``ina_amount_bytes`` their sums."""
+    return {
+        "iteration_time_s": mean_of_known([j["iteration_time_s"] for j in jobs]),
+        "comm_time_s": mean_of_known([j["comm_time_s"] for j in jobs]),
+        "training_throughput_iter_per_s": mean_of_known([j["training_throughput_iter_per_s"] for j in jobs]),
+        "counted_gradients_per_s": sum(j["counted_gradients_per_s"] or 0.0 for j in jobs) or None,
+        "ps_ingress_bytes": sum(j["ps_ingress_bytes"] for j in jobs),
+        "ina_amount_bytes": sum(j["ina_amount_bytes"] for j in jobs),
+    }
+
+
+def run_summary(scenario, target: str, jobs: list, status: str = "ok", error=None, distortion_reasons=(),
+                run_level: dict = None, **sections) -> dict:
+    """The one producer of ``summary.json``, for an emulated run (testbed.emulation.results) and a simulated
+    one (testbed.sim.run) alike: what ran (``scenario``, ``target``, ``policy``, ``iterations``, ``seed``,
+    ``scale``), how it ended (``status``, ``error``, ``distorted`` and its reasons), the run-level figures
+    (:func:`jobs_headline`, then ``run_level``'s), the per-job summaries and the producer's ``sections``."""
+    return {
+        "scenario": scenario.name,
+        "status": status,
+        "error": error,
+        "distorted": bool(distortion_reasons),
+        "distortion_reasons": list(distortion_reasons),
+        "target": target,
+        "policy": ",".join(sorted({j.policy for j in scenario.jobs})),
+        "iterations": sum(j.iterations for j in scenario.jobs),
+        **jobs_headline(jobs),
+        **(run_level or {}),
+        "jobs": jobs,
+        "seed": scenario.seed,
+        "scale": scenario.scale,
+        **sections,
+    }
+
+
+def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, frame_bytes: int) -> dict:
+    """An emulated run's figures beyond :func:`jobs_headline`, from its jobs' (``job_metrics``), the switches'
+    counters and the kernel counters of the switch ports (``counters.interface_deltas``; a switch port's tx
+    is its neighbour's rx):
+
+    - ``aggregation_exact``: every job exact;
     - ``ps_ingress_link_bytes``: kernel bytes into the PSs' links (everything, not only INA frames);
-    - ``iteration_time_s``, ``comm_time_s``, ``gradient_sending_rate_bps``,
-      ``training_throughput_iter_per_s``: means over jobs; ``counted_gradients_per_s``: their sum;
+    - ``gradient_sending_rate_bps``: the mean over jobs;
     - ``switch_egress_fragments``: gradient packets (not RESULTs) leaving switch ports (GOAT Fig. 2);
     - ``communication_overhead_bytes``: those packets in frame bytes (``frame_bytes`` each: every INA
       frame of a run is full-size), GOAT §IV's objective: gradients sent over the links, RESULTs not;
@@ -126,14 +170,8 @@ def run_metrics(jobs: list, switch_stats: dict, deltas: dict, ps_ports: list, fr
     egress_fragments = sum(sum(int(v) for v in st.get("port_ina_tx", {}).values()) for st in switch_stats.values())
     return {
         "aggregation_exact": bool(jobs) and all(j["aggregation_exact"] for j in jobs),
-        "ps_ingress_bytes": sum(j["ps_ingress_bytes"] for j in jobs),
         "ps_ingress_link_bytes": sum(deltas.get(p, {}).get("tx_bytes", 0) for p in ps_ports),
-        "ina_amount_bytes": sum(j["ina_amount_bytes"] for j in jobs),
-        "iteration_time_s": mean_of_known([j["iteration_time_s"] for j in jobs]),
-        "comm_time_s": mean_of_known([j["comm_time_s"] for j in jobs]),
         "gradient_sending_rate_bps": mean_of_known([j["gradient_sending_rate_bps"] for j in jobs]),
-        "training_throughput_iter_per_s": mean_of_known([j["training_throughput_iter_per_s"] for j in jobs]),
-        "counted_gradients_per_s": sum(j["counted_gradients_per_s"] or 0.0 for j in jobs) or None,
         "switch_egress_fragments": egress_fragments,
         "communication_overhead_bytes": egress_fragments * frame_bytes,
         "switch_tx_link_bytes": sum(d["tx_bytes"] for d in deltas.values()),

@@ -1,4 +1,5 @@
-"""Control-plane policies: one module per family of schemes, one registry.
+"""Control-plane policies: one module per family of schemes, one registry (``SCHEMES``: each family declares
+its schemes and their ``policy_options`` beside its code; the scenario's checker reads them from here).
 
 Policies are pure: they read a Scenario's jobs and a Topology and return a
 :class:`~testbed.policy.base.Policy`; no network, no target knowledge.
@@ -13,26 +14,10 @@ import time
 
 from testbed.errors import PolicyError
 from testbed.policy import baselines, goat, grid, inart, ring
-from testbed.policy.base import JobPolicy, Policy
+from testbed.policy.base import JobPolicy, Policy, Scheme
 
-#: scheme name -> function(job, scenario) -> JobPolicy (scenario gives topology, switch settings, seed)
-SCHEMES = {
-    "ps": baselines.ps_policy,
-    "atp": baselines.atp_policy,
-    "switchml": baselines.switchml_policy,
-    "esa": baselines.esa_policy,
-    "geryon": baselines.geryon_policy,
-    "lbmm": baselines.lbmm_policy,
-    "ksgd": baselines.ksgd_policy,
-    "goat": goat.goat_policy,
-    "goat-async": goat.goat_async_policy,
-    "grid": grid.grid_policy,
-    "inart": inart.inart_policy,
-    "inart-equal": inart.inart_equal_policy,
-    "rar": ring.rar_policy,
-    "h-ar": ring.har_policy,
-    "rina": ring.rina_policy,
-}
+#: Every scheme by name (a job's ``policy:``), as its family declares it beside its code, with its options.
+SCHEMES = {scheme.name: scheme for family in (baselines, goat, grid, inart, ring) for scheme in family.SCHEMES}
 
 
 def compute_policy(scenario) -> Policy:
@@ -43,9 +28,9 @@ def compute_policy(scenario) -> Policy:
         if scheme is None:
             raise PolicyError(f"unknown policy {job.policy!r}; available: {', '.join(sorted(SCHEMES))}")
         start = time.perf_counter()
-        jobs[job.name] = scheme(job, scenario)
+        jobs[job.name] = scheme.place(job, scenario)
         jobs[job.name].notes.setdefault("policy_s", time.perf_counter() - start)
     return Policy(jobs, scenario.seed)
 
 
-__all__ = ["SCHEMES", "compute_policy", "Policy", "JobPolicy"]
+__all__ = ["SCHEMES", "compute_policy", "Policy", "JobPolicy", "Scheme"]

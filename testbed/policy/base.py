@@ -41,6 +41,7 @@ child switches).
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 POLICY_FORMAT_VERSION = 1
 
@@ -160,3 +161,17 @@ class Policy:
     def from_json(cls, text: str) -> "Policy":
         d = json.loads(text)
         return cls({n: JobPolicy.from_dict(j) for n, j in d["jobs"].items()}, d.get("seed", 0))
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """A scheme as the registry (``testbed.policy.SCHEMES``) and the scenario's checker know it, declared beside
+    its code: ``name`` (a job's ``policy:``), ``place(job, scenario) -> JobPolicy``, the ``policy_options``
+    it takes (option -> kind as :mod:`testbed.scenario.schema` reads it: ("int", low, high), ("number", low,
+    high), ("bool",), ("choice", values), ("int_or", low, high, word), ("duration",) -> stored as
+    ``<key>_s``, ("worker_durations",) -> ``<key>_s`` = {worker: seconds}; defaults and meaning live in
+    the scheme's module), and whether its jobs are rings of workers without a PS (``ring``)."""
+    name: str
+    place: Callable
+    options: dict = field(default_factory=dict)
+    ring: bool = False

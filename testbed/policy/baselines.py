@@ -117,7 +117,7 @@ import numpy as np
 
 from testbed.dataplane import program
 from testbed.errors import PolicyError
-from testbed.policy.base import JobPolicy
+from testbed.policy.base import JobPolicy, Scheme
 from testbed.policy.common import (RATE_TOLERANCE, LoadModel, NetworkView, Stream, allowed_switches,
                                    check_reachable, options, ps_shares, require_multiple_ps, require_path,
                                    rng_for, split_submodels, tree_loads, window_slots)
@@ -484,3 +484,17 @@ def ksgd_policy(job, scenario) -> JobPolicy:
     jp.participants = fastest_workers(job, intervals, k)
     jp.notes.update({"k": k, "intervals_s": dict(intervals)})
     return jp
+
+
+#: This family's schemes and the ``policy_options`` each takes.
+SCHEMES = (
+    Scheme("ps", ps_policy),
+    Scheme("atp", atp_policy, {"levels": ("int_or", 1, 2, "all"), "admission": ("choice", ("fragment", "flow")),
+                               "release": ("choice", ("result", "emit"))}),
+    Scheme("switchml", switchml_policy, {"pool": ("int", 1, 1 << 20)}),
+    Scheme("esa", esa_policy, {"levels": ("int", 1, 2), "priority": ("int", 0, 65535),
+                               "release": ("choice", ("result", "emit"))}),
+    Scheme("geryon", geryon_policy, {"paths": ("int", 1, 16)}),
+    Scheme("lbmm", lbmm_policy, {"paths": ("int", 1, 16)}),
+    Scheme("ksgd", ksgd_policy, {"k": ("int", 1, 64), "intervals": ("worker_durations",)}),
+)

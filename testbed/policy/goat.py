@@ -77,9 +77,9 @@ import pulp
 
 from testbed.dataplane import program
 from testbed.errors import InfeasibleError, PolicyError
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 from testbed.policy import lp
-from testbed.policy.base import JobPolicy
+from testbed.policy.base import JobPolicy, Scheme
 from testbed.policy.baselines import estimated_intervals_s, fastest_workers
 from testbed.policy.common import NetworkView, allowed_switches, options, require_path, rng_for, split_submodels
 
@@ -376,3 +376,15 @@ def goat_async_policy(job, scenario) -> JobPolicy:
     jp.participants = fastest_workers(job, intervals, k)
     jp.notes.update({"k": k, "intervals_s": dict(intervals), "k_search": table})
     return jp
+
+
+#: KRGS's ``policy_options`` (GOAT §V): the LP's objective, its roundings, how a held partial goes on.
+KRGS_OPTIONS = {"objective": ("choice", ("eq4", "eq1")), "roundings": ("int", 1, 1000),
+                "release": ("choice", ("hold", "emit")), **lp.LP_OPTIONS}
+#: This family's schemes and the ``policy_options`` each takes.
+SCHEMES = (
+    Scheme("goat", goat_policy, dict(KRGS_OPTIONS)),
+    Scheme("goat-async", goat_async_policy, {**KRGS_OPTIONS, "intervals": ("worker_durations",),
+                                             "rounds": ("int", 1, 100000), "loss_gap": ("number", 0, None),
+                                             "epsilon": ("number", 0, None), "sigma2": ("number", 0, None)}),
+)

@@ -30,7 +30,8 @@ reaches it: W1-W3 aggregate at S1, W4 at S2 over S1-S2, W5-W8 as in ATP.
 
 from testbed.policy.common import (NetworkView, allowed_switches, options, ps_shares, rng_for,
                                    split_submodels)
-from testbed.policy.routing_lp import route_and_round
+from testbed.policy.base import Scheme
+from testbed.policy.routing_lp import ROUTING_OPTIONS, route_and_round
 
 
 def grid_policy(job, scenario):
@@ -40,3 +41,7 @@ def grid_policy(job, scenario):
     policy, _ = route_and_round(net, job, scenario, "grid", owner, ps_shares(job, owner), allowed,
                                 options(job, "grid"), rng_for(scenario, job, "grid"), default_paths=4)
     return policy
+
+
+#: This family's scheme and the ``policy_options`` it takes.
+SCHEMES = (Scheme("grid", grid_policy, dict(ROUTING_OPTIONS)),)

@@ -52,7 +52,8 @@ import pulp
 from testbed.policy import lp
 from testbed.policy.common import (NetworkView, allowed_switches, options, ps_shares, realize_split,
                                    require_multiple_ps, rng_for)
-from testbed.policy.routing_lp import relax, round_to_policy, route_and_round
+from testbed.policy.base import Scheme
+from testbed.policy.routing_lp import ROUTING_OPTIONS, relax, round_to_policy, route_and_round
 
 DEFAULT_PATHS = 3
 #: Neighbouring splits whose LP optimum is within this fraction of the best are rounded (at most SHORTLIST_SIZE,
@@ -184,3 +185,10 @@ def inart_equal_policy(job, scenario):
     policy, _ = _r_inart(job, scenario, "inart-equal", owner, allowed, opts, rng_for(scenario, job, "inart-equal"),
                          net)
     return policy
+
+
+#: This family's schemes and the ``policy_options`` each takes.
+SCHEMES = (
+    Scheme("inart", inart_policy, {**ROUTING_OPTIONS, "split_search": ("bool",)}),
+    Scheme("inart-equal", inart_equal_policy, dict(ROUTING_OPTIONS)),
+)

@@ -29,6 +29,8 @@ import pulp
 from testbed.errors import InfeasibleError, PolicyError
 
 DEFAULT_TIME_LIMIT_S = 120.0
+#: The ``policy_options`` of every scheme that solves an LP: the solver and its time limit.
+LP_OPTIONS = {"solver": ("choice", ("auto", "highs", "cbc")), "time_limit": ("duration",)}
 
 
 @dataclass

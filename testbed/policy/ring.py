@@ -28,7 +28,7 @@ one has no ``ps``).
 """
 
 from testbed.errors import PolicyError
-from testbed.policy.base import JobPolicy
+from testbed.policy.base import JobPolicy, Scheme
 
 
 def rar_policy(job, scenario) -> JobPolicy:
@@ -91,3 +91,14 @@ def fallback_members(members: list, failed: str) -> list:
         elif m["tor"] is not None:
             out.append({"workers": [w for w in m["workers"] if w != failed], "tor": m["tor"]})
     return out
+
+
+#: The ring schemes' per-step delay (Rina Eq. 1: a step's fixed overhead O and its spread sigma): each worker
+#: waits a draw of a normal of mean ``step_overhead`` and std ``step_jitter``, clipped at 0, before each step.
+RING_OPTIONS = {"step_overhead": ("duration",), "step_jitter": ("duration",)}
+#: This family's schemes: rings of workers (all-reduce) without a PS.
+SCHEMES = (
+    Scheme("rar", rar_policy, dict(RING_OPTIONS), ring=True),
+    Scheme("h-ar", har_policy, dict(RING_OPTIONS), ring=True),
+    Scheme("rina", rina_policy, dict(RING_OPTIONS), ring=True),
+)

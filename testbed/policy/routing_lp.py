@@ -62,6 +62,8 @@ from testbed.policy import lp
 from testbed.policy.base import JobPolicy
 from testbed.policy.common import LoadModel, Stream, require_path, window_slots
 
+#: The ``policy_options`` of the schemes that route with this LP (GRID, R-InArt).
+ROUTING_OPTIONS = {"paths": ("int", 1, 16), "roundings": ("int", 1, 1000), "improve": ("bool",), **lp.LP_OPTIONS}
 LP_RATE_FLOOR = 1e-9   # an LP optimum below this (relative to the unit rate) means no positive rate exists
 
 
@@ -275,10 +277,6 @@ class _Loads:
         aggs = [key for key in sorted(k for k, n in self.users.items() if n > 0)
                 if self.agg_resources[key][self.a.agg_choice[key]] & binding]
         return flows, aggs
-
-
-def assignment_rate(problem: RoutingProblem, assignment: Assignment) -> float:
-    return _Loads(problem, assignment).rate()[0]
 
 
 def _key(rate_tight):

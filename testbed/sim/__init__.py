@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from testbed.agents.transport import TRANSPORTS
 from testbed.dataplane import program
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 from testbed.sim.bom import bom_rate_bps
 from testbed.sim.fluid import RINA_PHASES, FluidModel, rina_phase_steps, rina_streams, ring_phases
 from testbed.sim.fragments import FragmentModel

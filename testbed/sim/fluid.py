@@ -78,7 +78,7 @@ from testbed.agents.ring_schedule import job_phases
 from testbed.paths import result_multicast_tree, window_rate_cap_bps
 from testbed.dataplane import program
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 from testbed.policy.common import shares
 from testbed.sim.routes import link_name
 from testbed.topology import DefaultRoutes

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from testbed.dataplane import program
 from testbed.dataplane.wire import fragment_seqs
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 
 
 @dataclass
@@ -139,171 +139,15 @@ class FragmentModel:
 
     # -- event model -----------------------------------------------------------------------
     def run(self):
-        heap = []
-        order = itertools.count()
-        egress, ps_in = {}, {}
-        slots = {}                # (switch, range) -> {index: Slot}; a range is a job, or the jobs sharing one
-        waiting = {}              # (switch, range, index) -> [Packet]
-        shared = self.policy.shared_slot_ranges(list(self.jobs))
-        ranges = {}               # (switch, job) -> (range key, slots): slot_range's, once each
-        ps_bits = {}              # (job, seq) -> frozenset
-        sent = {}
-        starts = self.scenario.simulation.worker_start_fragments
-        fanins = {}
-
-        def arrive(time, node, packet):
-            heapq.heappush(heap, (time, next(order), "packet", node, packet))
-
-        def forward(time, node, packet):
-            egress[(node, packet.job)] = egress.get((node, packet.job), 0) + 1
-            nodes = self.routes.walk(packet.src, packet.dst, node)
-            arrive(time + 1, nodes[1], packet)
-
-        gaps = self.send_gaps()
-        for name, (job, jp) in self.jobs.items():
-            in_seq_order = sorted((seq, g) for g, of_g in enumerate(fragment_seqs(self.fragments(job)))
-                                  for seq in of_g)
-            for w in job.workers:
-                clock = starts.get(w, 0)
-                for seq, g in in_seq_order:
-                    packet = Packet(name, w, jp.first_hop[w][g], g, seq, 1, frozenset([w]))
-                    nodes = self.routes.walk(w, packet.dst)
-                    arrive(clock + 1, nodes[1] if len(nodes) > 1 else w, packet)   # a PS on w's own host: w
-                    clock += gaps[w]
-                    sent[name] = sent.get(name, 0) + 1
-
-        def fanin(jp, g, node):
-            key = (jp.job, g, node)
-            if key not in fanins:
-                fanins[key] = jp.fanin(g, node)
-            return fanins[key]
-
-        def expected(job, jp):
-            return frozenset(jp.participants or job.workers)
-
-        def slot_range(node, jp):
-            """(key, slots) of ``jp``'s slot range at ``node``: its own, or the range it shares there."""
-            key = (node, jp.job)
-            if key not in ranges:
-                together = shared.get(node, ())
-                ranges[key] = (tuple(together), sum(self.jobs[name][1].slots[node] for name in together)) \
-                    if jp.job in together else (jp.job, jp.slots.get(node, 0))
-            return ranges[key]
-
-        def overflow_hop(jp, node, g):
-            return jp.bypass_hop.get(node, {}).get(g, jp.ps_of_submodel[g])
-
-        def emit(time, node, jp, slot):
-            nxt = jp.next_hop[node][slot.g]
-            forward(time, node, Packet(jp.job, node, nxt, slot.g, slot.seq, slot.count, slot.bitmap))
-
-        def free(time, node, jp, index):
-            key = slot_range(node, jp)[0]
-            slots[(node, key)].pop(index, None)
-            queue = waiting.get((node, key, index))
-            if queue:
-                aggregate(time, node, queue.pop(0))
-
-        def preempts(jp, packet, node, slot):
-            """ESA's eviction, on the data plane's conditions (p4/README.md): ranks, an incomplete occupant of
-            a preempting job, a contribution that does not complete on its own."""
-            held = self.jobs[slot.job][1]
-            return jp.collision == held.collision == "preempt" and not slot.done and \
-                packet.count < fanin(jp, packet.g, node) and program.esa_preempts(
-                    jp.notes.get("priority", 0), packet.job, 0, packet.seq,
-                    held.notes.get("priority", 0), slot.job, 0, slot.seq)
-
-        def aggregate(time, node, packet):
-            job, jp = self.jobs[packet.job]
-            key, count = slot_range(node, jp)
-            by = overflow_hop(jp, node, packet.g)
-            if count <= 0:
-                forward(time, node, Packet(packet.job, packet.src, by, packet.g, packet.seq, packet.count,
-                                           packet.bitmap))
-                return
-            table = slots.setdefault((node, key), {})
-            index = packet.seq % count
-            slot = table.get(index)
-            if slot is not None and (slot.job != packet.job or slot.seq != packet.seq or slot.done):
-                if jp.collision == "wait":
-                    waiting.setdefault((node, key, index), []).append(packet)
-                    return
-                if preempts(jp, packet, node, slot):
-                    held = self.jobs[slot.job][1]
-                    forward(time, node, Packet(slot.job, node, overflow_hop(held, node, slot.g), slot.g, slot.seq,
-                                               slot.count, slot.bitmap))
-                    table.pop(index)
-                    slot = None
-                else:
-                    forward(time, node, Packet(packet.job, packet.src, by, packet.g, packet.seq, packet.count,
-                                               packet.bitmap))
-                    return
-            if slot is None:
-                slot = table[index] = Slot(packet.job, packet.seq, packet.g, packet.count, packet.bitmap)
-            else:
-                fresh = packet.bitmap - slot.bitmap
-                if not fresh:
-                    return              # duplicate contribution: dropped, as the data plane does
-                slot.count += len(fresh)
-                slot.bitmap = slot.bitmap | fresh
-            if slot.count >= fanin(jp, packet.g, node):
-                emit(time, node, jp, slot)
-                if jp.release_mode == program.RELEASE_ON_RESULT:
-                    slot.done = True
-                else:
-                    free(time, node, jp, index)
-
-        def at_ps(time, node, packet):
-            ps_in[(node, packet.job)] = ps_in.get((node, packet.job), 0) + 1
-            job, jp = self.jobs[packet.job]
-            key = (packet.job, packet.seq)
-            ps_bits[key] = ps_bits.get(key, frozenset()) | packet.bitmap
-            if jp.release_mode == program.RELEASE_ON_RESULT and ps_bits[key] >= expected(job, jp):
-                for (sw, _), table in slots.items():
-                    for index, slot in table.items():
-                        if slot.job == packet.job and slot.seq == packet.seq and slot.done:
-                            heapq.heappush(heap, (time + self.routes.hops(node, sw), next(order), "release",
-                                                  sw, (jp, index, packet.seq)))
-
-        def drain(latest):
-            while heap:
-                time, _, kind, node, item = heapq.heappop(heap)
-                latest = max(latest, time)
-                if kind == "release":
-                    jp, index, seq = item
-                    slot = slots.get((node, slot_range(node, jp)[0]), {}).get(index)
-                    if slot is not None and slot.job == jp.job and slot.seq == seq and slot.done:
-                        free(time, node, jp, index)
-                    continue
-                packet = item
-                if node == packet.dst:
-                    if self.is_switch[node]:
-                        aggregate(time, node, packet)
-                    else:
-                        at_ps(time, node, packet)
-                else:
-                    forward(time, node, packet)
-            return latest
-
-        now = drain(0)
+        """Count one iteration fragment by fragment: every worker's fragments sent, the events run until no
+        packet is in flight, then the slots flushed level by level, leaves first (the module docstring)."""
+        events = _EventRun(self)
+        events.send_fragments(self.send_gaps(), self.scenario.simulation.worker_start_fragments)
+        now = events.drain(0)
         for level in self._flush_levels():
-            for node, key in sorted(slots, key=str):
-                if node not in level:
-                    continue
-                table = slots[(node, key)]
-                for index in sorted(table):
-                    slot = table[index]
-                    if not slot.done:
-                        emit(now, node, self.jobs[slot.job][1], slot)
-                table.clear()
-            for key in list(waiting):
-                if key[0] in level:
-                    for packet in waiting.pop(key):
-                        by = overflow_hop(self.jobs[packet.job][1], key[0], packet.g)
-                        forward(now, key[0], Packet(packet.job, packet.src, by, packet.g, packet.seq,
-                                                    packet.count, packet.bitmap))
-            now = drain(now)
-        return {"switch_egress": egress, "ps_ingress": ps_in, "sent": sent, "model": "event"}
+            events.flush(level, now)
+            now = events.drain(now)
+        return {"switch_egress": events.egress, "ps_ingress": events.ps_in, "sent": events.sent, "model": "event"}
 
     def _flush_levels(self) -> list:
         """Switches grouped by height in the aggregation trees, leaves first."""
@@ -325,3 +169,190 @@ class FragmentModel:
             up(sw)
         levels = sorted({h for h in height.values()}, reverse=True)
         return [{sw for sw, h in height.items() if h == level} for level in levels]
+
+
+class _EventRun:
+    """The state of one :meth:`FragmentModel.run`: the event heap, the switches' slots and waiting packets, the
+    PS's contributors per fragment, and the counts. An event is ``(time, order, kind, node, item)``: a
+    ``"packet"`` (item: the Packet) reaching ``node``, or a ``"release"`` (item: ``(jp, index, seq)``) of a slot
+    of ``node`` by the PS's result (``RELEASE_ON_RESULT``); ``order`` keeps ties in the order of sending."""
+
+    def __init__(self, model: FragmentModel):
+        self.model = model
+        self.jobs = model.jobs
+        self.routes = model.routes
+        self.heap = []
+        self.order = itertools.count()
+        self.egress, self.ps_in, self.sent = {}, {}, {}
+        self.slots = {}           # (switch, range) -> {index: Slot}; a range is a job, or the jobs sharing one
+        self.waiting = {}         # (switch, range, index) -> [Packet]
+        self.shared = model.policy.shared_slot_ranges(list(model.jobs))
+        self.ranges = {}          # (switch, job) -> (range key, slots): slot_range's, once each
+        self.ps_bits = {}         # (job, seq) -> frozenset
+        self.fanins = {}
+
+    # -- moving packets ----------------------------------------------------------------------
+    def arrive(self, time, node, packet):
+        heapq.heappush(self.heap, (time, next(self.order), "packet", node, packet))
+
+    def forward(self, time, node, packet):
+        """``packet`` leaves switch ``node`` (one egress fragment) toward its next hop."""
+        egress, key = self.egress, (node, packet.job)
+        egress[key] = egress.get(key, 0) + 1
+        nodes = self.routes.walk(packet.src, packet.dst, node)
+        heapq.heappush(self.heap, (time + 1, next(self.order), "packet", nodes[1], packet))   # arrive(), inlined
+
+    def bypass(self, time, node, jp, packet):
+        """``packet`` leaves ``node`` unaggregated toward its overflow hop."""
+        self.forward(time, node, Packet(packet.job, packet.src, self.overflow_hop(jp, node, packet.g), packet.g,
+                                        packet.seq, packet.count, packet.bitmap))
+
+    def send_fragments(self, gaps: dict, starts: dict):
+        """Every worker's fragments of the iteration, in seq order, ``gaps[w]`` time units apart from
+        ``starts[w]`` (0 by default)."""
+        for name, (job, jp) in self.jobs.items():
+            in_seq_order = sorted((seq, g) for g, of_g in enumerate(fragment_seqs(self.model.fragments(job)))
+                                  for seq in of_g)
+            for w in job.workers:
+                clock = starts.get(w, 0)
+                for seq, g in in_seq_order:
+                    packet = Packet(name, w, jp.first_hop[w][g], g, seq, 1, frozenset([w]))
+                    nodes = self.routes.walk(w, packet.dst)
+                    self.arrive(clock + 1, nodes[1] if len(nodes) > 1 else w, packet)   # a PS on w's own host: w
+                    clock += gaps[w]
+                    self.sent[name] = self.sent.get(name, 0) + 1
+
+    # -- the policy at a switch -----------------------------------------------------------------
+    def fanin(self, jp, g, node):
+        key = (jp.job, g, node)
+        if key not in self.fanins:
+            self.fanins[key] = jp.fanin(g, node)
+        return self.fanins[key]
+
+    def slot_range(self, node, jp):
+        """(key, slots) of ``jp``'s slot range at ``node``: its own, or the range it shares there."""
+        key = (node, jp.job)
+        if key not in self.ranges:
+            together = self.shared.get(node, ())
+            self.ranges[key] = (tuple(together), sum(self.jobs[name][1].slots[node] for name in together)) \
+                if jp.job in together else (jp.job, jp.slots.get(node, 0))
+        return self.ranges[key]
+
+    @staticmethod
+    def overflow_hop(jp, node, g):
+        return jp.bypass_hop.get(node, {}).get(g, jp.ps_of_submodel[g])
+
+    def preempts(self, jp, packet, node, slot):
+        """ESA's eviction, on the data plane's conditions (p4/README.md): ranks, an incomplete occupant of
+        a preempting job, a contribution that does not complete on its own."""
+        held = self.jobs[slot.job][1]
+        return jp.collision == held.collision == "preempt" and not slot.done and \
+            packet.count < self.fanin(jp, packet.g, node) and program.esa_preempts(
+                jp.notes.get("priority", 0), packet.job, 0, packet.seq,
+                held.notes.get("priority", 0), slot.job, 0, slot.seq)
+
+    # -- switch memory ----------------------------------------------------------------------------
+    def emit(self, time, node, jp, slot):
+        nxt = jp.next_hop[node][slot.g]
+        self.forward(time, node, Packet(jp.job, node, nxt, slot.g, slot.seq, slot.count, slot.bitmap))
+
+    def free(self, time, node, jp, index):
+        key = self.slot_range(node, jp)[0]
+        self.slots[(node, key)].pop(index, None)
+        queue = self.waiting.get((node, key, index))
+        if queue:
+            self.aggregate(time, node, queue.pop(0))
+
+    def aggregate(self, time, node, packet):
+        """``packet`` at its aggregation node ``node``: into its slot, or on by the job's collision rule."""
+        jp = self.jobs[packet.job][1]
+        key, count = self.slot_range(node, jp)
+        if count <= 0:
+            self.bypass(time, node, jp, packet)
+            return
+        table = self.slots.setdefault((node, key), {})
+        index = packet.seq % count
+        slot = table.get(index)
+        if slot is not None and (slot.job != packet.job or slot.seq != packet.seq or slot.done):
+            if jp.collision == "wait":
+                self.waiting.setdefault((node, key, index), []).append(packet)
+                return
+            if not self.preempts(jp, packet, node, slot):
+                self.bypass(time, node, jp, packet)
+                return
+            held = self.jobs[slot.job][1]
+            self.forward(time, node, Packet(slot.job, node, self.overflow_hop(held, node, slot.g), slot.g, slot.seq,
+                                            slot.count, slot.bitmap))
+            table.pop(index)
+            slot = None
+        if slot is None:
+            slot = table[index] = Slot(packet.job, packet.seq, packet.g, packet.count, packet.bitmap)
+        else:
+            fresh = packet.bitmap - slot.bitmap
+            if not fresh:
+                return              # duplicate contribution: dropped, as the data plane does
+            slot.count += len(fresh)
+            slot.bitmap = slot.bitmap | fresh
+        if slot.count >= self.fanin(jp, packet.g, node):
+            self.emit(time, node, jp, slot)
+            if jp.release_mode == program.RELEASE_ON_RESULT:
+                slot.done = True
+            else:
+                self.free(time, node, jp, index)
+
+    def at_ps(self, time, node, packet):
+        """``packet`` reaches its PS; once the PS has every contribution of the fragment, its result heads
+        back to the switches whose completed slot waits for it (``RELEASE_ON_RESULT``)."""
+        ps_in, ps_bits = self.ps_in, self.ps_bits
+        ps_in[(node, packet.job)] = ps_in.get((node, packet.job), 0) + 1
+        job, jp = self.jobs[packet.job]
+        key = (packet.job, packet.seq)
+        bits = ps_bits[key] = ps_bits.get(key, frozenset()) | packet.bitmap
+        if jp.release_mode == program.RELEASE_ON_RESULT and bits >= frozenset(jp.participants or job.workers):
+            for (sw, _), table in self.slots.items():
+                for index, slot in table.items():
+                    if slot.job == packet.job and slot.seq == packet.seq and slot.done:
+                        heapq.heappush(self.heap, (time + self.routes.hops(node, sw), next(self.order), "release",
+                                                   sw, (jp, index, packet.seq)))
+
+    # -- the clock ---------------------------------------------------------------------------------
+    def drain(self, latest):
+        """Run events until none is left; returns the time of the last one (``latest`` if there was none)."""
+        heap, slots, is_switch, pop = self.heap, self.slots, self.model.is_switch, heapq.heappop
+        aggregate, at_ps, forward = self.aggregate, self.at_ps, self.forward
+        while heap:
+            time, _, kind, node, item = pop(heap)
+            if time > latest:
+                latest = time
+            if kind == "release":
+                jp, index, seq = item
+                slot = slots.get((node, self.slot_range(node, jp)[0]), {}).get(index)
+                if slot is not None and slot.job == jp.job and slot.seq == seq and slot.done:
+                    self.free(time, node, jp, index)
+                continue
+            packet = item
+            if node == packet.dst:
+                if is_switch[node]:
+                    aggregate(time, node, packet)
+                else:
+                    at_ps(time, node, packet)
+            else:
+                forward(time, node, packet)
+        return latest
+
+    def flush(self, level, now):
+        """At time ``now``, the switches of ``level`` emit the partial aggregates their slots hold and send on
+        (to their overflow hop) the packets waiting for a slot."""
+        for node, key in sorted(self.slots, key=str):
+            if node not in level:
+                continue
+            table = self.slots[(node, key)]
+            for index in sorted(table):
+                slot = table[index]
+                if not slot.done:
+                    self.emit(now, node, self.jobs[slot.job][1], slot)
+            table.clear()
+        for key in list(self.waiting):
+            if key[0] in level:
+                for packet in self.waiting.pop(key):
+                    self.bypass(now, key[0], self.jobs[packet.job][1], packet)

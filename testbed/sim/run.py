@@ -9,7 +9,8 @@ keeps the run's vocabulary, per job and for the run (the mean over jobs, as ``in
 - ``iteration_time_s``: the job's ``compute_time`` plus that (the simulator has no compute-delay
   stragglers and no queueing between iterations);
 - ``training_throughput_iter_per_s``: its inverse; ``counted_gradients_per_s``: the workers whose
-  gradients count (a K-of-N scheme's participants) over the iteration time (the run's: their sum);
+  gradients count (a K-of-N scheme's participants) over the iteration time (the run's: their sum); both
+  None for a job without a finite iteration time;
 - ``min_gradient_sending_rate_bps``: the slowest worker's modelled rate;
 - ``ps_ingress_fragments_per_iteration`` and ``fragments_sent`` per iteration;
 - ``ps_ingress_bytes``, ``ina_amount_bytes``, ``communication_overhead_bytes`` (and the run's
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 from testbed.atomic_io import write_text_atomic
-from testbed.metrics.summary import mean_of_known, new_run_id, write_summary
+from testbed.metrics.summary import iteration_rates, new_run_id, run_summary, write_summary
 from testbed.policy import compute_policy
 from testbed.sim import evaluate
 
@@ -38,7 +39,8 @@ RUN_TOTALS = ("ps_ingress_bytes", "ina_amount_bytes", "communication_overhead_by
 
 
 def simulated_summary(scenario, simulation: dict) -> dict:
-    """The summary of a simulated run of ``scenario`` from its :func:`testbed.sim.evaluate` result."""
+    """The summary of a simulated run of ``scenario`` from its :func:`testbed.sim.evaluate` result (through
+    :func:`testbed.metrics.summary.run_summary`, an emulated run's producer too)."""
     jobs = []
     for job in scenario.jobs:
         sim = simulation["jobs"][job.name]
@@ -47,29 +49,20 @@ def simulated_summary(scenario, simulation: dict) -> dict:
         jobs.append({"job": job.name, "policy": job.policy, "scheme": sim["scheme"], "transport": job.transport,
                      "workers": len(job.workers), "ps": list(job.ps), "iterations": job.iterations,
                      "comm_time_s": comm_s, "iteration_time_s": iteration_s,
-                     "training_throughput_iter_per_s": 1.0 / iteration_s if 0 < iteration_s < float("inf") else 0.0,
-                     "counted_gradients_per_s": len(sim["participants"] or job.workers) / iteration_s
-                     if 0 < iteration_s < float("inf") else 0.0,
+                     **iteration_rates(iteration_s, len(sim["participants"] or job.workers)),
                      "min_gradient_sending_rate_bps": sim["min_sending_rate_bps"],
                      "ps_ingress_fragments_per_iteration": sim["ps_ingress_fragments"],
                      "fragments_sent": sim["sent_fragments"], "bom_rate_bps": sim["bom_rate_bps"],
                      **{key: sim[key] * job.iterations for key in RUN_TOTALS}})
-    policies = sorted({job.policy for job in scenario.jobs})
-    return {"scenario": scenario.name, "status": "ok", "error": None, "distorted": False, "distortion_reasons": [],
-            "target": "simulator", "simulated": True, "policy": policies[0] if len(policies) == 1 else
-            ",".join(policies),
-            "iteration_time_s": mean_of_known(j["iteration_time_s"] for j in jobs),
-            "comm_time_s": mean_of_known(j["comm_time_s"] for j in jobs),
-            "training_throughput_iter_per_s": mean_of_known(j["training_throughput_iter_per_s"] for j in jobs),
-            "counted_gradients_per_s": sum(j["counted_gradients_per_s"] for j in jobs),
-            "min_gradient_sending_rate_bps": simulation["min_sending_rate_bps"],
-            "ps_ingress_fragments_per_iteration": simulation["ps_ingress_fragments"],
-            "fragments_sent": simulation["sent_fragments"],
-            **{key: sum(j[key] for j in jobs) for key in RUN_TOTALS},
-            "switch_egress_fragments": sum(simulation["jobs"][job.name]["switch_egress_fragments"] * job.iterations
-                                           for job in scenario.jobs),
-            "bom_rate_bps": min((j["bom_rate_bps"] for j in jobs if j["bom_rate_bps"] is not None), default=None),
-            "seed": scenario.seed, "scale": scenario.scale, "jobs": jobs}
+    run_level = {
+        "min_gradient_sending_rate_bps": simulation["min_sending_rate_bps"],
+        "ps_ingress_fragments_per_iteration": simulation["ps_ingress_fragments"],
+        "fragments_sent": simulation["sent_fragments"],
+        **{key: sum(j[key] for j in jobs) for key in RUN_TOTALS},
+        "switch_egress_fragments": sum(simulation["jobs"][job.name]["switch_egress_fragments"] * job.iterations
+                                       for job in scenario.jobs),
+        "bom_rate_bps": min((j["bom_rate_bps"] for j in jobs if j["bom_rate_bps"] is not None), default=None)}
+    return run_summary(scenario, "simulator", jobs, run_level=run_level, simulated=True)
 
 
 def simulate_into(scenario, out_root, target=None, stream=None) -> Path:

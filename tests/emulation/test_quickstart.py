@@ -63,6 +63,11 @@ def check_quickstart_command(tmp_path, target, policy):
     assert summary["aggregation_exact"] is True
     assert summary["jobs"][0]["iterations_completed"] == 10
     assert "iteration 10/10" in proc.stderr
+    planned = inatb("validate", str(QUICKSTART), "--target", target, "--set", "jobs.0.iterations=10",
+                    "--set", f"policy={policy}")
+    assert planned.returncode == 0, planned.stderr
+    plan_lines = planned.stdout.splitlines()[1:]           # after "<file>: valid": the plan, as the run printed it
+    assert plan_lines and all(line in proc.stderr.splitlines() for line in plan_lines), (plan_lines, proc.stderr)
     assert "Total send and receive rate" in (run_dir / "iftop" / "ps.txt").read_text()
     assert_clean()
     return summary

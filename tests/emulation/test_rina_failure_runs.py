@@ -13,7 +13,7 @@ from test_quickstart import assert_clean
 
 from testbed.emulation.orchestrator import run_scenario
 from testbed.metrics.summary import load_records
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 from testbed.scenario import load_scenario
 
 RINA_TESTBED = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "rina" / "testbed.yaml"

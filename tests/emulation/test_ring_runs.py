@@ -11,7 +11,7 @@ from test_quickstart import assert_clean
 from testbed.agents.ring_schedule import fragments_sent, rar_steps
 from testbed.dataplane.wire import ring_frame_bytes
 from testbed.emulation.orchestrator import run_scenario
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 from testbed.scenario import load_scenario
 
 RINA_TESTBED = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "rina" / "testbed.yaml"

@@ -5,7 +5,8 @@ import textwrap
 import pytest
 
 from testbed.emulation import background
-from testbed.emulation.orchestrator import InterruptLatch, check_host_supports
+from testbed.emulation.host_checks import check_host_supports
+from testbed.emulation.interrupts import InterruptLatch
 from testbed.errors import EnvironmentMissingError, ScenarioError
 from testbed.scenario import parse_scenario
 from testbed.traffic import dctcp_bpf

@@ -46,14 +46,14 @@ def _accepted_keys(monkeypatch) -> set:
     """Every key the schema accepted, as a reference path (``jobs[].window``), while it loaded each scenario the
     repository ships (the keys each section allows, whether or not the file used them)."""
     accepted = set()
-    checker_keys = scenario_mod._Checker.keys
+    checker_keys = scenario_mod.Checker.keys
 
     def recording(self, mapping, path, allowed):
         section = re.sub(r"\.\d+", "[]", path)
         accepted.update(f"{section}.{key}" if section else key for key in allowed)
         return checker_keys(self, mapping, path, allowed)
 
-    monkeypatch.setattr(scenario_mod._Checker, "keys", recording)
+    monkeypatch.setattr(scenario_mod.Checker, "keys", recording)
     for path in sorted((REPO / "scenarios").rglob("*.yaml")):
         if "scenario" not in (yaml.safe_load(path.read_text()) or {}):      # a sweep file names its scenario
             scenario_mod.load_scenario(path)

@@ -16,7 +16,7 @@ from testbed.metrics.cpu import (CLOCK_TICKS_PER_S, CpuSampler, available_cores,
                                  process_cpu_s, spaced_samples, thread_cpu_s)
 from testbed.metrics.distortion import SPURIOUS_RETX_LIMIT, Evidence, assess
 from testbed.metrics.losses import qdisc_dropped, udp_rcvbuf_errors
-from testbed.metrics.summary import honest_figures, job_metrics, run_metrics
+from testbed.metrics.summary import honest_figures, job_metrics, jobs_headline, run_metrics
 
 FRAME = 336   # 42 B Ethernet/IPv4/UDP + 38 B INA header + 64 lanes x 4 B
 
@@ -241,7 +241,7 @@ def test_run_level_paper_metrics_by_hand():
                                         "aggregation_exact": False, "training_throughput_iter_per_s": 1.0}]
     stats = {"s1": {"port_ina_tx": {1: 6, 4: 3}}, "s2": {"port_ina_tx": {2: 3}}}   # gradient packets out
     deltas = {"s1-eth4": {"tx_bytes": 10 * FRAME}, "s1-eth1": {"tx_bytes": 500}, "s2-eth2": {"tx_bytes": 40}}
-    m = run_metrics(jobs, stats, deltas, ["s1-eth4"], FRAME)
+    m = {**jobs_headline(jobs), **run_metrics(jobs, stats, deltas, ["s1-eth4"], FRAME)}
     assert m["switch_egress_fragments"] == 12
     assert m["communication_overhead_bytes"] == 12 * FRAME           # gradients only, as GOAT counts
     assert m["switch_tx_link_bytes"] == 10 * FRAME + 540             # every frame out of a switch port

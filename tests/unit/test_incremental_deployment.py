@@ -10,7 +10,7 @@ import pytest
 from testbed.agents.ring_acks import ACK_EVERY
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.errors import ScenarioError, TopologyError
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 from testbed.policy import compute_policy
 from testbed.scenario import emulation_limits, parse_scenario, require_emulable
 from testbed.sim import evaluate

@@ -14,7 +14,7 @@ from testbed.agents.ring_schedule import (RingStep, chunk_bounds, fragments_sent
 from testbed.dataplane.wire import RING_HEADER_BYTES, ring_frame_bytes
 from testbed.errors import PolicyError, ScenarioError
 from testbed.metrics.summary import job_metrics
-from testbed.models import fragments_per_submodel
+from testbed.gradient_profiles import fragments_per_submodel
 from testbed.policy import compute_policy
 from testbed.scenario import load_scenario, parse_scenario
 

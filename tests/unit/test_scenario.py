@@ -207,7 +207,7 @@ def test_submodel_size_splits_the_gradient_into_pieces_across_layers():
 
 
 def test_even_pieces_are_the_fewest_near_equal_ones():
-    from testbed.models import even_pieces
+    from testbed.gradient_profiles import even_pieces
     assert even_pieces(10, 3) == [2, 3, 2, 3] and even_pieces(9, 3) == [3, 3, 3] and even_pieces(2, 5) == [2]
 
 

@@ -1,6 +1,5 @@
 """A job's ``transport`` and ``transport_options``: defaults by policy, validation (one-line errors naming
-file, line and field), the controller's wiring into each worker's AgentConfig, and the refusal of
-transports whose switch side the data plane does not implement yet (none now)."""
+file, line and field) and the controller's wiring into each worker's AgentConfig."""
 
 import textwrap
 
@@ -8,7 +7,6 @@ import pytest
 
 from testbed import controller
 from testbed.agents.config import AgentConfig
-from testbed.agents.transport import AWAITING_DATA_PLANE
 from testbed.errors import ScenarioError
 from testbed.policy import compute_policy
 from testbed.scenario import TRANSPORT_NAMES, emulation_limits, parse_scenario, require_emulable
@@ -181,23 +179,9 @@ def test_paced_sends_at_its_given_rate_scaled_or_at_the_rate_its_scheme_plans():
 def test_pa_atp_transports_run_now_that_the_data_plane_sends_gacks_and_aecn(name):
     """The switch side exists (p4/ina.p4, pyswitch): nothing refuses them, and the controller opts their jobs
     in at their aggregation switch."""
-    assert AWAITING_DATA_PLANE == {}
     scenario = parse(BASE + f"    transport: {name}\n")
     assert emulation_limits(scenario) == []
     require_emulable(scenario)
     plan = controller.plan(scenario, compute_policy(scenario))
     assert [e.action for e in plan.switches["s1"].entries if e.table == "pa_job"] == ["pa_enable"]
 
-
-def test_the_refusal_is_one_constant(monkeypatch):
-    """A transport named in AWAITING_DATA_PLANE is refused before any run, one line naming the job's field."""
-    scenario = parse(BASE + "    transport: pa-atp\n")
-    monkeypatch.setitem(AWAITING_DATA_PLANE, "pa-atp", "needs packets the data plane does not send yet")
-    (reason,) = emulation_limits(scenario)
-    assert reason.startswith("t.yaml:10: jobs.0.transport: ") and "needs packets the data plane" in reason
-    with pytest.raises(ScenarioError) as info:
-        require_emulable(scenario)
-    err = info.value
-    assert (err.field, err.line) == ("jobs.0.transport", 10) and "transport pa-atp needs packets" in err.message
-    assert "simulate" not in err.message and "\n" not in str(err)
-    assert emulation_limits(parse(BASE)) == []

@@ -1,3 +1,6 @@
+import dataclasses
+import struct
+
 import numpy as np
 import pytest
 
@@ -49,6 +52,33 @@ def test_frame_build_and_parse():
     assert parsed.ip_checksum_ok and parsed.ina == h
     assert parsed.lanes.tolist() == [1, -2, 3, -4]
     assert parsed.src_ip == "10.0.0.1" and parsed.dst_port == wire.INA_UDP_PORT
+
+
+def test_named_field_offsets_find_the_fields_a_built_frame_carries():
+    h = InaHeader(job=7, flags=wire.FLAG_DATA | wire.FLAG_RETX, elems=4, level=2, agg_node=0x8001, fanin=4, count=3,
+                  submodel=9, iteration=123456, seq=99, slot=1023, bitmap=(1 << 63) | 5, progress=42)
+    frame = wire.build_ina_frame("02:00:00:00:00:02", "02:00:00:00:00:01", "10.0.0.1", "10.0.0.2", h,
+                                 src_port=1234, ttl=17, ecn=2)
+    width = {1: "!B", 2: "!H", 4: "!I", 8: "!Q"}
+    fields = [f.name for f in dataclasses.fields(InaHeader)]
+    offsets = [getattr(wire, f"INA_{name.upper()}_OFFSET") for name in fields]
+    assert offsets == sorted(offsets) and offsets[0] == wire.INA_OFFSET
+    for name, start, end in zip(fields, offsets, offsets[1:] + [wire.PAYLOAD_OFFSET]):
+        assert struct.unpack_from(width[end - start], frame, start)[0] == getattr(h, name), name
+    assert frame[wire.ETH_DST_OFFSET:wire.ETH_DST_OFFSET + wire.MAC_BYTES] == bytes.fromhex("020000000002")
+    assert frame[wire.ETH_SRC_OFFSET:wire.ETH_SRC_OFFSET + wire.MAC_BYTES] == bytes.fromhex("020000000001")
+    assert struct.unpack_from("!H", frame, wire.ETH_TYPE_OFFSET)[0] == wire.ETH_TYPE_IPV4
+    assert frame[wire.IPV4_VERSION_IHL_OFFSET] == wire.IPV4_VERSION_IHL
+    assert frame[wire.IPV4_TOS_OFFSET] & 3 == 2 and frame[wire.IPV4_TTL_OFFSET] == 17
+    assert struct.unpack_from("!H", frame, wire.IPV4_TOTAL_LENGTH_OFFSET)[0] == len(frame) - wire.IPV4_OFFSET
+    assert frame[wire.IPV4_PROTOCOL_OFFSET] == wire.IPPROTO_UDP
+    assert struct.unpack_from("!H", frame, wire.IPV4_CHECKSUM_OFFSET)[0] == wire.ipv4_checksum(
+        frame[wire.IPV4_OFFSET:wire.IPV4_CHECKSUM_OFFSET] + b"\0\0" + frame[wire.IPV4_SRC_OFFSET:wire.UDP_OFFSET])
+    assert frame[wire.IPV4_SRC_OFFSET:wire.IPV4_SRC_OFFSET + wire.IPV4_ADDR_BYTES] == bytes([10, 0, 0, 1])
+    assert frame[wire.IPV4_DST_OFFSET:wire.IPV4_DST_OFFSET + wire.IPV4_ADDR_BYTES] == bytes([10, 0, 0, 2])
+    udp = (wire.UDP_SRC_PORT_OFFSET, wire.UDP_DST_PORT_OFFSET, wire.UDP_LENGTH_OFFSET, wire.UDP_CHECKSUM_OFFSET)
+    assert [struct.unpack_from("!H", frame, offset)[0] for offset in udp] == [
+        1234, wire.INA_UDP_PORT, len(frame) - wire.UDP_OFFSET, 0]
 
 
 def test_slot_index_spreads_a_window_over_distinct_slots():

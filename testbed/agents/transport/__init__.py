@@ -35,13 +35,6 @@ from testbed.agents.transport.switchml import SwitchMLTransport
 TRANSPORTS = {cls.name: cls for cls in (AtpTransport, SwitchMLTransport, StrawAsynTransport, PaAtpTransport,
                                         PacedTransport)}
 
-#: Transports whose switch side the data plane (p4/ina.p4 and pyswitch) does not implement yet, with the
-#: reason: ``inatb validate`` and ``inatb run`` refuse a job that chooses one (testbed.scenario's emulation
-#: limits) rather than run it without the packets its worker side reads. Remove a name once the data
-#: plane sends them. Empty: PA-ATP's switch side (GACKs with the progress sum and CE echo, AECN on
-#: RESULTs; p4/README.md) serves ``pa-atp`` and ``strawasyn``.
-AWAITING_DATA_PLANE = {}
-
 
 def default_transport(policy: str) -> str:
     """The transport each paper pairs with a scheme: SwitchML's own, ATP's for every other."""

@@ -104,7 +104,7 @@ class Transport:
     #: [1, the fragments a worker sends per iteration]), ("weight",) (a number in (0, 1]), ("bool",),
     #: ("duration",) (a positive duration, given to the transport in seconds as ``<option>_s``), ("rate",) (a
     #: rate, scaled like link rates, given in bits per second as ``<option>_bps``).
-    #: testbed/scenario.py enforces them; defaults and meaning live in the subclass.
+    #: testbed/scenario/resolve_jobs.py enforces them; defaults and meaning live in the subclass.
     OPTIONS = {}
     #: Whether workers send ahead of the job's slowest on purpose (acknowledged per fragment, not by the
     #: job's RESULTs), so fragments past the job's slots overflow to the PS by design: how many depends on

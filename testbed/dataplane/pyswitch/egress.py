@@ -63,46 +63,52 @@ import random
 import struct
 
 from testbed.dataplane import program
-from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, INA_OFFSET, INA_UDP_PORT,
-                                    PAYLOAD_OFFSET)
+from testbed.dataplane.pyswitch.fields import (ETH_DST, ETH_SRC, INA_FLAGS_LO, INA_PORT_HI, INA_PORT_LO,
+                                               IPV4_CHECKSUM_HI, IPV4_CHECKSUM_LO, IPV4_DST, IPV4_SRC,
+                                               UDP_CHECKSUM_HI, UDP_CHECKSUM_LO, UDP_DST_PORT, UDP_DST_PORT_HI,
+                                               UDP_DST_PORT_LO, UDP_SRC_PORT)
+from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, INA_ELEMS_OFFSET,
+                                    INA_FLAGS_OFFSET, INA_PROGRESS_OFFSET, IPPROTO_UDP, IPV4_CHECKSUM_OFFSET,
+                                    IPV4_HEADER_BYTES, IPV4_OFFSET, IPV4_PROTOCOL_OFFSET, IPV4_TOS_OFFSET,
+                                    IPV4_TOTAL_LENGTH_OFFSET, IPV4_TTL_OFFSET, PAYLOAD_OFFSET, UDP_LENGTH_OFFSET)
 
-_H10 = struct.Struct("!10H")
+_IPV4_WORDS = struct.Struct(f"!{IPV4_HEADER_BYTES // 2}H")     # the IPv4 header as 16-bit words
+_IPV4_CHECKSUM_WORD = (IPV4_CHECKSUM_OFFSET - IPV4_OFFSET) // 2  # the checksum's index among them
 _U16 = struct.Struct("!H")
 _U32 = struct.Struct("!I")
-_INA_PORT_HI, _INA_PORT_LO = INA_UDP_PORT >> 8, INA_UDP_PORT & 0xFF
 _GRADIENT_FLAGS = FLAG_DATA | FLAG_RESULT | FLAG_GACK     # port_ina_tx counts DATA alone of these (low byte)
 
 
 def fix_ipv4_checksum(buf: bytearray):
-    buf[24] = buf[25] = 0
-    total = sum(_H10.unpack_from(buf, 14))
+    words = _IPV4_WORDS.unpack_from(buf, IPV4_OFFSET)
+    total = sum(words) - words[_IPV4_CHECKSUM_WORD]    # the header's sum with its checksum field zero
     total = (total & 0xFFFF) + (total >> 16)
     total = (total & 0xFFFF) + (total >> 16)
     csum = (~total) & 0xFFFF
-    buf[24] = csum >> 8
-    buf[25] = csum & 0xFF
+    buf[IPV4_CHECKSUM_HI] = csum >> 8
+    buf[IPV4_CHECKSUM_LO] = csum & 0xFF
 
 
 def gack_rewrite(buf: bytearray, progress: int):
     """ina.p4's GACK, in place: the gradient in ``buf`` (its lanes already cut) becomes the header its sender
     gets back, carrying ``progress`` (S_sum) and ECN_ECHO when the gradient arrived CE."""
-    _U16.pack_into(buf, INA_OFFSET + 2, FLAG_GACK | FLAG_ECN_ECHO if buf[15] & 3 == 3 else FLAG_GACK)
-    _U32.pack_into(buf, INA_OFFSET + 34, progress)
-    buf[0:6], buf[6:12] = buf[6:12], buf[0:6]                 # Ethernet destination <-> source
-    buf[26:30], buf[30:34] = buf[30:34], buf[26:30]           # IPv4 source <-> destination
-    buf[34:36], buf[36:38] = buf[36:38], buf[34:36]           # UDP source <-> destination port
-    buf[15] &= 0xFC                                           # not ECN-capable
-    buf[22] = program.GACK_TTL
+    _U16.pack_into(buf, INA_FLAGS_OFFSET, FLAG_GACK | FLAG_ECN_ECHO if buf[IPV4_TOS_OFFSET] & 3 == 3 else FLAG_GACK)
+    _U32.pack_into(buf, INA_PROGRESS_OFFSET, progress)
+    buf[ETH_DST], buf[ETH_SRC] = buf[ETH_SRC], buf[ETH_DST]
+    buf[IPV4_SRC], buf[IPV4_DST] = buf[IPV4_DST], buf[IPV4_SRC]
+    buf[UDP_SRC_PORT], buf[UDP_DST_PORT] = buf[UDP_DST_PORT], buf[UDP_SRC_PORT]
+    buf[IPV4_TOS_OFFSET] &= 0xFC                              # not ECN-capable
+    buf[IPV4_TTL_OFFSET] = program.GACK_TTL
     headers_alone(buf)
 
 
 def headers_alone(buf: bytearray):
     """ina.p4's Egress for a packet that leaves without its lanes (``meta.strip_lanes``: a GACK, a Rina pull),
     in place, its lanes already cut: elems 0, the IPv4 and UDP lengths of the headers, UDP checksum 0."""
-    buf[INA_OFFSET + 4] = 0                                   # elems
-    _U16.pack_into(buf, 16, program.GACK_IPV4_BYTES)
-    _U16.pack_into(buf, 38, program.GACK_UDP_BYTES)
-    buf[40] = buf[41] = 0
+    buf[INA_ELEMS_OFFSET] = 0
+    _U16.pack_into(buf, IPV4_TOTAL_LENGTH_OFFSET, program.GACK_IPV4_BYTES)
+    _U16.pack_into(buf, UDP_LENGTH_OFFSET, program.GACK_UDP_BYTES)
+    buf[UDP_CHECKSUM_HI] = buf[UDP_CHECKSUM_LO] = 0
 
 
 SHAPER_TICK_S = 0.002
@@ -218,16 +224,17 @@ class Egress:
             entry = self._mcast_rewrite.get(port.to_bytes(2, "big"))
             if entry is not None and entry[0] == "mcast_rewrite":
                 mac, ip = entry[1]
-                buf[0:6] = mac
-                buf[30:34] = ip
-                buf[40] = buf[41] = 0  # UDP checksum: the pseudo-header changed
+                buf[ETH_DST] = mac
+                buf[IPV4_DST] = ip
+                buf[UDP_CHECKSUM_HI] = buf[UDP_CHECKSUM_LO] = 0  # UDP checksum: the pseudo-header changed
         threshold = self.ecn_threshold[0]
-        if threshold and enq_qdepth >= threshold and (buf[15] & 3) in (1, 2):
-            buf[15] |= 3
+        if threshold and enq_qdepth >= threshold and (buf[IPV4_TOS_OFFSET] & 3) in (1, 2):
+            buf[IPV4_TOS_OFFSET] |= 3
             if port < program.MAX_PORTS:
                 self.port_ecn_marked[port] += 1
-        if buf[23] == 17 and len(buf) >= PAYLOAD_OFFSET and buf[36] == _INA_PORT_HI and buf[37] == _INA_PORT_LO \
-                and buf[INA_OFFSET + 3] & _GRADIENT_FLAGS == FLAG_DATA and port < program.MAX_PORTS:
+        if buf[IPV4_PROTOCOL_OFFSET] == IPPROTO_UDP and len(buf) >= PAYLOAD_OFFSET and \
+                buf[UDP_DST_PORT_HI] == INA_PORT_HI and buf[UDP_DST_PORT_LO] == INA_PORT_LO \
+                and buf[INA_FLAGS_LO] & _GRADIENT_FLAGS == FLAG_DATA and port < program.MAX_PORTS:
             self.port_ina_tx[port] += 1     # gradient packets only, as ina.p4 counts them
         fix_ipv4_checksum(buf)
         if port >= program.MAX_PORTS:

@@ -189,11 +189,20 @@ import numpy as np
 
 from testbed.dataplane import program
 from testbed.dataplane.entries import encode_value
+from testbed.dataplane.pyswitch.ecmp import ecmp_member
 from testbed.dataplane.pyswitch.egress import headers_alone
+from testbed.dataplane.pyswitch.fields import (ETH_DST, ETH_TYPE_HI, ETH_TYPE_IPV4_HI, ETH_TYPE_IPV4_LO, ETH_TYPE_LO,
+                                               INA_AGG_NODE, INA_JOB, INA_PORT_HI, INA_PORT_LO, INA_SUBMODEL,
+                                               IPV4_ADDRS, IPV4_DST, IPV4_SRC, UDP_CHECKSUM_HI, UDP_CHECKSUM_LO,
+                                               UDP_DST_PORT_HI, UDP_DST_PORT_LO)
 from testbed.dataplane.pyswitch.tables import Table
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FLAG_DATA, FLAG_EVICTED, FLAG_GACK,
-                                    FLAG_GATHER, FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_TASK, INA_HEADER, INA_OFFSET,
-                                    PAYLOAD_OFFSET, slot_index)
+                                    FLAG_GATHER, FLAG_PULL, FLAG_RESULT, FLAG_RETX, FLAG_TASK, INA_AGG_NODE_OFFSET,
+                                    INA_BITMAP_OFFSET, INA_COUNT_OFFSET, INA_FANIN_OFFSET, INA_FLAGS_OFFSET, INA_HEADER,
+                                    INA_ITERATION_OFFSET, INA_JOB_OFFSET, INA_LEVEL_OFFSET, INA_OFFSET,
+                                    INA_PROGRESS_OFFSET, INA_SEQ_OFFSET, INA_SLOT_OFFSET, INA_SUBMODEL_OFFSET,
+                                    IPPROTO_UDP, IPV4_ADDR_BYTES, IPV4_PROTOCOL_OFFSET, IPV4_TTL_OFFSET,
+                                    IPV4_VERSION_IHL, IPV4_VERSION_IHL_OFFSET, PAYLOAD_OFFSET, UDP_OFFSET, slot_index)
 
 S = program.STAT_INDICES
 ST_INA_RX, ST_AGG, ST_EMIT, ST_DUP = S["ina_rx"], S["aggregated"], S["emitted"], S["duplicate_dropped"]
@@ -213,39 +222,9 @@ MAX_ITERATION_LEAD = program.MAX_ITERATION_LEAD
 PA_WORKERS = program.PA_WORKERS
 
 _U16 = struct.Struct("!H")
-_U32 = struct.Struct("!I")              # slot at INA_OFFSET+22, progress at INA_OFFSET+34
-_U64 = struct.Struct("!Q")              # bitmap at INA_OFFSET+26
+_U32 = struct.Struct("!I")
+_U64 = struct.Struct("!Q")
 _CLEAR_RETX = 0xFFFF & ~FLAG_RETX
-_IPPROTO_TCP, _IPPROTO_UDP = 6, 17
-
-
-def _crc16_table() -> tuple:
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-        table.append(crc)
-    return tuple(table)
-
-
-_CRC16_TABLE = _crc16_table()
-
-
-def crc16(data: bytes) -> int:
-    """bmv2's ``HashAlgorithm.crc16``: CRC-16/ARC (polynomial 0x8005 reflected, initial 0, no final xor)."""
-    crc = 0
-    for byte in data:
-        crc = (crc >> 8) ^ _CRC16_TABLE[(crc ^ byte) & 0xFF]
-    return crc
-
-
-def ecmp_member(buf, ports: int) -> int:
-    """``route_ecmp``'s member: CRC-16 of (source and destination address, protocol, source and
-    destination port) modulo ``ports``; the ports of a TCP or UDP packet (IHL 5, as the parser's), else 0."""
-    protocol = buf[23]
-    l4_ports = bytes(buf[34:38]) if protocol in (_IPPROTO_TCP, _IPPROTO_UDP) and len(buf) >= 38 else bytes(4)
-    return crc16(bytes(buf[26:34]) + bytes((protocol,)) + l4_ports) % ports if ports else 0
 
 
 class TokenBucket:
@@ -336,9 +315,11 @@ class Ingress:
         self.gack = self.clone = None
         self.to_ingress_port = False
         n = len(buf)
-        if n < 34 or buf[12] != 8 or buf[13] != 0 or buf[14] != 0x45:
+        if n < UDP_OFFSET or buf[ETH_TYPE_HI] != ETH_TYPE_IPV4_HI or buf[ETH_TYPE_LO] != ETH_TYPE_IPV4_LO or \
+                buf[IPV4_VERSION_IHL_OFFSET] != IPV4_VERSION_IHL:
             return None
-        if buf[23] == 17 and n >= 42 and buf[36] == 0x9C and buf[37] == 0x40:
+        if buf[IPV4_PROTOCOL_OFFSET] == IPPROTO_UDP and n >= INA_OFFSET and buf[UDP_DST_PORT_HI] == INA_PORT_HI and \
+                buf[UDP_DST_PORT_LO] == INA_PORT_LO:
             verdict = self._ina(buf, n, now, in_port)
             if verdict is not True:
                 return verdict
@@ -356,24 +337,24 @@ class Ingress:
             stats[ST_MAL] += 1
             return None
         stats[ST_INA_RX] += 1
-        pa = self._pa_job.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2])) if self._pa_job else None
+        pa = self._pa_job.get(bytes(buf[INA_JOB])) if self._pa_job else None
         if pa is not None:
             pa = pa[1] if pa[0] == "pa_enable" else None      # (pa_index, aecn)
         if flags & FLAG_RESULT:
             return self._result(buf, job, flags, iteration, seq, pa)
         if flags & FLAG_GACK:
             return True     # a GACK on its way back to a worker: forwarded, never aggregated
-        job_node = bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[INA_OFFSET + 6:INA_OFFSET + 8])  # job, agg_node
+        job_node = bytes(buf[INA_JOB]) + bytes(buf[INA_AGG_NODE])
         if flags & FLAG_DATA and self._rina_rack:
             rack = self._rina_rack.get(job_node)
             if rack is not None and rack[0] == "rina_aggregate":
                 return self._rina(buf, rack[1], job, flags, elems, fanin, count, iteration, seq, bitmap)
-        # ina_filter key: job, agg_node, submodel (header offsets 0, 6, 12)
-        entry = self._ina_filter.get(job_node + bytes(buf[INA_OFFSET + 12:INA_OFFSET + 14]))
+        # ina_filter key: job, agg_node, submodel
+        entry = self._ina_filter.get(job_node + bytes(buf[INA_SUBMODEL]))
         if entry is None or entry[0] != "ina_aggregate":
             if flags & FLAG_GATHER and self._rina_gather:
                 # Rina: a finished chunk arriving for a Rina rack's agent: to every worker of the rack.
-                gather = self._rina_gather.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[30:34]))
+                gather = self._rina_gather.get(bytes(buf[INA_JOB]) + bytes(buf[IPV4_DST]))
                 if gather is not None and gather[0] == "ina_multicast" and gather[1][0]:
                     return self._multicast(buf, gather[1][0])
             return True
@@ -391,7 +372,7 @@ class Ingress:
             self.pa_seq[index] = seq
             progress = (self.pa_seq_sum[pa_index] + seq - last_seq) & 0xFFFFFFFF
             self.pa_seq_sum[pa_index] = progress
-            _U32.pack_into(buf, INA_OFFSET + 34, progress)
+            _U32.pack_into(buf, INA_PROGRESS_OFFSET, progress)
         # Every contribution that gets this far takes a capacity token; only one that would start an
         # aggregate in a free slot is refused for the lack of one (below): a fragment aggregates whole or not.
         capacity_left = self.agg_capacity is None or self.agg_capacity.take(now)
@@ -510,7 +491,7 @@ class Ingress:
             if agg_count[slot] < fanin:
                 stats[ST_EMIT] += 1
                 self._write_aggregate(buf, slot, level, elems, flags | FLAG_DATA, switch_addr)
-                buf[30:34] = bypass_dst
+                buf[IPV4_DST] = bypass_dst
                 self.release(slot)
                 self._track_used(was_held, slot, pa)
                 return True
@@ -612,8 +593,8 @@ class Ingress:
             stats[ST_EMIT] += 1
             gather = flags & FLAG_GATHER
             self._write_slot(buf, slot, elems, FLAG_DATA | gather, switch_addr)
-            buf[INA_OFFSET + 5] = 1                               # level
-            _U16.pack_into(buf, INA_OFFSET + 6, 0)                # agg_node
+            buf[INA_LEVEL_OFFSET] = 1
+            _U16.pack_into(buf, INA_AGG_NODE_OFFSET, 0)
             if gather:
                 self.to_ingress_port = True
                 return self._multicast(buf, gather_grp)
@@ -621,7 +602,7 @@ class Ingress:
         if pull:
             # The task's pull: its header alone to the rack's other workers.
             stats[ST_RINA_PULLED] += 1
-            _U16.pack_into(buf, INA_OFFSET + 2, FLAG_PULL | (flags & FLAG_GATHER))
+            _U16.pack_into(buf, INA_FLAGS_OFFSET, FLAG_PULL | (flags & FLAG_GATHER))
             del buf[PAYLOAD_OFFSET:]
             headers_alone(buf)
             return self._multicast(buf, pull_grp)
@@ -632,7 +613,7 @@ class Ingress:
         seq, count, bitmap, its esa_evict_to parameters), or None (the contribution collides as in ATP):
         its job opted in (``esa_job``), the occupant's has an ``esa_evict`` entry, is incomplete, has the
         same lanes and is outranked (:func:`program.esa_preempts`)."""
-        esa = self._esa_job.get(bytes(buf[INA_OFFSET:INA_OFFSET + 2]))
+        esa = self._esa_job.get(bytes(buf[INA_JOB]))
         if esa is None or esa[0] != "esa_enable":
             return None
         held_job, held_submodel = self.agg_job[slot], self.agg_submodel[slot]
@@ -652,24 +633,24 @@ class Ingress:
         tag, count and bitmap, flags DATA and EVICTED, level one above the evicting packet's, from this switch
         toward the occupant's overflow target."""
         job, submodel, iteration, seq, count, bitmap, overflow = evict
-        _U16.pack_into(buf, INA_OFFSET, job)
+        _U16.pack_into(buf, INA_JOB_OFFSET, job)
         if level != 255:
-            buf[INA_OFFSET + 5] = level + 1
-        _U16.pack_into(buf, INA_OFFSET + 10, count)
-        _U16.pack_into(buf, INA_OFFSET + 12, submodel)
-        _U32.pack_into(buf, INA_OFFSET + 14, iteration)
-        _U32.pack_into(buf, INA_OFFSET + 18, seq)
-        _U64.pack_into(buf, INA_OFFSET + 26, bitmap)
-        buf[26:30] = switch_addr
+            buf[INA_LEVEL_OFFSET] = level + 1
+        _U16.pack_into(buf, INA_COUNT_OFFSET, count)
+        _U16.pack_into(buf, INA_SUBMODEL_OFFSET, submodel)
+        _U32.pack_into(buf, INA_ITERATION_OFFSET, iteration)
+        _U32.pack_into(buf, INA_SEQ_OFFSET, seq)
+        _U64.pack_into(buf, INA_BITMAP_OFFSET, bitmap)
+        buf[IPV4_SRC] = switch_addr
         return self._overflow(buf, FLAG_DATA | FLAG_EVICTED, overflow, seq)
 
     def _multicast(self, buf, group):
         """Replicate ``buf`` to multicast ``group`` (TTL - 1): the ports of the group."""
-        ttl = buf[22]
+        ttl = buf[IPV4_TTL_OFFSET]
         if ttl <= 1:
             self.stats[ST_NOROUTE] += 1
             return None
-        buf[22] = ttl - 1
+        buf[IPV4_TTL_OFFSET] = ttl - 1
         self.stats[ST_MCAST] += 1
         return self.mc_groups.get(group, ())
 
@@ -692,18 +673,18 @@ class Ingress:
 
     def _write_slot(self, buf, slot, elems, flags, switch_addr):
         """Flags, count, bitmap, lanes and source of what ``slot`` holds into ``buf``; UDP checksum 0."""
-        _U16.pack_into(buf, INA_OFFSET + 2, flags)
-        _U16.pack_into(buf, INA_OFFSET + 10, self.agg_count[slot])
-        _U64.pack_into(buf, INA_OFFSET + 26, self.agg_bitmap[slot])
+        _U16.pack_into(buf, INA_FLAGS_OFFSET, flags)
+        _U16.pack_into(buf, INA_COUNT_OFFSET, self.agg_count[slot])
+        _U64.pack_into(buf, INA_BITMAP_OFFSET, self.agg_bitmap[slot])
         buf[PAYLOAD_OFFSET:PAYLOAD_OFFSET + 4 * elems] = self.agg_value[slot, :elems].astype(">i4").tobytes()
-        buf[26:30] = switch_addr
-        buf[40] = buf[41] = 0  # UDP checksum: the payload changed
+        buf[IPV4_SRC] = switch_addr
+        buf[UDP_CHECKSUM_HI] = buf[UDP_CHECKSUM_LO] = 0  # UDP checksum: the payload changed
 
     def _write_aggregate(self, buf, slot, level, elems, flags, switch_addr):
         """:meth:`_write_slot`, one level up: the aggregate of ``slot`` leaving this switch."""
         self._write_slot(buf, slot, elems, flags, switch_addr)
         if level != 255:
-            buf[INA_OFFSET + 5] = level + 1
+            buf[INA_LEVEL_OFFSET] = level + 1
 
     def _emit(self, buf, slot, level, elems, flags, switch_addr, release_mode, next_agg_node, next_fanin, next_dst,
               next_slot_base, next_slot_count, seq):
@@ -711,7 +692,7 @@ class Ingress:
         self.stats[ST_EMIT] += 1
         self._write_aggregate(buf, slot, level, elems, flags, switch_addr)
         self._address_to(buf, next_agg_node, next_fanin, next_slot_base, next_slot_count, seq)
-        buf[30:34] = next_dst
+        buf[IPV4_DST] = next_dst
         if release_mode == RELEASE_ON_EMIT or release_mode == RELEASE_HOLD:
             self.agg_count[slot] = 0
             self.agg_bitmap[slot] = 0
@@ -721,24 +702,24 @@ class Ingress:
         """SwitchML: ``buf`` (a RETX duplicate) becomes the RESULT of its complete shadow copy ``slot``, from
         this switch back to its sender: flags RESULT, the copy's count, bitmap and lanes, source the switch,
         destination the sender; every other header field as it arrived."""
-        buf[30:34] = buf[26:30]
+        buf[IPV4_DST] = buf[IPV4_SRC]
         self._write_slot(buf, slot, elems, FLAG_RESULT, switch_addr)
         return True
 
     @staticmethod
     def _bypass(buf, flags, bypass_dst):
-        _U16.pack_into(buf, INA_OFFSET + 2, flags)
-        buf[30:34] = bypass_dst
-        buf[40] = buf[41] = 0
+        _U16.pack_into(buf, INA_FLAGS_OFFSET, flags)
+        buf[IPV4_DST] = bypass_dst
+        buf[UDP_CHECKSUM_HI] = buf[UDP_CHECKSUM_LO] = 0
         return True
 
     @staticmethod
     def _address_to(buf, agg_node, fanin, slot_base, slot_count, seq):
         """``buf`` addressed to an aggregation node: its ``agg_node``, ``fanin`` and the slot of ``seq`` in its
         range (``wire.slot_index``)."""
-        _U16.pack_into(buf, INA_OFFSET + 6, agg_node)
-        _U16.pack_into(buf, INA_OFFSET + 8, fanin)
-        _U32.pack_into(buf, INA_OFFSET + 22, slot_index(seq, slot_base, slot_count) & 0xFFFFFFFF)
+        _U16.pack_into(buf, INA_AGG_NODE_OFFSET, agg_node)
+        _U16.pack_into(buf, INA_FANIN_OFFSET, fanin)
+        _U32.pack_into(buf, INA_SLOT_OFFSET, slot_index(seq, slot_base, slot_count) & 0xFFFFFFFF)
 
     @classmethod
     def _overflow(cls, buf, flags, overflow, seq):
@@ -756,15 +737,16 @@ class Ingress:
             overflowed = self.pa_overflowed[row]
             threshold = self.aecn_threshold[row]
             if threshold and (self.agg_used[row] + overflowed) & 0xFFFFFFFF > threshold:
-                _U16.pack_into(buf, INA_OFFSET + 2, flags | FLAG_AECN)
-                buf[40] = buf[41] = 0   # UDP checksum: the header changed (a stale one drops it at the worker)
+                _U16.pack_into(buf, INA_FLAGS_OFFSET, flags | FLAG_AECN)
+                # UDP checksum: the header changed (a stale one drops it at the worker)
+                buf[UDP_CHECKSUM_HI] = buf[UDP_CHECKSUM_LO] = 0
                 self.stats[ST_AECN] += 1
             cell = program.pa_seq_cell(row, seq)
             count = self.pa_overflow[cell]
             if count:
                 self.pa_overflowed[row] = overflowed - count if overflowed > count else 0
                 self.pa_overflow[cell] = 0
-        action, p = self._ina_result.lookup(bytes(buf[INA_OFFSET:INA_OFFSET + 2]) + bytes(buf[30:34]))
+        action, p = self._ina_result.lookup(bytes(buf[INA_JOB]) + bytes(buf[IPV4_DST]))
         if action == "ina_shadow_result":
             slot_base, pool, group = p
             first = slot_base + 2 * (seq % pool) if pool else slot_base
@@ -791,22 +773,22 @@ class Ingress:
 
     def _forward(self, buf):
         stats = self.stats
-        key = bytes(buf[26:34])
+        key = bytes(buf[IPV4_ADDRS])
         entry = self._route.get(key)
         if entry is not None and entry[0] == "route_ecmp":
             p = entry[1]
             entry = ("route_forward", (p[0], p[1] + ecmp_member(buf, p[2])))
         elif entry is None or entry[0] != "route_forward":
-            entry = self._ipv4_lpm.lookup(key[4:])
+            entry = self._ipv4_lpm.lookup(key[IPV4_ADDR_BYTES:])     # the destination
             if entry[0] != "ipv4_forward":
                 stats[ST_NOROUTE] += 1
                 return None
-        ttl = buf[22]
+        ttl = buf[IPV4_TTL_OFFSET]
         if ttl <= 1:
             stats[ST_NOROUTE] += 1
             return None
-        buf[22] = ttl - 1
+        buf[IPV4_TTL_OFFSET] = ttl - 1
         p = entry[1]
-        buf[0:6] = p[0]
+        buf[ETH_DST] = p[0]
         stats[ST_FWD] += 1
         return p[1]
