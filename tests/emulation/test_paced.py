@@ -11,10 +11,10 @@ from testbed.policy import compute_policy
 from testbed.scenario import load_scenario
 
 
-def run(scenario, out, quiet):
+def run(scenario, out, quiet, undistorted=True):
     summary = run_scenario(scenario, out_root=out, target="pyswitch", stream=quiet).summary
     assert summary["status"] == "ok" and summary["aggregation_exact"], summary["error"]
-    assert not summary["distorted"], summary["distortion_reasons"]
+    assert not (undistorted and summary["distorted"]), summary["distortion_reasons"]
     assert_clean()
     return summary
 
@@ -34,16 +34,18 @@ def test_paced_workers_send_at_the_given_rate(emulation, tmp_path, quiet):
 
 def test_paced_at_the_planned_rate_holds_the_fidelity_bounds(emulation, tmp_path, quiet):
     # Three measured iterations of 15 ms: one stall of a few milliseconds moves the mean past the bound (one run in
-    # five read 1.34x, unmarked), so a run outside the bounds is repeated once, as the fidelity tests do.
-    # At the dilation the planner picks for this machine (held to one core: 2; at N = 1 a round trip waited 43% of
-    # a window there, marked by host delay).
+    # five read 1.34x, unmarked) or a round trip's wait past the host-delay mark (19% of the communication in one
+    # full-suite run, against 15%), so a run outside the bounds or marked is repeated once, as the fidelity tests
+    # do. At the dilation the planner picks for this machine (held to one core: 2; at N = 1 a round trip waited
+    # 43% of a window there, marked by host delay).
     scenario = load_scenario(QUICKSTART, ["transport=paced", "jobs.0.iterations=4", "metrics.warmup_iterations=1",
                                           "time_dilation=auto"])
     simulation = sim.evaluate(scenario, compute_policy(scenario))
     tables = []
     for attempt in range(2):
-        fidelity = compare(run(scenario, tmp_path / f"run{attempt}", quiet), simulation)
-        if fidelity["all_within"]:
+        summary = run(scenario, tmp_path / f"run{attempt}", quiet, undistorted=False)
+        fidelity = compare(summary, simulation)
+        if fidelity["all_within"] and not summary["distorted"]:
             return
-        tables.append(format_fidelity(fidelity))
-    raise AssertionError("outside the bounds in both runs:\n" + "\n\n".join(tables))
+        tables.append(format_fidelity(fidelity) + "".join(f"\n{reason}" for reason in summary["distortion_reasons"]))
+    raise AssertionError("outside the bounds or distorted in both runs:\n" + "\n\n".join(tables))
