@@ -36,6 +36,7 @@ class RunPlan:
     budget: PacketBudget
     time_dilation: float
     control: controller.ControlPlan  # at ``time_dilation``
+    world: object                    # the scenario's wall-clock world at ``time_dilation`` (testbed/dilation.py)
     _simulation: dict = field(default=None, repr=False)
 
     def simulation(self) -> dict:
@@ -79,9 +80,10 @@ def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
     check_emulable(scenario, policy)
     budget = packet_budget(scenario, chosen, policy)
     factor = dilation_factor(scenario, budget)
+    world = network_scenario(scenario, factor)
     if factor != 1:
-        require_emulable(network_scenario(scenario, factor))   # the slowed world's links must be shapeable too
-    return RunPlan(scenario, chosen, policy, budget, factor, controller.plan(scenario, policy, factor))
+        require_emulable(world)          # the slowed world's links must be shapeable too
+    return RunPlan(scenario, chosen, policy, budget, factor, controller.plan(scenario, policy, factor), world)
 
 
 def describe(plan: RunPlan) -> list:

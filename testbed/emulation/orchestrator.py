@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed import dilation
 from testbed.budget import switch_process_phrase
 from testbed.dataplane.runtime import PySwitchRuntime, install
 from testbed.emulation.bmv2_node import thrift_ports
@@ -78,7 +77,7 @@ class Run:
     def __init__(self, plan, out_root: Path, stream=sys.stderr):
         self.plan = plan
         self.scenario = plan.scenario
-        self.world = dilation.network_scenario(plan.scenario, plan.time_dilation)
+        self.world = plan.world
         self.time_dilation = plan.time_dilation
         self.target = plan.target
         self.stream = ReaderSafeStream(stream)    # a reader that goes away silences the display, not the run

@@ -178,10 +178,9 @@ def _packet_rate_bound(plan, seen: RunObservations, wall_samples: list) -> dict:
     shapes bytes); the links at their wall-clock rates, as the samples are."""
     if seen.target != "bmv2":
         return {}
-    world = dilation.network_scenario(plan.scenario, seen.time_dilation)
     frame_bytes = ina_frame_bytes(plan.scenario.switch.lanes)
     caps = {port: queue_rate_pps(link.rate_bps, frame_bytes)
-            for port, link in world.topology.switch_port_interfaces().items()}
+            for port, link in plan.world.topology.switch_port_interfaces().items()}
     return counters.packet_rate_bound_ports(wall_samples, caps, frame_bytes)
 
 

@@ -58,7 +58,7 @@ def simulated_summary(scenario, simulation: dict) -> dict:
         "min_gradient_sending_rate_bps": simulation["min_sending_rate_bps"],
         "ps_ingress_fragments_per_iteration": simulation["ps_ingress_fragments"],
         "fragments_sent": simulation["sent_fragments"],
-        **{key: sum(j[key] for j in jobs) for key in RUN_TOTALS},
+        "communication_overhead_bytes": sum(j["communication_overhead_bytes"] for j in jobs),   # the rest: jobs_headline
         "switch_egress_fragments": sum(simulation["jobs"][job.name]["switch_egress_fragments"] * job.iterations
                                        for job in scenario.jobs),
         "bom_rate_bps": min((j["bom_rate_bps"] for j in jobs if j["bom_rate_bps"] is not None), default=None)}
