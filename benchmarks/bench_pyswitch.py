@@ -108,6 +108,9 @@ def role_recv(args):
 
 # -- targets -----------------------------------------------------------------------------------
 
+#: What the benchmark can measure: pyswitch's core in this process, a pyswitch process on veths, bmv2 on veths.
+TARGETS = ("inproc", "process", "bmv2")
+
 def _pin(cpu):
     return ["taskset", "-c", str(cpu)] if shutil.which("taskset") and os.cpu_count() > 1 else []
 
@@ -224,7 +227,7 @@ def format_table(rows) -> str:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each measurement")
-    parser.add_argument("--targets", default="inproc,process,bmv2")
+    parser.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}")
     parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "bench_pyswitch.json"))
     parser.add_argument("--role", choices=("send", "recv"), help=argparse.SUPPRESS)
     parser.add_argument("--iface", help=argparse.SUPPRESS)
@@ -237,6 +240,8 @@ def main(argv=None):
         return role_recv(args)
 
     targets = args.targets.split(",")
+    if unknown := [t for t in targets if t not in TARGETS]:
+        parser.error(f"--targets: unknown {', '.join(unknown)}; expected some of {', '.join(TARGETS)}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="inatb-bench-") as tmp:
         for target in targets:

@@ -47,6 +47,7 @@
 #define INA_PA_JOBS 16      /* PA-ATP register rows: opted-in jobs per switch (program.PA_JOBS) */
 #define INA_PA_WORKERS 64   /* pa_seq entries per row: one per bitmap bit (program.PA_WORKERS) */
 #define INA_PA_SEQS 1024    /* pa_overflow cells per row, a power of two (program.PA_SEQS) */
+#define INA_WAIT_CELLS 3    /* switch_wait: packets, summed wait (us), longest wait (us) (program.WAIT_*) */
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  IPPROTO_TCP = 6;
@@ -1360,6 +1361,10 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     @name(".Egress.port_impair_dropped")    counter(INA_PORTS, CounterType.packets) port_impair_dropped;
     @name(".Egress.port_impair_duplicated") counter(INA_PORTS, CounterType.packets) port_impair_duplicated;
     @name(".Egress.port_impair_reordered")  counter(INA_PORTS, CounterType.packets) port_impair_reordered;
+    /* How long packets waited inside the switch before their egress queue took them: from the switch's
+       receipt (ingress_global_timestamp) to the enqueue (enq_timestamp), microseconds. On an emulated
+       switch that is the host's delay, not the scenario's (the modelled queue comes after it). */
+    @name(".Egress.switch_wait")     register<bit<64>>(INA_WAIT_CELLS) switch_wait;
 
     @name(".Egress.mcast_rewrite")
     action mcast_rewrite(bit<48> dstAddr, bit<32> ipDstAddr) {
@@ -1386,6 +1391,20 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
            recirculation) leaves as its first pass left it: not marked, counted or impaired again. */
         if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE || meta.impair_reordered == 1) {
             return;
+        }
+        /* an ingress clone starts with fresh metadata (no ingress timestamp): its original counts the wait */
+        if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
+            bit<64> wait_us = (bit<64>)(standard_metadata.enq_timestamp -
+                                        (bit<32>)standard_metadata.ingress_global_timestamp);
+            bit<64> wait_cell;
+            switch_wait.read(wait_cell, 0);
+            switch_wait.write(0, wait_cell + 1);
+            switch_wait.read(wait_cell, 1);
+            switch_wait.write(1, wait_cell + wait_us);
+            switch_wait.read(wait_cell, 2);
+            if (wait_us > wait_cell) {
+                switch_wait.write(2, wait_us);
+            }
         }
         /* PA-ATP's GACK (an absorbed gradient, or the ingress clone of a completing one: the program's only
            ingress clones): the gradient's headers, without lanes, back to its sender. Flags GACK, plus

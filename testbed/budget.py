@@ -109,6 +109,29 @@ MIN_WORKING_CORE_SHARE = 0.05
 #: atp (0.50) 0.19-0.72 ms, Rina's testbed under rar (0.95) 0.35-0.46 ms.
 VISIT_WAIT_IDLE_S = 0.15e-3
 VISIT_WAIT_BUSY_S = 0.3e-3
+#: What a packet waits inside a bmv2 switch, in wall seconds: a simple_switch takes packets in turn, so a
+#: packet's wait from its receipt to its egress queue is a single-server queue's sojourn,
+#: ``service / (1 - utilisation)``. The service is ``1 / BMV2_SERVICE_PPS`` (slower by this machine's slowness),
+#: the utilisation the busier of the switch's rate over ``BMV2_SERVICE_PPS`` and the machine's planned busy
+#: share (bmv2's threads queue for a core like any process), at most ``BMV2_MAX_UTILISATION``. Windows come in
+#: bursts, so the queue grows well before the switch's budget rate: measured on GOAT's testbed at 1/1000
+#: (`inatb fidelity scenarios/papers/goat/testbed-1000.yaml --target bmv2 --set time_dilation=N`, the switch's
+#: ``receive_wait`` from its ``switch_wait`` register), s1 at 83.7k packets/s at N = 1: at N = 34 11 ms a
+#: visit (a round trip waited 54% of its window, marked), at 37 8.1 and 12.1 ms (33%, 50%), at 40 3.2 and
+#: 3.8 ms (12%, 15%), at 44 3.5 ms twice, at 50 0.84 ms, at 70 0.77 ms, at 100 0.50 ms; the formula gives 27
+#: ms at 37, 4.8 at 40, 2.5 at 44, 1.6 at 50, 0.90 at 70 and 0.68 at 100.
+BMV2_SERVICE_PPS = 2300.0
+BMV2_MAX_UTILISATION = 0.999
+#: ... times this for a ring's step that switches sum (Rina's racks): every member sends its chunk at once, so a
+#: ToR takes the step's packets from all its links together and sums its rack's shards, besides its pulls and
+#: finished chunks (a ring whose switches only forward waits little there: RAR on the same testbed at N = 3, 0.18
+#: ms a visit). Measured on Rina's
+#: testbed under rina, both ToRs programmable (`inatb run scenarios/papers/rina/testbed.yaml --target bmv2
+#: --set policy=rina --set topology.programmable=all --set jobs.0.iterations=4 --set time_dilation=N`), each
+#: ToR at 9.1k packets/s at N = 1: at N = 5 15.7 ms a visit (a round trip waited 42% of its ring step, marked),
+#: at 7 12.4 and 7.1 ms (24%, 14%), at 8 6.1 ms (10%), at 12 1.8 ms (2%), where the queue alone gives 2.1, 1.1,
+#: 0.85 and 0.65 ms, and twelve times it 25, 13, 10 and 7.8 ms: N = 8 is planned there on two cores.
+BMV2_RING_STEP_BURST = 12.0
 #: The share of a job's round the planner lets its round trips wait for processes: half the detector's limit
 #: (testbed.metrics.distortion.HOST_DELAY_ROUND_SHARE), so that a run planned inside it is not marked. At a
 #: quarter, H-AR on Rina's testbed was planned at N = 1 and waited 0.43 of its 14.5 ms step in a full suite.
@@ -333,23 +356,42 @@ class PacketBudget:
         reference = PACKET_COST_CURVES[self.target][0][1]
         return max(1.0, reference / self.costs.curves[self.target][0][1])
 
+    def switch_visit_wait_s(self, factor: float, summed_steps: bool = False) -> float:
+        """What a packet waits at each switch it crosses, wall seconds, at time dilation ``factor``: a pyswitch
+        process's as any process's (:meth:`visit_wait_s`); a bmv2 switch's as a queue's sojourn at the busiest
+        switch's rate (``BMV2_SERVICE_PPS``), ``BMV2_RING_STEP_BURST`` times that in a ring's step that
+        switches sum (``summed_steps``)."""
+        if self.target != "bmv2":
+            return self.visit_wait_s(factor)
+        service_s = self.slowness() / BMV2_SERVICE_PPS
+        switch_share = max(self.switch_process_pps().values(), default=0.0) / factor * service_s
+        machine_share = self.cores_busy(factor) / self.working_cores()
+        sojourn_s = service_s / (1 - min(BMV2_MAX_UTILISATION, max(switch_share, machine_share)))
+        return sojourn_s * (BMV2_RING_STEP_BURST if summed_steps else 1.0)
+
     def latency_needs(self) -> dict:
         """Each job (as a phrase) -> the time dilation its round trips need: the smallest N at which a round
-        trip's visits (its sender's timer, each switch both ways, the agents at both ends:
-        testbed.metrics.rounds) wait at most ``PLANNED_ROUND_SHARE`` of its round in virtual time, and, for a
-        windowed job, at most ``PLANNED_COMM_SHARE`` of its communication."""
+        trip's visits (its sender's timer and the agents at both ends, :meth:`visit_wait_s`; each switch both
+        ways, :meth:`switch_visit_wait_s`: testbed.metrics.rounds) wait at most ``PLANNED_ROUND_SHARE`` of its
+        round in virtual time, and, for a windowed job, at most ``PLANNED_COMM_SHARE`` of its communication."""
         needs = {}
         for job_round in self.rounds:
-            visits = 3 + 2 * job_round.switch_hops
+            switch_visits = 2 * job_round.switch_hops
             limit_s, phrase = min((PLANNED_SHARES[part] * span_s,
                                    f"{PLANNED_SHARES[part]:.0%} of its {span_s * 1e3:.3g} ms {what}")
                                   for part, span_s, what in job_round.spans())
 
+            def switch_wait_s(factor, summed_steps=job_round.steps_summed_in_switches):
+                return self.switch_visit_wait_s(factor, summed_steps)
+
             def waits(factor):
-                return visits * self.visit_wait_s(factor) / factor > limit_s
+                return (3 * self.visit_wait_s(factor) + switch_visits * switch_wait_s(factor)) / factor > limit_s
             need = smallest_dilation(waits) if limit_s else 1.0
-            needs[f"job {job_round.job}'s round trips ({visits} visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms "
-                  f"at time dilation 1, {phrase})"] = need
+            visits = f"{3 + switch_visits} visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1"
+            if self.target == "bmv2":
+                visits = (f"3 visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1 and {switch_visits} "
+                          f"of bmv2 switches, {switch_wait_s(need) * 1e3:.2g} ms at {need:.3g}")
+            needs[f"job {job_round.job}'s round trips ({visits}, {phrase})"] = need
         return needs
 
     def switch_process_pps(self) -> dict:

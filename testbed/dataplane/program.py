@@ -120,6 +120,10 @@ PA_WORKERS = MAX_WORKERS_PER_JOB
 #: Seq cells per row of ``pa_overflow`` (INA_PA_SEQS, a power of two): an overflowed gradient of seq s is
 #: counted in cell ``pa_index x PA_SEQS + (s mod PA_SEQS)`` until the RESULT of a seq of that cell passes.
 PA_SEQS = 1024
+#: The cells of register ``switch_wait`` (ina.p4's INA_WAIT_CELLS): packets that reached an egress queue, their
+#: summed wait inside the switch before it (microseconds), the longest such wait (microseconds).
+WAIT_PACKETS, WAIT_SUM_US, WAIT_MAX_US = 0, 1, 2
+WAIT_CELLS = 3
 #: The GACK of a gradient that completes an aggregate is an ingress clone to mirror session
 #: GACK_SESSION_BASE + its ingress port (ina.p4's constant), which the runtime maps to that port.
 GACK_SESSION_BASE = 2000
@@ -172,7 +176,7 @@ class Register:
     name: str
     control: str
     bits: int
-    size_expr: str  # "SLOTS", "SLOTS*LANES", "1", "PORTS", "PA_JOBS", "PA_JOBS*PA_WORKERS", "PA_JOBS*PA_SEQS"
+    size_expr: str  # a key of register_size's table: "SLOTS", "SLOTS*LANES", "PORTS", "PA_JOBS" ...
 
 
 @dataclass(frozen=True)
@@ -311,6 +315,7 @@ REGISTERS = {
         Register("pa_overflow", "Ingress", 32, "PA_JOBS*PA_SEQS"),  # overflowed gradients per seq cell
         Register("pa_overflowed", "Ingress", 32, "PA_JOBS"),  # row pa_index's outstanding overflowed gradients
         Register("aecn_threshold", "Ingress", 32, "PA_JOBS"), # row's agg_used + pa_overflowed above it: AECN; 0 = off
+        Register("switch_wait", "Egress", 64, "WAIT_CELLS"),  # WAIT_*: the host's delay inside the switch
     )
 }
 
@@ -360,7 +365,7 @@ def register_size(register, slots: int = DEFAULT_SLOTS, lanes: int = DEFAULT_LAN
     """Entries of a register, counter or meter array (anything with a ``size_expr``)."""
     sizes = {"SLOTS": slots, "SLOTS*LANES": slots * lanes, "1": 1, "PORTS": MAX_PORTS,
              "STATS": len(STAT_INDICES), "PA_JOBS": PA_JOBS, "PA_JOBS*PA_WORKERS": PA_JOBS * PA_WORKERS,
-             "PA_JOBS*PA_SEQS": PA_JOBS * PA_SEQS}
+             "PA_JOBS*PA_SEQS": PA_JOBS * PA_SEQS, "WAIT_CELLS": WAIT_CELLS}
     return sizes[register.size_expr]
 
 

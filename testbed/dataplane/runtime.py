@@ -17,6 +17,7 @@ import time
 from testbed.dataplane import program
 from testbed.dataplane.entries import SwitchConfig, TableEntry, validate_entry
 from testbed.errors import DataplaneError
+from testbed.metrics.host_delay import switch_wait_summary
 
 
 class SwitchRuntime(abc.ABC):
@@ -64,6 +65,11 @@ class SwitchRuntime(abc.ABC):
     @abc.abstractmethod
     def register_read_all(self, name: str) -> list:
         """Every entry of register ``name`` (bmv2's ``bm_register_read_all``)."""
+
+    def host_delay(self) -> dict:
+        """How long packets waited inside the switch before their egress queue (register ``switch_wait``), as a
+        host-delay meter's summary (:func:`testbed.metrics.host_delay.switch_wait_summary`)."""
+        return switch_wait_summary(self.register_read_all("switch_wait"))
 
     def counter_reset(self, name: str) -> None:
         raise DataplaneError(f"{type(self).__name__} cannot reset counters")

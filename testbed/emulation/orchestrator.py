@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.budget import switch_process_phrase
-from testbed.dataplane.runtime import PySwitchRuntime, install
+from testbed.dataplane.runtime import install
 from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.events import EventLog, InjectionScheduler
 from testbed.emulation.failover import RingFallback
@@ -230,7 +230,7 @@ class Run:
 
     def _collect_switch_stats(self):
         """The switches' counters, read once (on a failed run too: they say where packets went), and each
-        pyswitch process's host-delay meter."""
+        switch process's host delay (a pyswitch process's meter, a bmv2 switch's ``switch_wait`` register)."""
         seen = self.seen
         for name, runtime in self.runtimes.items():
             if name not in seen.switch_stats:
@@ -239,7 +239,7 @@ class Run:
             return
         for names in self._switch_processes().values():
             runtime = self.runtimes.get(names[0])
-            if isinstance(runtime, PySwitchRuntime):
+            if runtime is not None:
                 seen.switch_host_delay[switch_process_phrase(names)] = runtime.host_delay()
 
     # -- the end --------------------------------------------------------------------------

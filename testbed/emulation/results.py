@@ -55,7 +55,8 @@ class RunObservations:
     start_epoch_s: Optional[float] = None
     end_epoch_s: Optional[float] = None
     switch_stats: dict = field(default_factory=dict)        # switch -> its final counters
-    switch_host_delay: dict = field(default_factory=dict)   # pyswitch process -> its host-delay meter
+    switch_host_delay: dict = field(default_factory=dict)   # switch process -> its host-delay meter
+    # (a pyswitch process's own; a bmv2 switch's from its switch_wait register)
     host_losses: dict = field(default_factory=dict)         # host -> {"udp_rcvbuf": n, "qdisc": n}
     cpu_shares: dict = field(default_factory=dict)          # testbed.metrics.cpu.CpuSampler.shares
     failed_workers: list = field(default_factory=list)      # killed by stragglers.failures

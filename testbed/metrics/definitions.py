@@ -44,7 +44,8 @@ SUMMARY_METRICS = {
     "packet_budget": Metric("object", "the planner's prediction: the budget that binds, each process's "
                                       "packet rate and the N it needs", EMULATED),
     "host_delay": Metric("object", "`by_role`: per role (`worker`, `ps`, `ring`, `switch` ...) `count`, `mean_s`, "
-                                   "`p99_s`, `max_s` of `receive_wait` (kernel timestamp to handling) and "
+                                   "`p99_s`, `max_s` of `receive_wait` (kernel timestamp to handling; a bmv2 switch: "
+                                   "receipt to egress queue, register `switch_wait`, no `p99_s`) and "
                                    "`send_lateness` (a timer's wake-up after its due time), virtual seconds; "
                                    "`round_trips`: per job what one round trip waited, against its round "
                                    "(`share_of_round`) and its communication (`share_of_comm`)", EMULATED),

@@ -8,7 +8,9 @@ others wakes late. A ring all-reduce, whose 2 (N - 1) steps each end with a
 round trip, or PA-ATP's GACK rounds, read slow by exactly those waits, while
 every CPU share looks healthy.
 
-Every agent and every pyswitch process therefore keeps a :class:`HostDelayMeter`:
+Every agent and every pyswitch process therefore keeps a :class:`HostDelayMeter`
+(a bmv2 switch, a C++ process, counts in its ``switch_wait`` register instead:
+:func:`switch_wait_summary`):
 
 - **receive wait**: for each packet, the wall time between the kernel's
   receive timestamp (``SO_TIMESTAMPNS``, taken when the packet reached the
@@ -131,6 +133,18 @@ class HostDelayMeter:
         return {"receive_wait": self._receive.summary(), "send_lateness": self._late.summary()}
 
 
+def switch_wait_summary(cells) -> dict:
+    """A switch's ``switch_wait`` register (``program.WAIT_*`` cells: packets, summed and longest wait in
+    microseconds) as a meter's summary in wall seconds: its receive wait is the wait inside the switch, from
+    the switch's receipt of a packet to its egress queue. The register keeps no histogram: ``p99_s`` is None.
+    bmv2 reports its host delay this way; it has no kernel receive timestamps, so the wait before the switch
+    read a packet (which pyswitch's own meter counts) is not in it."""
+    packets, total_us, longest_us = (int(cell) for cell in cells[:3])
+    receive = ({"count": packets, "mean_s": total_us * 1e-6 / packets, "p99_s": None, "max_s": longest_us * 1e-6}
+               if packets else _Series().summary())
+    return {"receive_wait": receive, "send_lateness": _Series().summary()}
+
+
 def virtual_summary(summary: dict, factor: float) -> dict:
     """A meter's :meth:`HostDelayMeter.summary` in virtual seconds (time dilation ``factor``)."""
     return {kind: {key: value / factor if key.endswith("_s") and value is not None else value
@@ -149,13 +163,14 @@ def by_role(processes: list, factor: float) -> dict:
 
 def merge_role(summaries: list) -> dict:
     """Several processes' summaries of one role as one: counts added, means weighted by count, the largest
-    99th percentile and maximum (a role's tail is its slowest process's)."""
+    99th percentile and maximum (a role's tail is its slowest process's; a process that keeps no 99th
+    percentile, a bmv2 switch, adds none)."""
     merged = {}
     for kind in ("receive_wait", "send_lateness"):
         series = [s[kind] for s in summaries if s.get(kind, {}).get("count")]
         count = sum(s["count"] for s in series)
         merged[kind] = {"count": count,
                         "mean_s": sum(s["mean_s"] * s["count"] for s in series) / count if count else None,
-                        "p99_s": max((s["p99_s"] for s in series), default=None),
+                        "p99_s": max((s["p99_s"] for s in series if s["p99_s"] is not None), default=None),
                         "max_s": max((s["max_s"] for s in series), default=None)}
     return merged

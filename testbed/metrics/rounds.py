@@ -47,6 +47,7 @@ class JobRound:
     round_trip_s: float
     round_s: float
     comm_s: float
+    steps_summed_in_switches: bool = False   # a ring whose ToRs sum their racks' shards each step (Rina's racks)
 
     def spans(self) -> tuple:
         """What a round trip's wait for processes is weighed against, as (part, span_s, how a message names
@@ -101,7 +102,8 @@ def job_rounds(scenario, policy, job_rates_bps: dict) -> list:
             jp = policy.jobs[job.name]
             steps, step_frames = ring_steps(jp.scheme, jp.notes, len(job.workers), fragments)
             step_s = step_frames * frame_s + round_trip_s
-            rounds.append(JobRound(job.name, "ring step", sender, sender, hops, round_trip_s, step_s, steps * step_s))
+            rounds.append(JobRound(job.name, "ring step", sender, sender, hops, round_trip_s, step_s, steps * step_s,
+                                   steps_summed_in_switches=bool(jp.notes.get("ina"))))
         else:
             rate_bps = job_rates_bps.get(job.name) or 0.0
             comm_s = (fragments * 8.0 * frame_bytes / rate_bps if rate_bps else fragments * frame_s) + round_trip_s

@@ -738,6 +738,22 @@ def test_ecn_marking_on_queue_depth(target):
     assert rt.counter_read("port_ecn_marked", 2)[0] == ecn.count(3)
 
 
+def test_switch_wait_counts_what_reached_an_egress_queue(target):
+    """``switch_wait``: packets that reached an egress queue, their summed and longest wait between the
+    switch's receipt and the queue (microseconds); a packet dropped in Ingress is not in it."""
+    rt = target.runtime
+    install_routes(rt)
+    src_ip, src_mac = HOSTS[1]
+    frames = [build_frame(SW_MAC, src_mac, src_ip, HOSTS[2][0], bytes([tag]) * 100, src_port=5000, dst_port=5001)
+              for tag in range(5)]
+    frames.append(build_frame(SW_MAC, src_mac, src_ip, "10.9.9.9", b"x" * 100, src_port=5000, dst_port=5001))
+    target.send_seq([(1, f) for f in frames])
+    assert len(target.recv(5)) == 5 and target.quiet() == []
+    packets, total_us, longest_us = rt.register_read_all("switch_wait")
+    assert packets == 5 and longest_us <= total_us < 5 * 1_000_000
+    assert rt.register_read("switch_wait", program.WAIT_PACKETS) == 5
+
+
 def test_aggregation_capacity_cap(target):
     rt = target.runtime
     install_routes(rt)
@@ -1168,6 +1184,10 @@ def test_pa_gack_for_the_completing_gradient(target):
     assert (aggregate.src_ip, aggregate.dst_ip, aggregate.ttl) == (SW_ADDR, PS_IP, 63)
     assert_gack_of(out[3], 3, PA_JOB, 6, progress=18, ce=True)
     assert (stat(target, "gacked"), stat(target, "emitted")) == (3, 1)
+    # Three packets reached a queue as themselves (two GACKs, the aggregate); the clone is not counted: bmv2
+    # starts it without an ingress timestamp. Every wait is of this test's moments, not of the switch's uptime.
+    packets, total_us, longest_us = rt.register_read_all("switch_wait")
+    assert packets == 3 and longest_us <= total_us and longest_us < 500_000
     assert rt.register_read("agg_used", PA_INDEX) == 0                          # released on emit
 
     # Seq 7, completed by a gradient arriving on a port without a GACK session (the PS's): the aggregate only.

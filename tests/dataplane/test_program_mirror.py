@@ -21,7 +21,7 @@ from testbed.dataplane.pyswitch.core import PySwitchCore
 P4_SOURCE = Path(__file__).resolve().parents[2] / "p4" / "ina.p4"
 SIZE_EXPRS = {"INA_SLOTS * INA_LANES": "SLOTS*LANES", "INA_SLOTS": "SLOTS", "1": "1", "INA_PORTS": "PORTS",
               "INA_STATS": "STATS", "INA_PA_JOBS": "PA_JOBS", "INA_PA_JOBS * INA_PA_WORKERS": "PA_JOBS*PA_WORKERS",
-              "INA_PA_JOBS * INA_PA_SEQS": "PA_JOBS*PA_SEQS"}
+              "INA_PA_JOBS * INA_PA_SEQS": "PA_JOBS*PA_SEQS", "INA_WAIT_CELLS": "WAIT_CELLS"}
 BUILTIN_ACTIONS = {"NoAction"}   # core.p4
 # Top-level names v1model.p4 declares: a program declaration of the same name is a p4c error
 # ("Ingress duplicates Ingress"), so the program's controls cannot be named Ingress / Egress.
@@ -158,7 +158,7 @@ def test_stat_indices(p4):
     _compare("ina_stats index", p4["stats"], program.STAT_INDICES)
     assert re.search(rf"#define INA_STATS {len(program.STAT_INDICES)}\b", P4_SOURCE.read_text())
     assert re.search(rf"#define INA_PORTS {program.MAX_PORTS}\b", P4_SOURCE.read_text())
-    for name in ("PA_JOBS", "PA_WORKERS", "PA_SEQS"):
+    for name in ("PA_JOBS", "PA_WORKERS", "PA_SEQS", "WAIT_CELLS"):
         assert re.search(rf"#define INA_{name} {getattr(program, name)}\b", P4_SOURCE.read_text()), name
     assert program.PA_SEQS & (program.PA_SEQS - 1) == 0      # a power of two: ina.p4 masks seq with it
 

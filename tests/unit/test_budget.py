@@ -48,10 +48,12 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
     # first points, at the floor: 4 x 3,720 / 36,300 + 3,720 / 33,100 = 0.52 cores; 1.87 / (1.4 - 6 x 0.003).
     assert machine.startswith("the machine (1.9 cores' work at time dilation 1 and 6 processes idling on 0.02, 70% "
                               "of 2 cores usable) needs time dilation 1.35")
-    # The machine 1.9 / 1.36 busy, a visit waits 0.45 ms: 5 visits a round trip, 15% of the quickstart's
-    # communication (one window and the round trip at 5 Mb/s), above the planned 12%.
-    assert latency.startswith("job resnet50's round trips (5 visits of 0.45 ms at time dilation 1, 12% of its "
-                              "15.1 ms communication) needs time dilation 1.25")
+    # A round trip visits the worker's timer, the PS and the worker (0.45 ms each at N = 1, the machine busy)
+    # and s1 both ways, where bmv2 is a queue: at N = 4.57 s1 takes 9,301 / 4.57 = 2,035 packets/s, 0.885 of
+    # the 2,300/s it serves, a sojourn of 0.435 ms / 0.115 = 3.8 ms; the agents' visits 0.24 ms with the machine
+    # 0.30 busy: (3 x 0.24 + 2 x 3.8) / 4.57 = 1.81 ms, 12% of the quickstart's 15.1 ms communication.
+    assert latency.startswith("job resnet50's round trips (3 visits of 0.45 ms at time dilation 1 and 2 of bmv2 "
+                              "switches, 3.8 ms at 4.57, 12% of its 15.1 ms communication) needs time dilation 4.57")
     monkeypatch.setattr(budget.shutil, "which", lambda name: f"/x/{name}")
     assert packet_budget(scenario, "auto", cores=2).target == "bmv2"      # auto resolves to bmv2 here
     monkeypatch.setattr(budget.shutil, "which", lambda name: None)
@@ -87,8 +89,12 @@ def test_auto_takes_the_smallest_whole_dilation_inside_every_budget():
     assert dilation_factor(load_scenario(QUICKSTART, ["time_dilation=3"]), plan) == 3.0   # a number is kept
     # With four cores the machine needs 4.4, the round trips 8.9, the switch still 9.3.
     assert packet_budget(scenario, "pyswitch", cores=4).auto_factor() == 10.0
-    assert packet_budget(scenario, "bmv2", cores=2).binding().startswith("switch s1 (186,012 packets/s at time "
-                                                                         "dilation 1, bmv2 budget 2,500/s)")
+    # On bmv2 the switch's budget asks 74.4 (186,012 / 2,500), its queue more: at N = 86.2 s1 is 0.94 busy and a
+    # packet stays 7 ms in it, two such visits and the agents' a fifth of the 0.86 ms window in virtual time.
+    on_bmv2 = packet_budget(scenario, "bmv2", cores=2)
+    assert on_bmv2.binding().startswith("job resnet50's round trips (3 visits of 0.45 ms at time dilation 1 and 2 "
+                                        "of bmv2 switches, 7 ms at 86.2, 20% of its 0.86 ms window)")
+    assert on_bmv2.auto_factor() == 87.0
 
 
 def test_a_jobs_workers_are_predicted_at_its_slowest_workers_rate():
@@ -107,6 +113,28 @@ def test_a_jobs_workers_are_predicted_at_its_slowest_workers_rate():
     assert plan.switch_groups == (("s1", "s3"), ("s2",)) and plan.auto_factor() == 7.0
     per_switch = packet_budget(load_scenario(GOAT_1000, ["switch.processes=per-switch"]), "pyswitch", policy, cores=2)
     assert per_switch.switch_groups == (("s1",), ("s2",), ("s3",)) and per_switch.auto_factor() == 8.0
+
+
+def test_a_bmv2_switch_is_planned_as_a_queue_and_a_step_its_tors_sum_as_a_burst():
+    """A bmv2 switch keeps a packet ``service / (1 - utilisation)``: GOAT's testbed at 1/1000, s1 at 83,705
+    packets/s, is planned at 40 on two cores, past the 34 its throughput budget asks (where its round trips
+    waited 54% of a window in bmv2); Rina's steps, which its ToRs sum, twelve times that; a ring whose switches
+    only forward, and a pyswitch switch, wait as any process does."""
+    goat = packet_budget(load_scenario(GOAT_1000), "bmv2", cores=2)
+    assert goat.auto_factor() == 40.0 and goat.needs()[next(w for w in goat.needs() if w.startswith("switch s1"))] \
+        == pytest.approx(83705 / 2500, rel=1e-3)
+    service_s = 1 / budget.BMV2_SERVICE_PPS
+    utilisation = max(goat.switch_pps["s1"] / 40 * service_s, goat.cores_busy(40) / goat.working_cores())
+    assert goat.switch_visit_wait_s(40) == pytest.approx(service_s / (1 - utilisation))
+    assert goat.switch_visit_wait_s(40, summed_steps=True) == pytest.approx(12 * goat.switch_visit_wait_s(40))
+    assert goat.switch_visit_wait_s(30) == pytest.approx(service_s / (1 - budget.BMV2_MAX_UTILISATION))
+    rina = REPO / "scenarios" / "papers" / "rina" / "testbed.yaml"
+    summed = packet_budget(load_scenario(rina, ["policy=rina", "topology.programmable=all"]), "bmv2", cores=2)
+    assert [r.steps_summed_in_switches for r in summed.rounds] == [True] and summed.auto_factor() == 8.0
+    forwarded = packet_budget(load_scenario(rina, ["policy=rar"]), "bmv2", cores=2)
+    assert [r.steps_summed_in_switches for r in forwarded.rounds] == [False] and forwarded.auto_factor() == 6.0
+    on_pyswitch = packet_budget(load_scenario(GOAT_1000), "pyswitch", cores=2)
+    assert on_pyswitch.switch_visit_wait_s(7, summed_steps=True) == on_pyswitch.visit_wait_s(7)
 
 
 def test_the_expected_wall_time_is_the_simulated_iterations_times_the_dilation():

@@ -10,7 +10,8 @@ from testbed import controller
 from testbed.agents.common import ANCILLARY_BYTES, arrived_ce, open_endpoint, pending_datagrams, wait_readable
 from testbed.metrics.distortion import HOST_DELAY_COMM_SHARE, HOST_DELAY_ROUND_SHARE, Evidence, assess
 from testbed.metrics.host_delay import (FOLD_EVERY, TIMESTAMP_CMSG_BYTES, HostDelayMeter, by_role,
-                                        enable_receive_timestamps, kernel_timestamp_s, merge_role)
+                                        enable_receive_timestamps, kernel_timestamp_s, merge_role,
+                                        switch_wait_summary)
 from testbed.metrics.rounds import JobRound, job_rounds, round_trip_host_delay_s, round_trip_summary
 from testbed.policy import compute_policy
 from testbed.scenario import parse_scenario
@@ -111,6 +112,19 @@ def test_roles_merge_weighted_by_count_with_the_slowest_processes_tail_and_in_vi
     assert roles["worker"]["receive_wait"]["mean_s"] == pytest.approx(0.0005)
     assert roles["switch"]["send_lateness"] == {"count": 10, "mean_s": 0.00025, "p99_s": 0.00025, "max_s": 0.0005}
 
+
+
+def test_a_bmv2_switchs_wait_register_reads_as_a_meter_without_a_tail_and_merges_with_one():
+    """bmv2 counts its in-switch wait in register switch_wait (packets, summed and longest microseconds)."""
+    bmv2 = switch_wait_summary([4, 2000, 900])
+    assert bmv2 == {"receive_wait": {"count": 4, "mean_s": pytest.approx(0.0005), "p99_s": None, "max_s": 0.0009},
+                    "send_lateness": {"count": 0, "mean_s": None, "p99_s": None, "max_s": None}}
+    assert switch_wait_summary([0, 0, 0])["receive_wait"]["count"] == 0
+    pyswitch = {"receive_wait": {"count": 4, "mean_s": 0.0001, "p99_s": 0.0002, "max_s": 0.0003},
+                "send_lateness": {"count": 0, "mean_s": None, "p99_s": None, "max_s": None}}
+    merged = merge_role([bmv2, pyswitch])["receive_wait"]
+    assert merged == {"count": 8, "mean_s": pytest.approx(0.0003), "p99_s": 0.0002, "max_s": 0.0009}
+    assert merge_role([bmv2])["receive_wait"]["p99_s"] is None
 
 RING = """\
 version: 1

@@ -35,7 +35,7 @@ class PySwitchCore:
             session, frame, progress = clone
             port = self.egress.mirror_sessions.get(session)   # no session: no clone (bmv2)
             if port is not None:
-                self.egress.enqueue(port, frame, now, send, gack=progress)
+                self.egress.enqueue(port, frame, now, send, gack=progress, clone=True)
         if verdict is None:
             return
         if verdict.__class__ is int:

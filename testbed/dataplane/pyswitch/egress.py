@@ -6,7 +6,10 @@ when it leaves its port's queue; Egress sees ``standard_metadata.enq_qdepth``,
 the queue depth when the packet was enqueued (packets ahead of it). pyswitch
 keeps that order: :meth:`Egress.enqueue` is the traffic manager (tail drop
 past the depth, so a dropped packet is neither marked nor counted; the queue
-depth is recorded with the packet), :meth:`Egress.depart` is the Egress
+depth is recorded with the packet; how long the packet waited inside the
+switch, from its receipt to its enqueue, goes to register ``switch_wait``,
+which ina.p4's Egress fills from ``enq_timestamp - ingress_global_timestamp``),
+:meth:`Egress.depart` is the Egress
 control, run when the packet leaves: at once when its port is unshaped or
 idle with tokens to spare, else from :meth:`Egress.drain` when the port's
 byte-accurate token bucket (``rate_bps``) lets the head of the queue go.
@@ -61,8 +64,10 @@ whatever the egress thread had not yet sent).
 import collections
 import random
 import struct
+import time
 
 from testbed.dataplane import program
+from testbed.dataplane.program import WAIT_MAX_US, WAIT_PACKETS, WAIT_SUM_US
 from testbed.dataplane.pyswitch.fields import (ETH_DST, ETH_SRC, INA_FLAGS_LO, INA_PORT_HI, INA_PORT_LO,
                                                IPV4_CHECKSUM_HI, IPV4_CHECKSUM_LO, IPV4_DST, IPV4_SRC,
                                                UDP_CHECKSUM_HI, UDP_CHECKSUM_LO, UDP_DST_PORT, UDP_DST_PORT_HI,
@@ -169,8 +174,10 @@ class Queued:
 class Egress:
     """Per-port ECN marking, INA egress counting, multicast rewrite, impairments and shaping."""
 
-    def __init__(self, tables):
+    def __init__(self, tables, clock=time.monotonic):
         self.ecn_threshold = [0]                        # register ecn_threshold
+        self.switch_wait = [0] * program.WAIT_CELLS     # register switch_wait (program.WAIT_*)
+        self.clock = clock          # the switch's clock, the one its packets' receipt times (``now``) are read on
         self.impair_drop = [0] * program.MAX_PORTS      # register impair_drop (thresholds of IMPAIR_SCALE)
         self.impair_duplicate = [0] * program.MAX_PORTS  # register impair_duplicate
         self.impair_reorder = [0] * program.MAX_PORTS   # register impair_reorder
@@ -193,17 +200,27 @@ class Egress:
         self.impair_rng[port] = random.Random(seed)
 
     def enqueue(self, port: int, buf: bytearray, now: float, send, replica: bool = False,
-                second_pass: bool = False, gack=None):
+                second_pass: bool = False, gack=None, clone: bool = False):
         """The traffic manager: tail drop past the port's depth, else the packet leaves now (unshaped or
         idle port with the tokens) or waits in the port's queue; ``send(port, buf)`` puts it on the wire.
-        ``gack``: the progress of the GACK the packet leaves as (PA-ATP), or None."""
+        ``gack``: the progress of the GACK the packet leaves as (PA-ATP), or None. ``now`` is the packet's
+        receipt by the switch: how long ago that was goes to ``switch_wait`` (as bmv2 counts it in Egress,
+        from its ingress timestamp to its enqueue, for every packet that is not tail-dropped, a second pass or
+        an ingress ``clone``, which bmv2 starts without an ingress timestamp)."""
         queue = self.queues.get(port)
+        depth = len(queue.queue) if queue is not None else 0
+        if queue is not None and depth >= queue.depth_pkts:
+            queue.dropped += 1
+            return
+        if not (second_pass or clone):
+            wait_us = int((self.clock() - now) * 1e6)     # one clock: ``now`` was read on it before
+            cells = self.switch_wait
+            cells[WAIT_PACKETS] += 1
+            cells[WAIT_SUM_US] += wait_us
+            if wait_us > cells[WAIT_MAX_US]:
+                cells[WAIT_MAX_US] = wait_us
         if queue is None:
             self.depart(port, buf, 0, replica, second_pass, now, send, gack)
-            return
-        depth = len(queue.queue)
-        if depth >= queue.depth_pkts:
-            queue.dropped += 1
             return
         queue.refill(now)
         if not depth and queue.tokens >= len(buf):
