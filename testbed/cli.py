@@ -141,13 +141,12 @@ def cmd_compare(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from testbed.policy import compute_policy
+    from testbed.plan import plan_scenario
     try:
         from testbed import sim
     except ImportError as exc:
         raise TestbedError(f"the simulator is not available: {exc}")
-    scenario = _load(args)
-    result = sim.evaluate(scenario, compute_policy(scenario))
+    result = plan_scenario(_load(args)).simulation()
     print(json.dumps(result, indent=2, default=str) if args.json else sim.format_simulation(result))
     return 0
 

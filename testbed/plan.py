@@ -1,14 +1,17 @@
-"""A run's plan, made once: what ``validate`` prints is what ``run`` and ``fidelity`` use.
+"""A scenario's plan, made once: what ``validate`` prints is what ``run`` and ``fidelity`` use.
 
-:func:`make_plan` takes a scenario and a target and, after every check that
-refuses a scenario before any network exists, returns a :class:`RunPlan`:
-the scenario, the resolved target, the policy (solved once), the packet
-budget and the time dilation it picks, the control plan at that dilation,
-and the flow-level simulation of the same policy when asked for. ``inatb
-validate`` prints it (:func:`describe`, as ``inatb run`` does before it builds the network), ``inatb run``
-and ``inatb fidelity`` run it
-(:func:`testbed.emulation.orchestrator.run_scenario`), ``fidelity`` compares
-the run with its simulation.
+:func:`plan_scenario` makes what every command needs of a scenario, a
+:class:`ScenarioPlan`: the scenario, its policy (solved once) and, when
+asked for, the flow-level simulation of that policy; ``inatb simulate`` and
+a simulated sweep consume it. :func:`make_plan` takes a scenario and a
+target and, after every check that refuses a scenario before any network
+exists, returns a :class:`RunPlan`, the scenario plan and what an emulation
+adds: the resolved target, the packet budget and the time dilation it picks,
+the control plan at that dilation and the slowed world. ``inatb validate``
+prints it (:func:`describe`, as ``inatb run`` does before it builds the
+network), ``inatb run``, ``inatb fidelity`` and an emulated sweep's points
+run it (:func:`testbed.emulation.orchestrator.run_scenario`), ``fidelity``
+compares the run with its simulation.
 """
 
 import shutil
@@ -28,16 +31,11 @@ RUN_TARGETS = tuple(t for t in TARGETS if t != "auto")
 
 
 @dataclass
-class RunPlan:
-    """What a run of ``scenario`` uses (the module docstring)."""
+class ScenarioPlan:
+    """What every command plans of ``scenario`` (the module docstring)."""
     scenario: object
-    target: str                      # resolved: one of RUN_TARGETS
     policy: object                   # testbed.policy.base.Policy
-    budget: PacketBudget
-    time_dilation: float
-    control: controller.ControlPlan  # at ``time_dilation``
-    world: object                    # the scenario's wall-clock world at ``time_dilation`` (testbed/dilation.py)
-    _simulation: dict = field(default=None, repr=False)
+    _simulation: dict = field(default=None, repr=False, kw_only=True)
 
     def simulation(self) -> dict:
         """The flow-level model's figures for the plan's policy (:func:`testbed.sim.evaluate`), computed once."""
@@ -45,6 +43,21 @@ class RunPlan:
             from testbed import sim
             self._simulation = sim.evaluate(self.scenario, self.policy)
         return self._simulation
+
+
+@dataclass
+class RunPlan(ScenarioPlan):
+    """What a run of ``scenario`` uses (the module docstring)."""
+    target: str                      # resolved: one of RUN_TARGETS
+    budget: PacketBudget
+    time_dilation: float
+    control: controller.ControlPlan  # at ``time_dilation``
+    world: object                    # the scenario's wall-clock world at ``time_dilation`` (testbed/dilation.py)
+
+
+def plan_scenario(scenario) -> ScenarioPlan:
+    """The :class:`ScenarioPlan` of ``scenario``: its policy solved."""
+    return ScenarioPlan(scenario, compute_policy(scenario))
 
 
 def resolve_target(requested: str, installed_only: bool = True) -> str:
@@ -76,14 +89,14 @@ def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
     can run is refused, the policy solved, the time dilation picked, the control plan built at it."""
     require_emulable(scenario)
     chosen = resolve_target(target or scenario.target, installed_only)
-    policy = compute_policy(scenario)
+    policy = plan_scenario(scenario).policy
     check_emulable(scenario, policy)
     budget = packet_budget(scenario, chosen, policy)
     factor = dilation_factor(scenario, budget)
     world = network_scenario(scenario, factor)
     if factor != 1:
         require_emulable(world)          # the slowed world's links must be shapeable too
-    return RunPlan(scenario, chosen, policy, budget, factor, controller.plan(scenario, policy, factor), world)
+    return RunPlan(scenario, policy, chosen, budget, factor, controller.plan(scenario, policy, factor), world)
 
 
 def describe(plan: RunPlan) -> list:

@@ -1,7 +1,7 @@
 """A simulated run: the flow-level simulator's figures written as a run, so a sweep can put them in its table
 and plots under the names emulated runs use (a sweep file's ``simulate: true``).
 
-``simulate_into`` evaluates the scenario (:func:`testbed.sim.evaluate`) and writes
+``simulate_into`` evaluates the scenario's plan (:meth:`testbed.plan.ScenarioPlan.simulation`) and writes
 ``OUT/<scenario>/<run id>/summary.json`` beside the whole evaluation (``simulation.json``). The summary
 keeps the run's vocabulary, per job and for the run (the mean over jobs, as ``inatb run``'s):
 
@@ -30,8 +30,7 @@ from pathlib import Path
 
 from testbed.atomic_io import write_text_atomic
 from testbed.metrics.summary import iteration_rates, new_run_id, run_summary, write_summary
-from testbed.policy import compute_policy
-from testbed.sim import evaluate
+from testbed.plan import plan_scenario
 
 
 #: What a run's summary counts over all its iterations, the simulator per iteration.
@@ -69,7 +68,7 @@ def simulate_into(scenario, out_root, target=None, stream=None) -> Path:
     """Simulate ``scenario`` and write it as a run under ``out_root`` (a sweep executor's runner: ``target``
     is not the simulator's business); its directory."""
     start = time.time()
-    simulation = evaluate(scenario, compute_policy(scenario))
+    simulation = plan_scenario(scenario).simulation()
     run_dir = Path(out_root) / scenario.name / new_run_id()
     run_dir.mkdir(parents=True)
     write_text_atomic(run_dir / "simulation.json", json.dumps(simulation, indent=1, default=str) + "\n")

@@ -1,5 +1,5 @@
-"""A run's plan is made once (testbed/plan.py): the policy is solved once per command, for the run and the
-simulator alike, and ``validate`` plans what ``run`` would."""
+"""A scenario's plan is made once (testbed/plan.py): the policy is solved once per command, for the run and the
+simulator alike (``simulate`` and a simulated sweep point too), and ``validate`` plans what ``run`` would."""
 
 import dataclasses
 import json
@@ -59,6 +59,17 @@ def test_fidelity_runs_and_simulates_one_policy(solves, monkeypatch, tmp_path, c
     assert len(ran) == 1 and ran[0] is not None
     assert len(solves) == 1
     assert "min_sending_rate_bps" in capsys.readouterr().err
+
+
+def test_simulate_and_a_simulated_sweep_point_solve_the_plans_one_policy(solves, tmp_path, capsys):
+    """``inatb simulate`` and a simulated run (a sweep's ``simulate: true`` point) consume a scenario plan:
+    its policy solved once, its simulation that policy's."""
+    jobs = len(load_scenario(GRID_MOTIVATION).jobs)
+    assert cli.main(["simulate", str(GRID_MOTIVATION)]) == 0
+    assert len(solves) == jobs and "minimum sending rate" in capsys.readouterr().out
+    from testbed.sim.run import simulate_into
+    run_dir = simulate_into(load_scenario(GRID_MOTIVATION), tmp_path)
+    assert len(solves) == 2 * jobs and json.loads((run_dir / "summary.json").read_text())["simulated"] is True
 
 
 def test_validate_plans_what_the_run_would(capsys):
