@@ -218,22 +218,9 @@ def install_status_dump(run_dir: str, name: str, describe):
 
 
 def straggler_rng(config) -> random.Random:
-    """The RNG of a worker's straggler delays (:func:`straggler_delay_s`), seeded by (seed, job, worker)."""
+    """The RNG of a worker's straggler delays (:func:`testbed.scenario.model.straggler_delay_s`), seeded by
+    (seed, job, worker)."""
     return random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
-
-
-def straggler_delay_s(compute_delay: dict, rng) -> float:
-    """One iteration's straggler delay drawn from ``compute_delay`` (the agent config's: fixed, uniform, or
-    normal clipped to [low, high]; empty = none) with ``rng``, seeded per (seed, job, worker)."""
-    if not compute_delay:
-        return 0.0
-    kind = compute_delay["distribution"]
-    if kind == "fixed":
-        return compute_delay["value_s"]
-    if kind == "uniform":
-        return rng.uniform(compute_delay["low_s"], compute_delay["high_s"])
-    return min(compute_delay["high_s"], max(compute_delay["low_s"],
-                                            rng.gauss(compute_delay["mean_s"], compute_delay["std_s"])))
 
 
 def sending_rate_bps(sent_bytes: int, sent_pkts: int, sending_s: float, link_rate_bps: float) -> float:

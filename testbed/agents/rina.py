@@ -59,7 +59,7 @@ generation in the iteration field.
 import numpy as np
 
 from testbed.agents.common import (FRAME_OVERHEAD_BYTES, agent_session, install_status_dump, pending_datagrams,
-                                   sending_rate_bps, straggler_delay_s, straggler_rng)
+                                   sending_rate_bps, straggler_rng)
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.ring import AnsweringPeer, RingWorker, mismatched_fragments
 from testbed.agents.ring_generation import HaltRequest, RingHalted, await_next_generation
@@ -68,6 +68,7 @@ from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_GATHER, FLAG_
                                     FLAG_RETX, FLAG_TASK, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
                                     ina_frame_bytes, rina_generation_iteration, rina_iteration, rina_seq,
                                     rina_step_index)
+from testbed.scenario.model import straggler_delay_s
 
 #: A rack worker (or agent) missing finished fragments asks again after this many minimum RTOs without one.
 REPAIR_AFTER_RTOS = 4

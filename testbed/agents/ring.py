@@ -46,7 +46,7 @@ from functools import partial
 import numpy as np
 
 from testbed.agents.common import (AgentClock, SendTally, agent_session, arrived_ce, install_status_dump,
-                                   pending_datagrams, straggler_delay_s, straggler_rng, wait_readable)
+                                   pending_datagrams, straggler_rng, wait_readable)
 from testbed.agents.gradients import expected_sum, worker_fragments
 from testbed.agents.ring_acks import DelayedAcks
 from testbed.agents.ring_schedule import worker_steps
@@ -54,6 +54,7 @@ from testbed.agents.transport import make_transport
 from testbed.agents.transport.base import MAX_RTO_S
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX,
                                     RING_HEADER, RING_HEADER_BYTES, RING_UDP_PORT, ring_frame_bytes)
+from testbed.scenario.model import straggler_delay_s
 
 IDLE_WAIT_S = 0.05          # longest sleep without a timer due, wall seconds
 LINGER_QUIET_S = MAX_RTO_S + 0.5   # virtual seconds

@@ -42,12 +42,13 @@ it is copy 1.
 import time
 
 from testbed.agents.common import (AgentClock, SendTally, agent_session, install_status_dump, pending_datagrams,
-                                   straggler_delay_s, straggler_rng, wait_readable)
+                                   straggler_rng, wait_readable)
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     FLAG_SHADOW, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
                                     fragment_seqs, ina_frame_bytes, shadow_slot, slot_index)
+from testbed.scenario.model import straggler_delay_s
 
 IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks), wall seconds
 
