@@ -39,8 +39,9 @@ Every point's scenario is parsed and validated before anything runs: a typo
 in an axis value is one line naming the sweep file and the point, not a
 failure an hour into the sweep.
 
-``paper`` lists what the paper reports (:class:`PaperClaim`): for one metric,
-its figures for several values of one axis at fixed values of the others.
+``paper`` lists what the paper reports (:class:`PaperClaim`): for one metric
+(one of ``metrics``), its figures for several values of one axis at fixed
+values of the others (each other axis of more than one value pinned).
 Our runs are at reduced scale, so only ratios are compared: every pair of
 those values, the paper's ratio against the ratio of our means
 (``paper.csv``, :func:`testbed.sweep.table.paper_comparison`).
@@ -55,6 +56,7 @@ from pathlib import Path
 import yaml
 
 from testbed.errors import ScenarioError
+from testbed.metrics.definitions import JOB_METRICS, SUMMARY_METRICS
 from testbed.scenario import load_scenario, read_yaml_document, read_yaml_text
 
 SWEEP_VERSION = 1
@@ -202,7 +204,8 @@ def load_sweep(path) -> SweepSpec:
     if not isinstance(description, str):
         c.fail("description", f"expected text, got {description!r:.60}")
     spec = SweepSpec(name, str(path), scenario_path, list(fixed), axes, repetitions, list(metrics), list(run_plots),
-                     simulate, _paper_claims(c, doc.get("paper", []), dict(axes)), " ".join(description.split()))
+                     simulate, _paper_claims(c, doc.get("paper", []), dict(axes), list(metrics)),
+                     " ".join(description.split()))
     base = load_scenario(scenario_path, spec.fixed)
     spec.base_seed = base.seed
     spec.points = list(_points(spec))
@@ -214,8 +217,10 @@ def load_sweep(path) -> SweepSpec:
     return spec
 
 
-def _paper_claims(c, items, axes: dict) -> list:
-    """The ``paper`` entries, each checked against the sweep's axes (``axes``: axis -> its values)."""
+def _paper_claims(c, items, axes: dict, metrics: list) -> list:
+    """The ``paper`` entries, each checked against the sweep's axes (``axes``: axis -> its values) and its
+    ``metrics`` (any summary metric when the sweep names none): a claim names one of them, and pins every other axis of more than one value (a comparison
+    that averaged over an axis the paper did not would compare something else)."""
     if not isinstance(items, list):
         c.fail("paper", "expected a list of {metric, by, at, values, source} entries")
     claims = []
@@ -228,8 +233,10 @@ def _paper_claims(c, items, axes: dict) -> list:
             if key not in item:
                 c.fail(f"{p}.{key}", "missing")
         metric, by = item["metric"], item["by"]
-        if not isinstance(metric, str) or not metric:
-            c.fail(f"{p}.metric", "expected a summary metric name, e.g. ps_ingress_bytes")
+        known = metrics or sorted(SUMMARY_METRICS.keys() | JOB_METRICS.keys())
+        if metric not in known:
+            c.fail(f"{p}.metric", f"expected one of the sweep's metrics ({', '.join(metrics)}), got {metric!r}"
+                   if metrics else f"expected a summary metric (docs/reference/metrics.md), got {metric!r}")
         if by not in axes:
             c.fail(f"{p}.by", f"expected one of the sweep's axes ({', '.join(axes)}), got {by!r}")
         values = item["values"]
@@ -245,6 +252,8 @@ def _paper_claims(c, items, axes: dict) -> list:
             if axis not in axes or axis == by:
                 c.fail(f"{p}.at.{axis}", f"expected one of the other axes ({', '.join(a for a in axes if a != by)})")
         at = {axis: _axis_value(c, axes, axis, value, f"{p}.at.{axis}") for axis, value in at.items()}
+        if loose := [axis for axis, axis_values in axes.items() if axis not in at and axis != by and len(axis_values) > 1]:
+            c.fail(f"{p}.at", f"expected a value for each other axis of the sweep; missing {', '.join(loose)}")
         source = item.get("source", "")
         if not isinstance(source, str):
             c.fail(f"{p}.source", "expected text: where the paper states these figures")

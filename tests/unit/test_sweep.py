@@ -58,16 +58,22 @@ def test_seeds_differ_by_repetition_and_are_shared_across_axis_values(tmp_path):
     ("axes: {policy: [ps]}\ncolour: red\n", "colour"),
     ("axes: {policy: [ps]}\nsimulate: sometimes\n", "simulate"),
     ("axes: {policy: [ps]}\nsimulate: true\nrun_plots: [worker_send_rate]\n", "run_plots"),
-    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: scheme, values: {ps: 1, atp: 2}}]\n", "paper.0.by"),
-    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: policy, values: {ps: 1}}]\n", "paper.0.values"),
-    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: policy, values: {ps: 1, goat: 2}}]\n",
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: comm_time_s, by: scheme, values: {ps: 1, atp: 2}}]\n", "paper.0.by"),
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: comm_time_s, by: policy, values: {ps: 1}}]\n", "paper.0.values"),
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: comm_time_s, by: policy, values: {ps: 1, goat: 2}}]\n",
      "paper.0.values.goat"),
-    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: policy, values: {ps: 1, atp: -2}}]\n",
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: comm_time_s, by: policy, values: {ps: 1, atp: -2}}]\n",
      "paper.0.values.atp"),
-    ("axes: {policy: [ps, atp], seed: [1]}\npaper: [{metric: m, by: policy, values: {ps: 1, atp: 2}, "
+    ("axes: {policy: [ps, atp], seed: [1]}\npaper: [{metric: comm_time_s, by: policy, values: {ps: 1, atp: 2}, "
      "at: {seed: 2}}]\n", "paper.0.at.seed"),
-    ("axes: {policy: [ps, atp]}\npaper: [{metric: m, by: policy, values: {ps: 1, atp: 2}, year: 2024}]\n",
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: comm_time_s, by: policy, values: {ps: 1, atp: 2}, year: 2024}]\n",
      "paper.0.year"),
+    ("axes: {policy: [ps, atp]}\npaper: [{metric: comm_tme_s, by: policy, values: {ps: 1, atp: 2}}]\n",
+     "paper.0.metric"),
+    ("axes: {policy: [ps, atp]}\nmetrics: [iteration_time_s]\npaper: [{metric: comm_time_s, by: policy, "
+     "values: {ps: 1, atp: 2}}]\n", "paper.0.metric"),
+    ("axes: {policy: [ps, atp], seed: [1, 2]}\npaper: [{metric: comm_time_s, by: policy, values: {ps: 1, atp: 2}}]\n",
+     "paper.0.at"),
 ])
 def test_a_bad_sweep_file_is_one_line_naming_the_field(tmp_path, body, field):
     with pytest.raises(ScenarioError) as err:
