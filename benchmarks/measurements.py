@@ -120,8 +120,12 @@ def impairment_rows(out_dir: Path) -> list:
     rows = []
     for target in targets():
         run = inatb("run", QUICKSTART, [IMPAIRED], target, out_dir)
-        losses = run.summary.get("impairment_drops")
-        rows.append([target, *job_cells(run.summary), number(losses)])
+        done = {"dropped": 0, "duplicated": 0, "reordered": 0}
+        for switch in run.summary["switches"].values():
+            for port in switch.get("impairment", {}).values():
+                for what in done:
+                    done[what] += port.get(what, 0)
+        rows.append([target, *job_cells(run.summary), ", ".join(f"{n} {what}" for what, n in done.items())])
     return rows
 
 
@@ -173,6 +177,25 @@ def switch_speed_rows(out_dir: Path) -> list:
     return rows
 
 
+def packet_cost_rows(out_dir: Path) -> list:
+    figures = script("bench_packet_costs.py", ["--target", "pyswitch", "--time-dilation", "8,16,32"],
+                     out_dir / "bench_packet_costs.json")
+    return [[f"{run['time_dilation']:g}", role, f"{wall_pps:,.0f}", f"{per_cpu_s:,.0f}"]
+            for run in figures["runs"] for role, (wall_pps, per_cpu_s) in sorted(run["by_role"].items())]
+
+
+def test_suite_rows(out_dir: Path) -> list:
+    """The tests the suite collects, per directory (``pytest --collect-only``: nothing runs)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests"], cwd=ROOT,
+                          capture_output=True, text=True)
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    counts = {}
+    for test_id in ids:
+        directory = "/".join(test_id.split("::")[0].split("/")[:2])
+        counts[directory] = counts.get(directory, 0) + 1
+    return [[directory, str(count)] for directory, count in sorted(counts.items())] + [["all", str(len(ids))]]
+
+
 def policy_solve_rows(out_dir: Path) -> list:
     rows = []
     for label, text, scheme in bench_policy_solve.CASES:
@@ -203,7 +226,7 @@ SECTIONS = (
             "The quickstart with 1% of packets dropped, 1% duplicated and 1% reordered on every link: the sum "
             "stays exact, the transport resends what was lost.",
             f"inatb run scenarios/quickstart.yaml --target TARGET --set '{IMPAIRED}'",
-            ("target", *JOB_COLUMNS, "packets the impairments dropped"), impairment_rows),
+            ("target", *JOB_COLUMNS, "what the impairments did"), impairment_rows),
     Section("goat-schemes", "GOAT's testbed, every scheme (pyswitch)",
             "GOAT §VII-B Fig. 4 (8 workers, 4 per rack, 3 programmable switches) with its compute-delay "
             "stragglers, ResNet-50 at 1/20000, under every scheme that runs on it (switchml, lbmm, inart and "
@@ -232,6 +255,19 @@ SECTIONS = (
             "come from these.",
             "sudo .venv/bin/python benchmarks/bench_pyswitch.py --seconds 3",
             ("target", "stream", "saturated", "lossless"), switch_speed_rows),
+    Section("packet-costs", "What a packet costs a run's processes (pyswitch)",
+            "Packets per CPU-second of the switch, the workers and the PS, against the packet rate each sees, "
+            "from the quickstart at 1/1000 run twice per time dilation (few and many iterations, the "
+            "difference divided by the difference in packets, so a run's fixed costs cancel): the curves the "
+            "time dilation planner adds up (testbed/budget.py). `--calibrate` keeps them as this machine's.",
+            "sudo .venv/bin/python benchmarks/bench_packet_costs.py --target pyswitch --time-dilation 8,16,32",
+            ("time dilation", "process", "packets per wall second", "packets per CPU-second"), packet_cost_rows),
+    Section("test-suite", "The test suite's size",
+            "The tests `CI=true bash .ci/run` runs, per directory (collected, not run): unit tests of pure code, "
+            "packet tests on every target, emulation tests of whole runs, the browser's check of the reports. "
+            "None is skipped in CI.",
+            ".venv/bin/python -m pytest --collect-only -q tests",
+            ("directory", "tests"), test_suite_rows),
     Section("policy-solve", "Solving the control-plane algorithms at the papers' scale",
             "The LP schemes on the papers' simulation topologies (benchmarks/bench_policy_solve.py says which): "
             "the whole scheme's wall time and the time inside the LP solver.",
@@ -269,9 +305,10 @@ def page_markdown(out_root: Path) -> str:
     lines = ["# Measurements", "",
              "<!-- Written by `benchmarks/measurements.py`: run it again to refresh the page; do not edit it. -->",
              "", "What the testbed itself measures on a machine: the quickstart, loss, every scheme on GOAT's "
-             "testbed, the fidelity figures, the switches' speed and the LP schemes' solve times. Each section "
+             "testbed, the fidelity figures, the switches' speed, what a packet costs, the test suite and the "
+             "LP schemes' solve times. Each section "
              "names the commit, date and machine it was measured on; "
-             "`sudo .venv/bin/python benchmarks/measurements.py` measures them all (about ten minutes on two "
+             "`sudo .venv/bin/python benchmarks/measurements.py` measures them all (about half an hour on two "
              "cores) and writes this page. The papers' figures are on their own pages.", ""]
     for section in SECTIONS:
         path = out_root / f"{section.name}.json"
