@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_report  # noqa: E402
+from testbed.budget import bmv2_installed  # noqa: E402
 from testbed.emulation.state import stop_process  # noqa: E402
 from testbed.calibration import (FANIN, IN_PORT, ITERATION_OFFSET, LANES, OUT_PORT, SLOTS,  # noqa: E402
                                  aggregate_frames, aggregation_entries as entries, forward_frames, inproc_rate)
@@ -246,7 +247,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="inatb-bench-") as tmp:
         for target in targets:
             for stream in ("aggregate", "forward"):
-                if target == "bmv2" and not (shutil.which("simple_switch") and shutil.which("p4c")):
+                if target == "bmv2" and not bmv2_installed():
                     rows.append({"target": target, "stream": stream, "skipped": "simple_switch and p4c not found"})
                     continue
                 if target != "inproc" and os.geteuid() != 0:

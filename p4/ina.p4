@@ -1392,20 +1392,6 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
         if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_EGRESS_CLONE || meta.impair_reordered == 1) {
             return;
         }
-        /* an ingress clone starts with fresh metadata (no ingress timestamp): its original counts the wait */
-        if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
-            bit<64> wait_us = (bit<64>)(standard_metadata.enq_timestamp -
-                                        (bit<32>)standard_metadata.ingress_global_timestamp);
-            bit<64> wait_cell;
-            switch_wait.read(wait_cell, 0);
-            switch_wait.write(0, wait_cell + 1);
-            switch_wait.read(wait_cell, 1);
-            switch_wait.write(1, wait_cell + wait_us);
-            switch_wait.read(wait_cell, 2);
-            if (wait_us > wait_cell) {
-                switch_wait.write(2, wait_us);
-            }
-        }
         /* PA-ATP's GACK (an absorbed gradient, or the ingress clone of a completing one: the program's only
            ingress clones): the gradient's headers, without lanes, back to its sender. Flags GACK, plus
            ECN_ECHO when the gradient arrived CE; progress = S_sum after it; elems 0; Ethernet, IPv4 and UDP
@@ -1441,6 +1427,21 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
             ina_mcast_rewrite.apply();
             if (hdr.ina.isValid() && (hdr.ina.flags & FLAG_PULL) != 0) {
                 meta.strip_lanes = 1;     /* Rina's pull: the task's header alone */
+            }
+        }
+        /* switch_wait, for every packet its egress queue took but a multicast copy pruned above; an ingress
+           clone starts with fresh metadata (no ingress timestamp): its original counts the wait */
+        if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE) {
+            bit<64> wait_us = (bit<64>)(standard_metadata.enq_timestamp -
+                                        (bit<32>)standard_metadata.ingress_global_timestamp);
+            bit<64> wait_cell;
+            switch_wait.read(wait_cell, 0);
+            switch_wait.write(0, wait_cell + 1);
+            switch_wait.read(wait_cell, 1);
+            switch_wait.write(1, wait_cell + wait_us);
+            switch_wait.read(wait_cell, 2);
+            if (wait_us > wait_cell) {
+                switch_wait.write(2, wait_us);
             }
         }
         /* a GACK or a pull leaves as its headers alone: elems 0, the lengths of the headers, UDP checksum 0 */

@@ -306,12 +306,17 @@ def write_calibration(calibration, path=None) -> Path:
     return _write_doc(path, old["curves"] if old else {}, calibration)
 
 
+def bmv2_installed() -> bool:
+    """Whether bmv2 can run here: simple_switch and p4c on PATH."""
+    return bool(shutil.which("simple_switch") and shutil.which("p4c"))
+
+
 def resolve_target(requested: str) -> str:
     """The target a run uses: ``auto`` is bmv2 where simple_switch and p4c are on PATH, else pyswitch.
     One rule for ``inatb run`` and ``inatb validate`` (which budgets the target it resolves)."""
     if requested != "auto":
         return requested
-    return "bmv2" if shutil.which("simple_switch") and shutil.which("p4c") else "pyswitch"
+    return "bmv2" if bmv2_installed() else "pyswitch"
 
 
 @dataclass
@@ -358,9 +363,10 @@ class PacketBudget:
 
     def switch_visit_wait_s(self, factor: float, summed_steps: bool = False) -> float:
         """What a packet waits at each switch it crosses, wall seconds, at time dilation ``factor``: a pyswitch
-        process's as any process's (:meth:`visit_wait_s`); a bmv2 switch's as a queue's sojourn at the busiest
-        switch's rate (``BMV2_SERVICE_PPS``), ``BMV2_RING_STEP_BURST`` times that in a ring's step that
-        switches sum (``summed_steps``)."""
+        process's as any process's (:meth:`visit_wait_s`); a bmv2 switch's as a queue's sojourn, its service
+        ``1 / BMV2_SERVICE_PPS`` and its utilisation the busier of the busiest switch's rate over that and the
+        machine's planned busy share, ``BMV2_RING_STEP_BURST`` times that in a ring's step that switches sum
+        (``summed_steps``; on every switch of the round trip, the ToRs that sum and the rest alike)."""
         if self.target != "bmv2":
             return self.visit_wait_s(factor)
         service_s = self.slowness() / BMV2_SERVICE_PPS

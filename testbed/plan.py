@@ -14,12 +14,12 @@ run it (:func:`testbed.emulation.orchestrator.run_scenario`), ``fidelity``
 compares the run with its simulation.
 """
 
-import shutil
 from dataclasses import dataclass, field
 
 from testbed import controller
 from testbed.agents.transport import TRANSPORTS
-from testbed.budget import PacketBudget, dilation_factor, expected_wall_s, packet_budget, resolve_target as resolve_auto
+from testbed.budget import (PacketBudget, bmv2_installed, dilation_factor, expected_wall_s, packet_budget,
+                            resolve_target as resolve_auto)
 from testbed.dataplane import program
 from testbed.dilation import network_scenario
 from testbed.errors import EnvironmentMissingError, PolicyError
@@ -35,7 +35,7 @@ class ScenarioPlan:
     """What every command plans of ``scenario`` (the module docstring)."""
     scenario: object
     policy: object                   # testbed.policy.base.Policy
-    _simulation: dict = field(default=None, repr=False, kw_only=True)
+    _simulation: dict = field(default=None, init=False, repr=False)
 
     def simulation(self) -> dict:
         """The flow-level model's figures for the plan's policy (:func:`testbed.sim.evaluate`), computed once."""
@@ -66,7 +66,7 @@ def resolve_target(requested: str, installed_only: bool = True) -> str:
     chosen = resolve_auto(requested)
     if chosen not in RUN_TARGETS:
         raise EnvironmentMissingError(f"unknown target {requested!r}; known: {', '.join(RUN_TARGETS)}")
-    if installed_only and chosen == "bmv2" and not (shutil.which("simple_switch") and shutil.which("p4c")):
+    if installed_only and chosen == "bmv2" and not bmv2_installed():
         raise EnvironmentMissingError("target bmv2 needs simple_switch and p4c on PATH (see "
                                       "docs/guide/vm.md); use --target pyswitch or auto")
     return chosen

@@ -31,6 +31,12 @@ def git_commit() -> str:
         return "unknown"
 
 
+def short_commit() -> str:
+    """:func:`git_commit` as a page shows it: the commit's first 12 digits, ``-dirty`` kept."""
+    commit = git_commit()
+    return commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
 def package_versions() -> dict:
     """Python's and the run's main packages' versions (None for one not installed)."""
     from importlib import metadata

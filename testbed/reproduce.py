@@ -35,7 +35,7 @@ from testbed.errors import EnvironmentMissingError, UsageError
 from testbed.markdown import table
 from testbed.metrics.definitions import SUMMARY_METRICS
 from testbed.papers import PAPERS, PAPERS_DIR
-from testbed.provenance import git_commit, machine_id
+from testbed.provenance import machine_id, short_commit
 from testbed.sweep import load_sweep, run_sweep
 from testbed.sweep.executors import executor_for
 from testbed.sweep.table import counted_runs, mean_ci
@@ -108,9 +108,7 @@ def run_experiment(experiment: Experiment, out_root: Path, target=None, progress
     if result.ran:
         previous = read_conditions(result.sweep_dir)
         wall_s = time.monotonic() - started + (previous.wall_s if previous and result.skipped else 0.0)
-        commit = git_commit()
-        short = commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
-        conditions = Conditions(short, datetime.date.today().isoformat(), machine_id(), wall_s)
+        conditions = Conditions(short_commit(), datetime.date.today().isoformat(), machine_id(), wall_s)
         write_text_atomic(result.sweep_dir / CONDITIONS_FILE, json.dumps(conditions.to_dict(), indent=1) + "\n")
     return result
 

@@ -56,7 +56,7 @@ from pathlib import Path
 import yaml
 
 from testbed.errors import ScenarioError
-from testbed.metrics.definitions import JOB_METRICS, SUMMARY_METRICS
+from testbed.metrics.definitions import SUMMARY_METRICS
 from testbed.scenario import load_scenario, read_yaml_document, read_yaml_text
 
 SWEEP_VERSION = 1
@@ -219,8 +219,9 @@ def load_sweep(path) -> SweepSpec:
 
 def _paper_claims(c, items, axes: dict, metrics: list) -> list:
     """The ``paper`` entries, each checked against the sweep's axes (``axes``: axis -> its values) and its
-    ``metrics`` (any summary metric when the sweep names none): a claim names one of them, and pins every other axis of more than one value (a comparison
-    that averaged over an axis the paper did not would compare something else)."""
+    ``metrics`` (any summary metric when the sweep names none): a claim names one of them, and pins every
+    other axis of more than one value (a comparison that averaged over an axis the paper did not would
+    compare something else)."""
     if not isinstance(items, list):
         c.fail("paper", "expected a list of {metric, by, at, values, source} entries")
     claims = []
@@ -233,7 +234,7 @@ def _paper_claims(c, items, axes: dict, metrics: list) -> list:
             if key not in item:
                 c.fail(f"{p}.{key}", "missing")
         metric, by = item["metric"], item["by"]
-        known = metrics or sorted(SUMMARY_METRICS.keys() | JOB_METRICS.keys())
+        known = metrics or sorted(SUMMARY_METRICS)      # the sweep's table has a run's summary metrics
         if metric not in known:
             c.fail(f"{p}.metric", f"expected one of the sweep's metrics ({', '.join(metrics)}), got {metric!r}"
                    if metrics else f"expected a summary metric (docs/reference/metrics.md), got {metric!r}")
@@ -252,7 +253,8 @@ def _paper_claims(c, items, axes: dict, metrics: list) -> list:
             if axis not in axes or axis == by:
                 c.fail(f"{p}.at.{axis}", f"expected one of the other axes ({', '.join(a for a in axes if a != by)})")
         at = {axis: _axis_value(c, axes, axis, value, f"{p}.at.{axis}") for axis, value in at.items()}
-        if loose := [axis for axis, axis_values in axes.items() if axis not in at and axis != by and len(axis_values) > 1]:
+        loose = [axis for axis, axis_values in axes.items() if axis not in at and axis != by and len(axis_values) > 1]
+        if loose:
             c.fail(f"{p}.at", f"expected a value for each other axis of the sweep; missing {', '.join(loose)}")
         source = item.get("source", "")
         if not isinstance(source, str):

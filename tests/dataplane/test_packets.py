@@ -708,6 +708,7 @@ def test_multicast_of_results(target):
     target.send(1, build_ina_frame(SW_MAC, HOSTS[1][1], HOSTS[1][0], GROUP_IP, header, lanes))
     assert sorted(port for port, _ in target.recv(2)) == [2, 3]
     assert target.quiet() == []
+    assert rt.register_read("switch_wait", program.WAIT_PACKETS) == 5      # the pruned copy waited for nothing
     # No ina_result entry: a RESULT is plain unicast.
     target.send(PS_PORT, build_ina_frame(SW_MAC, PS_MAC, PS_IP, HOSTS[2][0], InaHeader(job=10, flags=FLAG_RESULT,
                                                                                          elems=4), lanes[:4]))

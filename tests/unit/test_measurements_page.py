@@ -29,9 +29,10 @@ def test_the_page_shows_each_measured_section_with_its_provenance_and_names_the_
 def test_fidelity_cells_read_emulated_over_simulated_and_say_what_is_not_judged():
     summary = {"distorted": False, "distortion_reasons": [], "fidelity": {"all_within": True, "jobs": {"a": [
         {"metric": "ps_ingress_fragments", "emulated": 271.2, "simulated": 228, "ratio": 1.19, "judged": False},
+        {"metric": "ina_amount_fragments", "emulated": -6.0, "simulated": 0, "ratio": None, "judged": True},
         {"metric": "comm_time_s", "emulated": 0.295, "simulated": 0.311, "ratio": 0.949, "judged": True}]}}}
     cells = measurements.fidelity_cells(summary)
-    assert cells == ["271 / 228 (1.19x, not judged)", "-", "-", "0.295 / 0.311 (0.95x)", "yes", "no"]
+    assert cells == ["271 / 228 (1.19x, not judged)", "-6 / 0", "-", "0.295 / 0.311 (0.95x)", "yes", "no"]
 
 
 def test_an_unknown_section_is_refused_in_one_line(capsys):
