@@ -183,7 +183,7 @@ def switch_speed_rows(out_dir: Path) -> list:
 
 
 def packet_cost_rows(out_dir: Path) -> list:
-    figures = script("bench_packet_costs.py", ["--target", "pyswitch", "--time-dilation", "8,16,32"],
+    figures = script("bench_packet_costs.py", ["--target", "pyswitch", "--time-dilation", "16,32,64"],
                      out_dir / "bench_packet_costs.json")
     return [[f"{run['time_dilation']:g}", role, f"{wall_pps:,.0f}", f"{per_cpu_s:,.0f}"]
             for run in figures["runs"] for role, (wall_pps, per_cpu_s) in sorted(run["by_role"].items())]
@@ -266,7 +266,7 @@ SECTIONS = (
             "from the quickstart at 1/1000 run twice per time dilation (few and many iterations, the "
             "difference divided by the difference in packets, so a run's fixed costs cancel): the curves the "
             "time dilation planner adds up (testbed/budget.py). `--calibrate` keeps them as this machine's.",
-            "sudo .venv/bin/python benchmarks/bench_packet_costs.py --target pyswitch --time-dilation 8,16,32",
+            "sudo .venv/bin/python benchmarks/bench_packet_costs.py --target pyswitch --time-dilation 16,32,64",
             ("time dilation", "process", "packets per wall second", "packets per CPU-second"), packet_cost_rows),
     Section("test-suite", "The test suite's size",
             "The tests `CI=true bash .ci/run` runs, per directory (collected, not run): unit tests of pure code, "
