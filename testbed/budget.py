@@ -122,15 +122,14 @@ VISIT_WAIT_BUSY_S = 0.3e-3
 #: ms at 37, 4.8 at 40, 2.5 at 44, 1.6 at 50, 0.90 at 70 and 0.68 at 100.
 BMV2_SERVICE_PPS = 2300.0
 BMV2_MAX_UTILISATION = 0.999
-#: ... times this for a ring's step that switches sum (Rina's racks): every member sends its chunk at once, so a
-#: ToR takes the step's packets from all its links together and sums its rack's shards, besides its pulls and
-#: finished chunks (a ring whose switches only forward waits little there: RAR on the same testbed at N = 3, 0.18
-#: ms a visit). Measured on Rina's
-#: testbed under rina, both ToRs programmable (`inatb run scenarios/papers/rina/testbed.yaml --target bmv2
-#: --set policy=rina --set topology.programmable=all --set jobs.0.iterations=4 --set time_dilation=N`), each
-#: ToR at 9.1k packets/s at N = 1: at N = 5 15.7 ms a visit (a round trip waited 42% of its ring step, marked),
-#: at 7 12.4 and 7.1 ms (24%, 14%), at 8 6.1 ms (10%), at 12 1.8 ms (2%), where the queue alone gives 2.1, 1.1,
-#: 0.85 and 0.65 ms, and twelve times it 25, 13, 10 and 7.8 ms: N = 8 is planned there on two cores.
+#: ... times this for a ring's step that switches sum (Rina's racks): every member sends its chunk at once, so a ToR
+#: takes the step's packets from all its links together and sums its rack's shards, besides its pulls and finished
+#: chunks (a ring whose switches only forward waits little there: RAR on the same testbed at N = 3, 0.18 ms a visit).
+#: Measured on Rina's testbed under rina, both ToRs programmable (`inatb run scenarios/papers/rina/testbed.yaml
+#: --target bmv2 --set policy=rina --set topology.programmable=all --set jobs.0.iterations=4 --set time_dilation=N`),
+#: each ToR at 9.1k packets/s at N = 1: at N = 5 15.7 ms a visit (a round trip waited 42% of its ring step, marked),
+#: at 7 12.4 and 7.1 ms (24%, 14%), at 8 6.1 ms (10%), at 12 1.8 ms (2%), where the queue alone gives 2.1, 1.1, 0.85
+#: and 0.65 ms, and twelve times it 25, 13, 10 and 7.8 ms: N = 8 is planned there on two cores.
 BMV2_RING_STEP_BURST = 12.0
 #: The share of a job's round the planner lets its round trips wait for processes: half the detector's limit
 #: (testbed.metrics.distortion.HOST_DELAY_ROUND_SHARE), so that a run planned inside it is not marked. At a
