@@ -29,6 +29,7 @@ from benchmarks import bench_policy_solve  # noqa: E402
 from testbed.atomic_io import write_text_atomic  # noqa: E402
 from testbed.budget import bmv2_installed  # noqa: E402
 from testbed.fidelity import FRAGMENT_TOLERANCE, RATE_TOLERANCE  # noqa: E402
+from testbed.markdown import table  # noqa: E402
 from testbed.provenance import machine_id, short_commit  # noqa: E402
 
 INATB = [sys.executable, "-m", "testbed.cli"]
@@ -301,9 +302,7 @@ def section_markdown(section: Section, record) -> list:
         return lines + [f"Not measured yet: `sudo .venv/bin/python benchmarks/measurements.py --only {section.name}`.",
                         ""]
     lines += [f"Measured at commit `{record['commit']}` on {record['date']}, {record['machine']} cores, in "
-              f"{record['wall_s']:.0f} s.", "",
-              "| " + " | ".join(section.columns) + " |", "|" + "---|" * len(section.columns)]
-    lines += ["| " + " | ".join(str(cell).replace("|", "/") for cell in row) + " |" for row in record["rows"]]
+              f"{record['wall_s']:.0f} s.", "", table(section.columns, record["rows"])]
     return lines + [""]
 
 

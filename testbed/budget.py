@@ -386,16 +386,16 @@ class PacketBudget:
                                    f"{PLANNED_SHARES[part]:.0%} of its {span_s * 1e3:.3g} ms {what}")
                                   for part, span_s, what in job_round.spans())
 
-            def switch_wait_s(factor, summed_steps=job_round.steps_summed_in_switches):
-                return self.switch_visit_wait_s(factor, summed_steps)
+            summed = job_round.steps_summed_in_switches
 
             def waits(factor):
-                return (3 * self.visit_wait_s(factor) + switch_visits * switch_wait_s(factor)) / factor > limit_s
+                return (3 * self.visit_wait_s(factor) + switch_visits * self.switch_visit_wait_s(factor, summed)) \
+                    / factor > limit_s
             need = smallest_dilation(waits) if limit_s else 1.0
             visits = f"{3 + switch_visits} visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1"
             if self.target == "bmv2":
                 visits = (f"3 visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1 and {switch_visits} "
-                          f"of bmv2 switches, {switch_wait_s(need) * 1e3:.2g} ms at {need:.3g}")
+                          f"of bmv2 switches, {self.switch_visit_wait_s(need, summed) * 1e3:.2g} ms at {need:.3g}")
             needs[f"job {job_round.job}'s round trips ({visits}, {phrase})"] = need
         return needs
 

@@ -288,10 +288,11 @@ class Run:
         seen.fallbacks = self.monitor.fallbacks if self.monitor else []
         seen.injection_errors = self.injections.errors if self.injections else []
         seen.metered_hosts = list(self.launcher.meters) if self.launcher else []
+        records = load_records(self.run_dir)
         if self.events is not None:
-            log_compute_delays(self.events, self.scenario, load_records(self.run_dir), seen.start_epoch_s)
+            log_compute_delays(self.events, self.scenario, records, seen.start_epoch_s)
         seen.write(self.run_dir)
-        return RunResult(self.run_dir, summarise(self.run_dir, self.plan, seen))
+        return RunResult(self.run_dir, summarise(self.run_dir, self.plan, seen, records))
 
 
 def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr, plan=None) -> RunResult:

@@ -128,14 +128,15 @@ def log_compute_delays(events, scenario, records: dict, start_epoch_s: float) ->
                                  delay_s=r["straggler_delay_s"])
 
 
-def summarise(run_dir: Path, plan, seen: RunObservations) -> dict:
+def summarise(run_dir: Path, plan, seen: RunObservations, records: dict = None) -> dict:
     """The run's summary (written as ``summary.json``) from its directory, its plan (the scenario, policy and
     packet budget it ran) and what the live run saw; also ``iterations.csv``, the iftop tables and the plots.
     Figures are virtual (testbed/dilation.py); a plot that fails is reported in ``plot_error``, never at the
-    cost of the numbers."""
+    cost of the numbers. ``records``: the agents' records (:func:`testbed.metrics.summary.load_records`),
+    read from the directory when not given."""
     scenario, policy = plan.scenario, plan.policy
     run_dir = Path(run_dir)
-    records = summary_mod.load_records(run_dir)
+    records = summary_mod.load_records(run_dir) if records is None else records
     jobs = [summary_mod.job_metrics(job, records, policy.jobs[job.name].participants,
                                     scenario.metrics.warmup_iterations, failed=set(seen.failed_workers),
                                     aggregation_depth=policy.jobs[job.name].aggregation_depth())
