@@ -27,7 +27,11 @@ Targets:
   then three bisections). The receiver's count of frames that came out is
   kept in the JSON as a cross-check;
 - ``bmv2``: ``simple_switch`` with p4/ina.p4 on the same rig, when
-  simple_switch and p4c are installed.
+  simple_switch and p4c are installed;
+- ``ebpf``: ina.bpf.c at TC ingress and egress of the rig's switch ends
+  (testbed/dataplane/ebpf): the kernel's work runs in the sender's and
+  receiver's softirqs, on core 0, so here the sender (one Python process)
+  may be the bound: its ``sent`` over the run time is in the JSON.
 
 Prints a table and writes JSON (``--out``). Root for the veth targets.
 
@@ -109,8 +113,9 @@ def role_recv(args):
 
 # -- targets -----------------------------------------------------------------------------------
 
-#: What the benchmark can measure: pyswitch's core in this process, a pyswitch process on veths, bmv2 on veths.
-TARGETS = ("inproc", "process", "bmv2")
+#: What the benchmark can measure: pyswitch's core in this process, a pyswitch process on veths, bmv2 and ebpf on
+#: veths.
+TARGETS = ("inproc", "process", "bmv2", "ebpf")
 
 def _pin(cpu):
     return ["taskset", "-c", str(cpu)] if shutil.which("taskset") and os.cpu_count() > 1 else []
@@ -144,10 +149,15 @@ def bench_veth(kind, stream, seconds, tmp):
 def _veth_run(kind, stream, seconds, tmp, rate):
     from testbed.dataplane.harness import VethRig
     with VethRig([IN_PORT, OUT_PORT]) as rig:
-        proc, runtime = None, None
+        proc, runtime, switch = None, None, None
         log = open(Path(tmp) / f"{kind}.log", "w")
         try:
-            if kind == "process":
+            if kind == "ebpf":
+                from testbed.dataplane.ebpf.switch import EbpfSwitch
+                switch = EbpfSwitch("bench", rig.switch_ports(), LANES, SLOTS, owner=f"bench-{os.getpid()}")
+                switch.start()
+                runtime = switch.runtime()
+            elif kind == "process":
                 from testbed.dataplane.runtime import PySwitchRuntime
                 control = str(Path(tmp) / "bench.sock")
                 argv = _pin(1) + [sys.executable, "-m", "testbed.dataplane.pyswitch.process", "--name", "bench",
@@ -188,7 +198,8 @@ def _veth_run(kind, stream, seconds, tmp, rate):
             key = "aggregated" if stream == "aggregate" else "forwarded"
             done = after[key] - before[key]
             emitted = after["emitted"] - before["emitted"]
-            return {"rate_per_s": done / elapsed, "offered_per_s": sent / elapsed, "out_frames": received,
+            return {"rate_per_s": done / elapsed, "offered_per_s": sent / elapsed, "sent_per_s": sent / elapsed,
+                    "out_frames": received,
                     "emitted": emitted, "fragments_per_s": emitted / elapsed if stream == "aggregate" else None,
                     "seconds": elapsed, "loss": 1.0 - done / sent if sent else None,
                     "complete_aggregates": (FANIN * emitted / done if done else None) if stream == "aggregate"
@@ -197,6 +208,8 @@ def _veth_run(kind, stream, seconds, tmp, rate):
             if runtime is not None:
                 runtime.close()
             stop_process(proc)
+            if switch is not None:
+                switch.stop()
             log.close()
 
 

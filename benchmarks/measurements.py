@@ -170,7 +170,8 @@ def pa_atp_fidelity_rows(out_dir: Path) -> list:
 
 def switch_speed_rows(out_dir: Path) -> list:
     figures = script("bench_pyswitch.py", ["--seconds", "3", "--targets", ",".join(
-        ("inproc", "process", "bmv2") if bmv2_installed() else ("inproc", "process"))], out_dir / "bench_pyswitch.json")
+        ("inproc", "process", "bmv2", "ebpf") if bmv2_installed() else ("inproc", "process", "ebpf"))],
+        out_dir / "bench_pyswitch.json")
     rows = []
     for row in figures["rows"]:
         if "skipped" in row:
@@ -256,7 +257,8 @@ SECTIONS = (
             ("transport", *FIDELITY_TABLE), pa_atp_fidelity_rows),
     Section("switch-speed", "Switch speed, side by side",
             "64-lane frames, fan-in 4, the switch alone on its own core of a veth rig (in-process: pyswitch's "
-            "model without I/O): contributions summed per second (a contribution is one worker's frame, four "
+            "model without I/O; ebpf: the kernel, in the sender's and receiver's softirqs on their core, so one "
+            "Python sender may bound it): contributions summed per second (a contribution is one worker's frame, four "
             "make a fragment) and packets forwarded per second, with the sender as fast as it can and at the "
             "highest rate that loses at most 0.5%. The packet budget's per-target rates (testbed/budget.py) "
             "come from these.",

@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+from testbed.dataplane import targets
 from testbed.errors import TestbedError, UsageError
 from testbed.papers import PAPERS
 
@@ -199,15 +200,15 @@ def build_parser():
 
     p = scenario_cmd("run", "run a scenario on an emulated network (root)")
     p.add_argument("--out", default="results", help="results root (default: results)")
-    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.add_argument("--target", choices=targets.CHOICES, help="switch target (default: the scenario's)")
     p.set_defaults(func=cmd_run)
     p = scenario_cmd("validate", "check a scenario file and print the plan a run would use, without touching the "
                                  "network")
-    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.add_argument("--target", choices=targets.CHOICES, help="switch target (default: the scenario's)")
     p.set_defaults(func=cmd_validate)
     p = scenario_cmd("fidelity", "run the emulation and the simulator on a scenario and compare them (root)")
     p.add_argument("--out", default="results", help="results root (default: results)")
-    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.add_argument("--target", choices=targets.CHOICES, help="switch target (default: the scenario's)")
     p.set_defaults(func=cmd_fidelity)
     p = scenario_cmd("simulate", "evaluate a scenario's policy with the flow-level model")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -216,7 +217,7 @@ def build_parser():
                                      "simulate: true); resumes where it stopped")
     p.add_argument("sweep", help="sweep YAML file")
     p.add_argument("--out", default="results", help="results root (default: results)")
-    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.add_argument("--target", choices=targets.CHOICES, help="switch target (default: the scenario's)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="where points run: here, one after another (default), or on a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (HEAD:6379); without it --executor ray starts a local Ray")
@@ -225,7 +226,7 @@ def build_parser():
                                          "resumes where it stopped) and write the paper's page")
     p.add_argument("paper", choices=tuple(PAPERS), help="the paper")
     p.add_argument("--out", default="results", help="results root (default: results)")
-    p.add_argument("--target", choices=("auto", "pyswitch", "bmv2"), help="switch target (default: the scenario's)")
+    p.add_argument("--target", choices=targets.CHOICES, help="switch target (default: the scenario's)")
     p.add_argument("--only", action="append", metavar="EXPERIMENT",
                    help="only these experiments (repeatable, or comma-separated; default: all)")
     p.add_argument("--page-dir", help="where the page and its plots go (default: OUT/reproductions; the committed "

@@ -16,7 +16,7 @@ compares the run with its simulation.
 
 from dataclasses import dataclass, field
 
-from testbed import controller
+from testbed import bpf_build, controller
 from testbed.agents.transport import TRANSPORTS
 from testbed.budget import (PacketBudget, bmv2_installed, dilation_factor, expected_wall_s, packet_budget,
                             resolve_target as resolve_auto)
@@ -69,6 +69,9 @@ def resolve_target(requested: str, installed_only: bool = True) -> str:
     if installed_only and chosen == "bmv2" and not bmv2_installed():
         raise EnvironmentMissingError("target bmv2 needs simple_switch and p4c on PATH (see "
                                       "docs/guide/vm.md); use --target pyswitch or auto")
+    if installed_only and chosen == "ebpf" and bpf_build.missing_prerequisite():
+        raise EnvironmentMissingError(f"target ebpf cannot be built here: {bpf_build.missing_prerequisite()}; "
+                                      f"use --target pyswitch or auto")
     return chosen
 
 

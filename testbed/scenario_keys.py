@@ -40,9 +40,10 @@ SCENARIO_KEYS = (
     ScenarioKey("time_dilation", "number or auto", "", "1",
                 "N: the emulation runs N times slower and reports virtual time; auto: the smallest whole N "
                 "the packet budget allows", "1 to 1000 (MAX_TIME_DILATION), or auto"),
-    ScenarioKey("target", "choice: auto | pyswitch | bmv2", "", "auto",
-                "the switch implementation; auto: bmv2 when simple_switch and p4c are on PATH, else pyswitch "
-                "(`inatb run --target` overrides it)"),
+    ScenarioKey("target", "choice: auto | pyswitch | bmv2 | ebpf", "", "auto",
+                "the switch implementation: pyswitch (the program's Python model), bmv2 (the P4 source on "
+                "simple_switch), ebpf (the program as BPF in the kernel); auto: bmv2 when simple_switch and p4c "
+                "are on PATH, else pyswitch (`inatb run --target` overrides it)"),
     ScenarioKey("run_timeout", "duration", "s", "600s",
                 "the longest the run may take before it is stopped as failed; background entries without "
                 "duration are planned over it", "> 0, at most 24h"),
@@ -225,7 +226,7 @@ SCENARIO_KEYS = (
                 "deployed transport"),
     # --- impairments -------------------------------------------------------------------------------------------
     ScenarioKey("impairments", "list", "", "-",
-                "loss, duplication and reordering applied by the switches' P4 program on either target "
+                "loss, duplication and reordering applied by the switches' P4 program on every target "
                 "(not netem)"),
     ScenarioKey("impairments[].link", "[a, b] or all", "", "all",
                 "the link whose switch end(s) impair the packets they send on it; all: every switch port",

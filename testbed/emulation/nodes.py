@@ -109,7 +109,7 @@ class PySwitchNode(Switch):
         Switch.stop(self, deleteIntfs)
 
 
-#: target name -> switch node class; the bmv2 target registers its class here.
+#: target name -> switch node class; the bmv2 and ebpf targets register their classes here.
 SWITCH_TARGETS = {"pyswitch": PySwitchNode}
 
 # The bmv2 target (testbed/emulation/bmv2_node.py) imports no thrift at import time; the guard keeps the
@@ -120,3 +120,7 @@ except ImportError:  # pragma: no cover - the bmv2 target stays unregistered
     Bmv2SwitchNode = None
 else:
     SWITCH_TARGETS["bmv2"] = Bmv2SwitchNode
+
+from testbed.emulation.ebpf_node import EbpfSwitchNode  # noqa: E402 - beside the others, registered after them
+
+SWITCH_TARGETS["ebpf"] = EbpfSwitchNode

@@ -237,7 +237,11 @@ class Run:
                 seen.switch_stats[name] = runtime.counters()
         if self.network is None or seen.switch_host_delay:
             return
-        for names in self._switch_processes().values():
+        processes = list(self._switch_processes().values())
+        in_process = {name for names in processes for name in names}
+        # a switch without a process (ebpf): its own switch_wait register
+        processes += [(sw.name,) for sw in self.scenario.topology.switches() if sw.name not in in_process]
+        for names in processes:
             runtime = self.runtimes.get(names[0])
             if runtime is not None:
                 seen.switch_host_delay[switch_process_phrase(names)] = runtime.host_delay()

@@ -23,7 +23,10 @@ what it can prove the run created:
   if it exists; no other rule is touched;
 - a recorded BPF TCP congestion control (the run registered it for its
   background: testbed.traffic.dctcp_bpf) is unregistered if it is still
-  registered and its name is the one that module registers.
+  registered and its name is the one that module registers;
+- a recorded bpffs directory of the ebpf target's switches (their pinned
+  programs and maps) is removed if it lies under the target's pin root
+  (``/sys/fs/bpf/inatb/<run id>/``).
 
 Modes are explicit whatever the umask: the state root and run directories
 are created 0700 (``os.mkdir`` mode, then ``chmod``), state files and the
@@ -39,12 +42,14 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
 import time
 from pathlib import Path
 
+from testbed.dataplane.ebpf.switch import PIN_ROOT
 from testbed.emulation import thrift_guard
 from testbed.errors import RunLockError
 from testbed.traffic import dctcp_bpf
@@ -175,6 +180,11 @@ class RunState:
     def add_congestion_control(self, name: str):
         """Record a BPF TCP congestion control the run registered."""
         self.data.setdefault("congestion_controls", []).append(name)
+        self._save()
+
+    def add_bpf_pins(self, path: str):
+        """Record a bpffs directory of an ebpf switch (its pinned programs and maps)."""
+        self.data.setdefault("bpf_pins", []).append(path)
         self._save()
 
     def add_process(self, pid: int, marker: str):
@@ -330,6 +340,22 @@ def unregister_recorded(data: dict) -> int:
     return sum(dctcp_bpf.unregister(n) for n in names)
 
 
+def unpin_recorded(data: dict) -> int:
+    """Remove the ebpf switches' bpffs directories a run's state records, those under the run's own pin
+    directory (``PIN_ROOT/<run id>``) only; how many were still there."""
+    owner = PIN_ROOT / str(data.get("run_id", ""))
+    removed = 0
+    for path in data.get("bpf_pins", []):
+        pins = Path(str(path))
+        if pins.parent != owner or ".." in pins.parts or not pins.is_dir():
+            continue
+        shutil.rmtree(pins, ignore_errors=True)
+        removed += 1
+    if owner.is_dir() and owner != PIN_ROOT and not any(owner.iterdir()):
+        owner.rmdir()
+    return removed
+
+
 def cleanup_stale(root: Path = STATE_ROOT, owner_uid: int = TRUSTED_OWNER_UID) -> list:
     """Remove what runs whose orchestrator is gone left behind. Returns one line per run seen."""
     report = []
@@ -353,10 +379,12 @@ def cleanup_stale(root: Path = STATE_ROOT, owner_uid: int = TRUSTED_OWNER_UID) -
         removed = delete_interfaces(data.get("interfaces", []))
         guard = _remove_thrift_guard(run_id)
         unregistered = unregister_recorded(data)
+        unpinned = unpin_recorded(data)
         for p in state_file.parent.iterdir():
             p.unlink()
         state_file.parent.rmdir()
         report.append(f"run {run_id}: stopped {killed} processes, removed {removed} interfaces"
                       + (", removed its Thrift guard" if guard else "")
-                      + (", unregistered its BPF congestion control" if unregistered else ""))
+                      + (", unregistered its BPF congestion control" if unregistered else "")
+                      + (f", unpinned {unpinned} ebpf switch{'es' if unpinned > 1 else ''}" if unpinned else ""))
     return report

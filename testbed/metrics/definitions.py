@@ -34,7 +34,7 @@ SUMMARY_METRICS = {
                                 "process, loss outside the modelled queues, spurious retransmissions "
                                 "([Fidelity](../guide/fidelity.md))"),
     "distortion_reasons": Metric("list", "one line per reason `distorted` is true"),
-    "target": Metric("text", "`pyswitch`, `bmv2` (emulated runs) or `simulator`"),
+    "target": Metric("text", "`pyswitch`, `bmv2`, `ebpf` (emulated runs) or `simulator`"),
     "policy": Metric("text", "the jobs' policies, comma-separated"),
     "iterations": Metric("count", "iterations the scenario asked for, all jobs"),
     "wall_s": Metric("s", "wall-clock seconds from the common start to the last agent's end (not virtual)",
@@ -79,7 +79,7 @@ SUMMARY_METRICS = {
     "spurious_retransmission_ratio": Metric("share", "`spurious_retransmissions` / `fragments_sent`",
                                             EMULATED),
     "queue_drops": Metric("object", "per switch and port, tail drops of the modelled egress queues "
-                                    "(pyswitch counts them, bmv2 does not)", EMULATED),
+                                    "(pyswitch and ebpf count them, bmv2 does not)", EMULATED),
     "impairment_drops": Metric("object", "per switch and port, packets an injected impairment dropped",
                                EMULATED),
     "unmodelled_losses": Metric("object", "per place, packets lost outside the modelled queues and impairments "

@@ -6,6 +6,7 @@ become file and interface names, and the ceilings and defaults of quantities as 
 import re
 
 from testbed import topology
+from testbed.dataplane import targets
 from testbed.agents.transport import TRANSPORTS
 from testbed.policy import SCHEMES
 
@@ -13,7 +14,7 @@ SCENARIO_VERSION = 1
 #: ``time_dilation: N | auto`` (testbed/dilation.py): the emulation runs N times slower and reports virtual time.
 AUTO_DILATION = "auto"
 MAX_TIME_DILATION = 1000.0
-TARGETS = ("auto", "pyswitch", "bmv2")
+TARGETS = targets.CHOICES
 TOPOLOGY_KINDS = ("explicit", "dumbbell", "leaf-spine", "fat-tree", "dragonfly", "goat-testbed")
 #: Every control-plane scheme, as testbed/policy registers it (a job's ``policy:``).
 POLICIES = tuple(SCHEMES)

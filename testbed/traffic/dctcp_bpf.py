@@ -20,24 +20,17 @@ Commands are built apart from running them (``*_argv``); :func:`build`,
 :func:`register` and :func:`unregister` run them.
 """
 
-import hashlib
-import os
-import platform
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+from testbed import bpf_build
 
 #: What a scenario asks for, and the name the BPF DCTCP registers under.
 DCTCP = "dctcp"
 BPF_NAME = "inatb_dctcp"
 SOURCE = Path(__file__).with_name("dctcp.bpf.c")
-KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
-#: The tools the build and the registration need (the set-up command installs their packages).
-TOOLS = ("clang", "bpftool")
-LIBBPF_HEADER = Path("/usr/include/bpf/bpf_helpers.h")
 
 
 class BpfDctcpError(RuntimeError):
@@ -61,26 +54,6 @@ def available() -> list:
         return []
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inatb" / "bpf"
-
-
-def object_path(cache: Path, kernel_release: str, source_text: bytes) -> Path:
-    """Where the object built from ``source_text`` for ``kernel_release`` is cached."""
-    digest = hashlib.sha256(kernel_release.encode() + b"\0" + source_text).hexdigest()[:16]
-    return cache / f"dctcp-{digest}.bpf.o"
-
-
-def vmlinux_header_argv() -> list:
-    """Prints the running kernel's types as C (the build's ``vmlinux.h``)."""
-    return ["bpftool", "btf", "dump", "file", str(KERNEL_BTF), "format", "c"]
-
-
-def compile_argv(source: Path, obj: Path, include_dir: Path) -> list:
-    return ["clang", "-O2", "-g", "-target", "bpf", f"-D__TARGET_ARCH_{_bpf_arch()}", "-I", str(include_dir),
-            "-c", str(source), "-o", str(obj)]
-
-
 def register_argv(obj: Path) -> list:
     return ["bpftool", "struct_ops", "register", str(obj)]
 
@@ -89,32 +62,13 @@ def unregister_argv(name: str = BPF_NAME) -> list:
     return ["bpftool", "struct_ops", "unregister", "name", name]
 
 
-def _bpf_arch() -> str:
-    return {"x86_64": "x86", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-
-
 def missing_prerequisite() -> Optional[str]:
     """Why the BPF DCTCP cannot be built here (None: it can): no kernel BTF, or a tool or header missing."""
-    if not KERNEL_BTF.exists():
-        return f"the kernel exposes no BTF ({KERNEL_BTF}), which BPF congestion controls need"
-    tools = [t for t in TOOLS if shutil.which(t) is None]
-    if tools or not LIBBPF_HEADER.exists():
-        what = ", ".join(tools + ([] if LIBBPF_HEADER.exists() else ["libbpf's headers"]))
-        return f"{what} not installed (scripts/bootstrap.sh installs them)"
-    return None
+    return bpf_build.missing_prerequisite() or None
 
 
-def _run(argv: list, what: str, **kwargs) -> subprocess.CompletedProcess:
-    try:
-        out = subprocess.run(argv, capture_output=True, timeout=120, **kwargs)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BpfDctcpError(f"{what}: {exc}") from None
-    if out.returncode != 0:
-        lines = out.stderr.decode(errors="replace").strip().splitlines()
-        # the first error names the cause (a compiler's last line only counts them)
-        first = next((line for line in lines if "error" in line.lower()), lines[-1] if lines else "")
-        raise BpfDctcpError(f"{what} failed: {first.strip() or f'exit {out.returncode}'}")
-    return out
+def _run(argv: list, what: str, **kwargs):
+    return bpf_build.run(argv, what, BpfDctcpError, **kwargs)
 
 
 def prepare(requested: str, cache: Path = None) -> Optional[Substitute]:
@@ -131,22 +85,9 @@ def prepare(requested: str, cache: Path = None) -> Optional[Substitute]:
 
 
 def build(cache: Path = None) -> Path:
-    """The BPF DCTCP's object for the running kernel, built into ``cache`` (default :func:`cache_dir`) unless it
-    is there already. Raises :class:`BpfDctcpError` when a step fails."""
-    source = SOURCE.read_bytes()
-    cache = cache or cache_dir()
-    obj = object_path(cache, platform.release(), source)
-    if not obj.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        header_dir = cache / f"include-{obj.stem}"
-        header_dir.mkdir(exist_ok=True)
-        header = _run(vmlinux_header_argv(), "dumping the kernel's BTF as C").stdout
-        (header_dir / "vmlinux.h").write_bytes(header)
-        partial = obj.with_suffix(".partial")
-        _run(compile_argv(SOURCE, partial, header_dir), "compiling the BPF DCTCP")
-        partial.replace(obj)
-        shutil.rmtree(header_dir, ignore_errors=True)
-    return obj
+    """The BPF DCTCP's object for the running kernel (:func:`testbed.bpf_build.build`, cached). Raises
+    :class:`BpfDctcpError` when a step fails."""
+    return bpf_build.build(SOURCE, "dctcp", cache=cache, error=BpfDctcpError)
 
 
 def register(substitute: Substitute) -> bool:

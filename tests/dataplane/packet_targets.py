@@ -13,7 +13,10 @@ test_packets.py so no second module named ``conftest`` shadows tests/conftest.py
   Thrift by Bmv2Runtime, on the same kind of rig; skipped with the reason
   "bmv2 (simple_switch) and p4c not found" where they are absent, failed
   instead when ``INATB_REQUIRE_BMV2=1`` (set by .ci/run when it put the
-  toolchain on PATH: there a skipped bmv2 case would be a silent gap).
+  toolchain on PATH: there a skipped bmv2 case would be a silent gap);
+- ``ebpf``: p4/ina.p4 as ina.bpf.c at TC ingress and egress of the rig's
+  switch ends, driven by EbpfRuntime over its pinned maps (root; clang,
+  bpftool and libbpf's headers, which scripts/bootstrap.sh installs).
 
 Every target offers the same handful of calls: ``runtime`` (a
 SwitchRuntime), ``send(port, frame)``, ``send_seq([(port, frame)...])``
@@ -95,6 +98,7 @@ class RigTarget:
         self.rig = rig
         self.proc = None
         self.runtime = None
+        self.stop_switch = None     # how to stop a switch that is not a process (ebpf); else proc is stopped
         self._last_port = None
 
     def send(self, port, frame):
@@ -120,7 +124,10 @@ class RigTarget:
                 self.runtime.close()
         finally:
             try:
-                stop_process(self.proc)
+                if self.stop_switch is not None:
+                    self.stop_switch()
+                else:
+                    stop_process(self.proc)
             finally:
                 self.rig.close()
 
@@ -181,7 +188,25 @@ def _start_bmv2(tmp_path):
     return target
 
 
-TARGET_KINDS = ("pyswitch-inproc", "pyswitch-process", "bmv2")
+def _start_ebpf(tmp_path):
+    from testbed.dataplane.ebpf.switch import EbpfSwitch
+    from testbed.dataplane.harness import VethRig
+    rig = VethRig(PORTS)
+    target = RigTarget(rig)
+    target.name = "ebpf"
+    try:
+        rig.create()
+        switch = EbpfSwitch("t", rig.switch_ports(), LANES, SLOTS, owner=f"packet-test-{os.getpid()}")
+        target.stop_switch = switch.stop
+        switch.start()
+        target.runtime = switch.runtime()
+    except BaseException:
+        target.close()
+        raise
+    return target
+
+
+TARGET_KINDS = ("pyswitch-inproc", "pyswitch-process", "bmv2", "ebpf")
 
 
 def make_target(kind, tmp_path):
@@ -191,6 +216,9 @@ def make_target(kind, tmp_path):
     if kind == "pyswitch-process":
         _need_root("pyswitch-process target")
         return _start_pyswitch_process(tmp_path)
+    if kind == "ebpf":
+        _need_root("ebpf target")
+        return _start_ebpf(tmp_path)
     if not bmv2_available():
         skip_bmv2_case()
     _need_root("bmv2 target")

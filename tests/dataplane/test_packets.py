@@ -1691,7 +1691,11 @@ def test_fuzzed_frames_leave_the_switch_alive_and_exact(target):
         target.send(port, frame)
     target.quiet(1.0)
     assert stat(target, "ina_rx") + stat(target, "malformed_dropped") > 0
-    # Iteration 1 of job 1 in every one of its slots: exact, whatever the garbage left behind.
+    assert_job_1_aggregates_exactly_in_its_slots(target)
+
+
+def assert_job_1_aggregates_exactly_in_its_slots(target):
+    """Iteration 1 of job 1 in every one of its 8 slots: exact, whatever garbage came before."""
     for seq in range(8):
         parts = {w: lanes_of(1000 + 10 * seq + w) for w in (1, 2, 3)}
         target.send_seq([(w, contribution(w, 1, seq, parts[w], iteration=1)) for w in (1, 2, 3)])

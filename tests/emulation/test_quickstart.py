@@ -1,5 +1,5 @@
-"""Whole runs of the quickstart on Mininet (root; these run in CI): on pyswitch, and on bmv2 for ps, atp
-and goat where simple_switch and p4c are installed (CI installs them)."""
+"""Whole runs of the quickstart on Mininet (root; these run in CI): on pyswitch, on ebpf, and on bmv2 for ps,
+atp and goat where simple_switch and p4c are installed (CI installs them)."""
 
 import json
 import re
@@ -13,6 +13,7 @@ import pytest
 from support import require_bmv2, sigint_at_its_default
 
 from testbed.dataplane.bmv2 import thrift_port_in_use
+from testbed.dataplane.ebpf.switch import PIN_ROOT
 from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.orchestrator import run_scenario
 from testbed.emulation.state import RunLock
@@ -109,7 +110,16 @@ def test_quickstart_on_bmv2(policy, emulation, tmp_path):
     assert "inatb_guard" not in tables
 
 
-@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+@pytest.mark.parametrize("policy", ("ps", "atp", "goat"))
+def test_quickstart_on_ebpf(policy, emulation, tmp_path):
+    """The quickstart on ina.bpf.c in the kernel: exact, and nothing left (no pinned program or map, no
+    qdisc: the interfaces are gone)."""
+    summary = check_quickstart_command(tmp_path, "ebpf", policy)
+    assert summary["switches"]["s1"]["forwarded"] > 0
+    assert not PIN_ROOT.exists() or not any(PIN_ROOT.iterdir())
+
+
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2", "ebpf"))
 def test_atp_ps_ingress_is_at_most_30_percent_of_ps(target, emulation, tmp_path, quiet):
     if target == "bmv2":
         require_bmv2()
@@ -123,7 +133,7 @@ def test_atp_ps_ingress_is_at_most_30_percent_of_ps(target, emulation, tmp_path,
     assert_clean()
 
 
-@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2", "ebpf"))
 def test_sum_stays_exact_at_one_percent_loss(target, emulation, tmp_path, quiet):
     """1% loss, duplication and reordering on every link, applied by the P4 program's Egress on bmv2 and
     by pyswitch's model of it: the sums stay exact, and each target reports what its impairments did."""
@@ -143,7 +153,7 @@ def test_sum_stays_exact_at_one_percent_loss(target, emulation, tmp_path, quiet)
     assert_clean()
 
 
-@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2", "ebpf"))
 def test_switchml_answers_retransmissions_from_its_shadow_copies_under_loss(target, emulation, tmp_path, quiet):
     """SwitchML at 2% loss on every link: RESULTs lost after the switch are answered by the switch from the
     shadow copy (those lost before it send the aggregate to the PS again), and every sum stays exact."""

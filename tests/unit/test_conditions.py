@@ -4,6 +4,7 @@ import textwrap
 
 import pytest
 
+from testbed import bpf_build
 from testbed.emulation import background
 from testbed.emulation.host_checks import check_host_supports
 from testbed.emulation.interrupts import InterruptLatch
@@ -65,7 +66,7 @@ def test_background_tcp_congestion_control_is_cubic_unless_set_and_checked_again
 
 def test_background_dctcp_runs_as_the_projects_bpf_dctcp_where_the_kernel_has_none(monkeypatch, tmp_path):
     scenario = parse("background: [{load: 0.5, congestion_control: dctcp, ecn: true}]")
-    monkeypatch.setattr(dctcp_bpf, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(bpf_build, "cache_dir", lambda: tmp_path)
     substitutes = check_host_supports(scenario)
     if "dctcp" in dctcp_bpf.available():
         assert substitutes == {}                                  # the kernel's own

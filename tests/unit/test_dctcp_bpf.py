@@ -1,28 +1,31 @@
-"""The BPF DCTCP's build and registration commands, pure parts (testbed.traffic.dctcp_bpf); the build, the
-registration and the cleanup themselves run in test_conditions.py, test_state_safety.py and the emulation's
-test_dynamics.py."""
+"""The BPF builds' and the BPF DCTCP's commands, pure parts (testbed.bpf_build, testbed.traffic.dctcp_bpf); the
+build, the registration and the cleanup themselves run in test_conditions.py, test_state_safety.py, the
+emulation's test_dynamics.py and the ebpf target's packet tests."""
 
 import sys
 from pathlib import Path
 
 import pytest
 
+from testbed import bpf_build
 from testbed.traffic import dctcp_bpf
 
 
 def test_the_object_is_cached_per_kernel_release_and_source():
     cache = Path("/c")
-    one = dctcp_bpf.object_path(cache, "6.1.0", b"source")
-    assert one == dctcp_bpf.object_path(cache, "6.1.0", b"source") and one.parent == cache
-    assert one != dctcp_bpf.object_path(cache, "6.18.0", b"source")
-    assert one != dctcp_bpf.object_path(cache, "6.1.0", b"source, edited")
+    one = bpf_build.object_path(cache, "dctcp", "6.1.0", b"source")
+    assert one == bpf_build.object_path(cache, "dctcp", "6.1.0", b"source") and one.parent == cache
+    assert one != bpf_build.object_path(cache, "dctcp", "6.18.0", b"source")
+    assert one != bpf_build.object_path(cache, "dctcp", "6.1.0", b"source, edited")
+    assert one != bpf_build.object_path(cache, "dctcp", "6.1.0", b"source", ("INA_LANES=32",))
 
 
 def test_commands_are_built_apart_from_running_them():
-    assert dctcp_bpf.vmlinux_header_argv() == ["bpftool", "btf", "dump", "file", "/sys/kernel/btf/vmlinux",
-                                               "format", "c"]
-    argv = dctcp_bpf.compile_argv(Path("d.bpf.c"), Path("d.o"), Path("inc"))
+    assert bpf_build.vmlinux_header_argv() == ["bpftool", "btf", "dump", "file", "/sys/kernel/btf/vmlinux",
+                                              "format", "c"]
+    argv = bpf_build.compile_argv(Path("d.bpf.c"), Path("d.o"), Path("inc"), ("INA_LANES=32",))
     assert argv[:5] == ["clang", "-O2", "-g", "-target", "bpf"] and argv[-4:] == ["-c", "d.bpf.c", "-o", "d.o"]
+    assert "-DINA_LANES=32" in argv
     assert dctcp_bpf.register_argv(Path("d.o")) == ["bpftool", "struct_ops", "register", "d.o"]
     assert dctcp_bpf.unregister_argv() == ["bpftool", "struct_ops", "unregister", "name", "inatb_dctcp"]
 

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from testbed import topology
+from testbed.dataplane.ebpf.switch import PIN_ROOT, EbpfSwitch
 from testbed.dataplane.pyswitch.process import bind_private_unix_socket
 from testbed.emulation import state
 from testbed.emulation.state import (RunLock, RunState, cleanup_stale, delete_interfaces, is_recorded_process,
@@ -166,6 +167,26 @@ def test_cleanup_of_a_dead_run_unregisters_the_bpf_congestion_control_it_registe
         assert dctcp_bpf.BPF_NAME not in dctcp_bpf.available() and "cubic" in dctcp_bpf.available()
     finally:
         dctcp_bpf.unregister()
+
+
+def test_cleanup_of_a_dead_run_unpins_its_ebpf_switches_and_nothing_else(tmp_path):
+    switch = EbpfSwitch("s1", {}, lanes=8, slots=16, owner="r8")
+    stranger = PIN_ROOT / "not-r8" / "s1"
+    switch.start()
+    try:
+        stranger.mkdir(parents=True)
+        run = RunState("r8", tmp_path)
+        run.add_bpf_pins(str(switch.pin_dir))
+        run.add_bpf_pins(str(stranger))                       # not under the run's own directory: left alone
+        run.data["pid"] = dead_pid()
+        run._save()
+        report = cleanup_stale(tmp_path, owner_uid=OWNER)
+        assert report == ["run r8: stopped 0 processes, removed 0 interfaces, unpinned 1 ebpf switch"]
+        assert not (PIN_ROOT / "r8").exists() and stranger.is_dir()
+    finally:
+        switch.stop()
+        stranger.rmdir()
+        stranger.parent.rmdir()
 
 
 # -- process identity ------------------------------------------------------------------------------
