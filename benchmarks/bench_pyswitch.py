@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_report  # noqa: E402
+from benchmarks.sendmmsg import FrameBatch  # noqa: E402
 from testbed.budget import bmv2_installed  # noqa: E402
 from testbed.emulation.state import stop_process  # noqa: E402
 from testbed.calibration import (FANIN, IN_PORT, ITERATION_OFFSET, LANES, OUT_PORT, SLOTS,  # noqa: E402
@@ -69,26 +70,28 @@ SEARCH_BISECTIONS = 3
 # -- roles run inside the rig's namespace -------------------------------------------------------
 
 def role_send(args):
+    """Send the stream, ``PACE_BATCH`` frames per ``sendmmsg`` (a pace of ``--rate`` frames/s between
+    batches, or as fast as it goes), the iteration advancing once every frame of the stream left."""
     from testbed.dataplane.pyswitch.process import open_port_socket
     sock = open_port_socket(args.iface)
     sock.setblocking(True)
-    frames = [bytearray(f) for f in (aggregate_frames() if args.stream == "aggregate" else forward_frames())]
+    batch = FrameBatch(aggregate_frames() if args.stream == "aggregate" else forward_frames())
+    total, fd = len(batch.buffers), sock.fileno()
     sent, iteration = 0, 0
     t0 = time.monotonic()
     deadline = t0 + args.seconds
-    send = sock.send
     pace = args.rate > 0
     while time.monotonic() < deadline:
         iteration += 1
-        for i, frame in enumerate(frames):
-            if args.stream == "aggregate":
-                struct.pack_into("!I", frame, ITERATION_OFFSET, iteration)
+        if args.stream == "aggregate":
+            for buffer in batch.buffers:
+                struct.pack_into("!I", buffer, ITERATION_OFFSET, iteration)
+        for first in range(0, total, PACE_BATCH):
             try:
-                send(frame)
-                sent += 1
+                sent += batch.send(fd, first, min(PACE_BATCH, total - first))
             except OSError:
                 pass
-            if pace and i % PACE_BATCH == 0:
+            if pace:
                 ahead = t0 + sent / args.rate - time.monotonic()
                 if ahead > 0:
                     time.sleep(ahead)

@@ -15,7 +15,6 @@ Root (it makes the veth pair).
 """
 
 import argparse
-import ctypes
 import os
 import sys
 import time
@@ -25,23 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_report  # noqa: E402
+from benchmarks.sendmmsg import FrameBatch  # noqa: E402
 from testbed.dataplane.harness import VethRig  # noqa: E402
 from testbed.dataplane.pyswitch.process import open_port_socket  # noqa: E402
 from testbed.dataplane.wire import DEFAULT_LANES, ina_frame_bytes  # noqa: E402
-
-class IoVec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
-
-
-class MsgHdr(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.POINTER(IoVec)),
-                ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
-                ("flags", ctypes.c_int)]
-
-
-class MMsgHdr(ctypes.Structure):
-    _fields_ = [("hdr", MsgHdr), ("length", ctypes.c_uint)]
-
 
 def drain(sock) -> int:
     received = 0
@@ -66,20 +52,11 @@ def per_frame_send_us(sender, receiver, frame: bytes, frames: int) -> tuple:
 
 def batched_send_us(sender, receiver, frame: bytes, frames: int, batch: int) -> float:
     """us per frame sent by sendmmsg in batches of ``batch`` (the receiver drained after)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    buffers = [ctypes.create_string_buffer(frame, len(frame)) for _ in range(batch)]
-    vectors = (IoVec * batch)(*[IoVec(ctypes.addressof(b), len(frame)) for b in buffers])
-    messages = (MMsgHdr * batch)()
-    for i in range(batch):
-        messages[i].hdr.iov = ctypes.pointer(vectors[i])
-        messages[i].hdr.iovlen = 1
+    batched = FrameBatch([frame] * batch)
     sent = 0
     start = time.perf_counter()
     for _ in range(frames // batch):
-        done = libc.sendmmsg(sender.fileno(), messages, batch, 0)
-        if done < 0:
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-        sent += done
+        sent += batched.send(sender.fileno(), 0, batch)
     elapsed = time.perf_counter() - start
     drain(receiver)
     return elapsed / sent * 1e6

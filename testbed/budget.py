@@ -322,9 +322,17 @@ def bmv2_installed() -> bool:
 def resolve_target(requested: str) -> str:
     """The target a run uses: ``auto`` is bmv2 where simple_switch and p4c are on PATH, else pyswitch.
     One rule for ``inatb run`` and ``inatb validate`` (which budgets the target it resolves)."""
+    return target_choice(requested)[0]
+
+
+def target_choice(requested: str) -> tuple:
+    """(the target a run uses, why, as a phrase). ``auto`` keeps to the P4 source where it can run it
+    (bmv2), else its Python model; ebpf, the target with headroom, is chosen by name."""
     if requested != "auto":
-        return requested
-    return "bmv2" if bmv2_installed() else "pyswitch"
+        return requested, "as asked"
+    if bmv2_installed():
+        return "bmv2", "auto: simple_switch and p4c are on PATH"
+    return "pyswitch", "auto: bmv2 is not installed"
 
 
 @dataclass

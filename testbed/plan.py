@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from testbed import bpf_build, controller
 from testbed.agents.transport import TRANSPORTS
 from testbed.budget import (PacketBudget, bmv2_installed, dilation_factor, expected_wall_s, packet_budget,
-                            resolve_target as resolve_auto)
+                            resolve_target as resolve_auto, target_choice)
 from testbed.dataplane import program
 from testbed.dilation import network_scenario
 from testbed.errors import EnvironmentMissingError, PolicyError
@@ -53,6 +53,7 @@ class RunPlan(ScenarioPlan):
     time_dilation: float
     control: controller.ControlPlan  # at ``time_dilation``
     world: object                    # the scenario's wall-clock world at ``time_dilation`` (testbed/dilation.py)
+    target_reason: str = ""          # why ``target`` (testbed.budget.target_choice)
 
 
 def plan_scenario(scenario) -> ScenarioPlan:
@@ -99,7 +100,8 @@ def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
     world = network_scenario(scenario, factor)
     if factor != 1:
         require_emulable(world)          # the slowed world's links must be shapeable too
-    return RunPlan(scenario, policy, chosen, budget, factor, controller.plan(scenario, policy, factor), world)
+    return RunPlan(scenario, policy, chosen, budget, factor, controller.plan(scenario, policy, factor), world,
+                   target_choice(target or scenario.target)[1])
 
 
 def describe(plan: RunPlan) -> list:
@@ -112,7 +114,8 @@ def describe(plan: RunPlan) -> list:
     lines = [f"plan: {topo.name}: {len(topo.switches())} switches ({len(topo.programmable_switches())} "
              f"programmable), {len(topo.hosts())} hosts; {len(scenario.jobs)} job(s): " + ", ".join(
                  f"{j.name} {j.policy} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
-                 f"{j.iterations} it" for j in scenario.jobs) + f"; target {plan.target}"]
+                 f"{j.iterations} it" for j in scenario.jobs) + f"; target {plan.target}"
+             + (f" ({plan.target_reason})" if plan.target_reason else "")]
     busiest = max(budget.switch_pps, key=budget.switch_pps.get)
     lines.append(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs "
                  f"communicate ({budget.target})")

@@ -94,8 +94,9 @@ class RigTarget:
 
     out_of_process = True
 
-    def __init__(self, rig):
+    def __init__(self, rig, owns_switch=True):
         self.rig = rig
+        self.owns_switch = owns_switch     # False: the runtime, switch and rig outlive this target
         self.proc = None
         self.runtime = None
         self.stop_switch = None     # how to stop a switch that is not a process (ebpf); else proc is stopped
@@ -119,6 +120,8 @@ class RigTarget:
         return self.rig.recv(wait_s, None)
 
     def close(self):
+        if not self.owns_switch:
+            return
         try:
             if self.runtime is not None:
                 self.runtime.close()
@@ -206,11 +209,33 @@ def _start_ebpf(tmp_path):
     return target
 
 
+class SharedEbpfSwitch:
+    """One ebpf switch on one rig for a module's cases: loading the program (the verifier's pass) is most of
+    a case's set-up, so each case gets the switch reset (EbpfRuntime.reset: every entry, register, counter
+    and port setting gone) and the rig drained instead of a new one. ``close`` stops both."""
+
+    def __init__(self, tmp_path):
+        self.target = _start_ebpf(tmp_path)
+
+    def fresh(self) -> "RigTarget":
+        """The switch for one case, as loaded; closing it leaves the switch and the rig to :meth:`close`."""
+        shared = self.target
+        shared.runtime.reset()
+        shared.rig.drain()
+        target = RigTarget(shared.rig, owns_switch=False)
+        target.name, target.runtime = "ebpf", shared.runtime
+        return target
+
+    def close(self):
+        self.target.close()
+
+
 TARGET_KINDS = ("pyswitch-inproc", "pyswitch-process", "bmv2", "ebpf")
 
 
-def make_target(kind, tmp_path):
-    """A started target of ``kind``; skips (or fails under CI) when the machine cannot run it."""
+def make_target(kind, tmp_path, shared_ebpf=None):
+    """A started target of ``kind``; skips (or fails under CI) when the machine cannot run it. ``shared_ebpf``
+    (a callable returning a :class:`SharedEbpfSwitch`): the ebpf case reuses that switch, reset."""
     if kind == "pyswitch-inproc":
         return InProcTarget()
     if kind == "pyswitch-process":
@@ -218,7 +243,7 @@ def make_target(kind, tmp_path):
         return _start_pyswitch_process(tmp_path)
     if kind == "ebpf":
         _need_root("ebpf target")
-        return _start_ebpf(tmp_path)
+        return shared_ebpf().fresh() if shared_ebpf else _start_ebpf(tmp_path)
     if not bmv2_available():
         skip_bmv2_case()
     _need_root("bmv2 target")

@@ -25,7 +25,8 @@ from testbed.dataplane.wire import (FLAG_AECN, FLAG_CAPACITY, FLAG_COLLISION, FL
                                     ipv4_checksum, parse_frame, rina_iteration, rina_seq, shadow_slot, slot_index)
 from testbed.errors import DataplaneError
 
-from packet_targets import LANES, SLOTS, TARGET_KINDS, assert_no_rig_left_behind, make_target  # noqa: E402
+from packet_targets import (LANES, SLOTS, TARGET_KINDS, SharedEbpfSwitch, assert_no_rig_left_behind,  # noqa: E402
+                            make_target)
 
 SW_MAC = "02:00:00:00:01:00"
 SW_ADDR = "10.0.1.1"
@@ -40,12 +41,22 @@ GROUP_IP = "10.0.0.250"
 
 @pytest.fixture(params=TARGET_KINDS)
 def target(request, tmp_path):
-    """One switch of the INA program on each target in turn (packet_targets.py)."""
-    t = make_target(request.param, tmp_path)
+    """One switch of the INA program on each target in turn (packet_targets.py); the ebpf cases share one
+    switch, reset for each."""
+    t = make_target(request.param, tmp_path, shared_ebpf=lambda: request.getfixturevalue("shared_ebpf"))
     try:
         yield t
     finally:
         t.close()
+
+
+@pytest.fixture(scope="module")
+def shared_ebpf(tmp_path_factory):
+    shared = SharedEbpfSwitch(tmp_path_factory.mktemp("ebpf"))
+    try:
+        yield shared
+    finally:
+        shared.close()
 
 
 @pytest.fixture(scope="module", autouse=True)

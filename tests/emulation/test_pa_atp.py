@@ -46,7 +46,7 @@ def test_two_jobs_on_the_pa_atp_testbed_are_exact(emulation, tmp_path, quiet):
     assert_clean()
 
 
-@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2", "ebpf"))
 def test_fig8_pins_flows_runs_a_constant_udp_flow_and_starts_job_b_late(target, emulation, tmp_path, quiet):
     """PA-ATP §V-B's set-up (fig8-basic.yaml, scaled down to a few hundred fragments): every s1->s2 flow
     crosses the parallel link its source is pinned to, the UDP flow runs at its constant rate on p1 while

@@ -92,7 +92,7 @@ def test_a_ps_co_located_with_a_worker_runs_exactly(target, policy, emulation, t
 
 
 @pytest.mark.parametrize("target,programmable", [("pyswitch", "none"), ("pyswitch", "[t1]"), ("pyswitch", "all"),
-                                                 ("bmv2", "all")])
+                                                 ("bmv2", "all"), ("ebpf", "all")])
 def test_rina_runs_exactly_with_none_one_or_both_tors_summing_their_racks(target, programmable, emulation, tmp_path,
                                                                          quiet):
     """Rina (§IV) on its testbed: at 0% every worker is an autonomous RAR member; at 50% t1's rack is one member,

@@ -80,7 +80,7 @@ def check_auto_at_1_1000(scenario, tmp_path, target, quiet):
     return summary
 
 
-@pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
+@pytest.mark.parametrize("target", ("pyswitch", "bmv2", "ebpf"))
 def test_goats_testbed_at_1_1000_runs_exact_and_undistorted_at_the_dilation_auto_picks(target, emulation, tmp_path,
                                                                                        quiet):
     if target == "bmv2":

@@ -17,6 +17,8 @@ from testbed.errors import DataplaneError
 _SYS_BPF = {"x86_64": 321, "aarch64": 280}
 BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM, BPF_MAP_GET_NEXT_KEY = 1, 2, 3, 4
 BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 7, 15
+BPF_MAP_UPDATE_BATCH = 26
+BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_LPM_TRIE = 1, 2, 11
 BPF_ANY = 0
 BPF_F_LOCK = 4
 _ATTR_BYTES = 128       # union bpf_attr, zero-padded beyond what a command uses
@@ -68,6 +70,7 @@ class PinnedMap:
         attr = _u32(self.fd) + _u32(ctypes.sizeof(info)) + _u64(ctypes.addressof(info))
         _bpf(BPF_OBJ_GET_INFO_BY_FD, attr)
         self.key_size, self.value_size, self.max_entries = info.key_size, info.value_size, info.max_entries
+        self.type = info.type
 
     def _attr(self, key: bytes, value_buf, flags: int):
         key_buf = ctypes.create_string_buffer(key, self.key_size)
@@ -123,6 +126,22 @@ class PinnedMap:
                 raise DataplaneError(f"listing {self.path}: {exc.strerror}") from None
             key = next_buf.raw
             out.append(key)
+
+    def clear(self) -> None:
+        """Every entry gone: an array's values zeroed (one batch update), a hash's or trie's keys deleted."""
+        if self.type != BPF_MAP_TYPE_ARRAY:
+            for key in self.keys():
+                self.delete(key)
+            return
+        count = self.max_entries
+        keys = (ctypes.c_uint32 * count)(*range(count))
+        values = ctypes.create_string_buffer(self.value_size * count)
+        attr = _u64(0) + _u64(0) + _u64(ctypes.addressof(keys)) + _u64(ctypes.addressof(values)) + \
+            _u32(count) + _u32(self.fd) + _u64(BPF_F_LOCK if self.locked else 0) + _u64(0)
+        try:
+            _bpf(BPF_MAP_UPDATE_BATCH, attr)
+        except OSError as exc:
+            raise DataplaneError(f"clearing {self.path}: {exc.strerror}") from None
 
     def close(self) -> None:
         if self.fd >= 0:

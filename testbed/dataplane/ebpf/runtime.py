@@ -57,6 +57,11 @@ PORT_FIELDS = {"impair_drop": ("port_impair", 0), "impair_duplicate": ("port_imp
                "port_impair_duplicated": ("port_counts", 3), "port_impair_reordered": ("port_counts", 4)}
 QUEUE_DROPPED = 5           # port_counts' field: tail drops of the port's queue
 LOCKED_MAPS = {"agg_slots", "port_queue", "agg_capacity"}
+#: What a run or a test writes (all of ina.bpf.c's maps but the ports' numbers and the per-CPU scratch)
+STATE_MAPS = ("agg_slots", "agg_used", "pa_seq", "pa_seq_sum", "pa_overflow", "pa_overflowed", "aecn_threshold",
+              "ecn_threshold", "switch_wait", "ina_stats", "port_impair", "port_counts", "port_queue",
+              "agg_capacity", "route", "ipv4_lpm", "ina_filter", "ina_result", "rina_gather", "pa_job", "esa_job",
+              "esa_evict", "rina_rack", "ina_mcast_rewrite", "mirror_sessions", "mc_groups")
 
 
 def _ip(value) -> bytes:
@@ -319,6 +324,15 @@ class EbpfRuntime(SwitchRuntime):
         thresholds = impairment_thresholds(port, drop, duplicate, reorder)
         self.mirroring_add(program.impair_session(port), port)
         self._write_port_values("port_impair", port, list(thresholds))
+
+    def reset(self) -> None:
+        """Back to the switch as it was loaded: every table entry, group, session, register, counter, meter
+        and port setting gone (its ports' numbers kept), the shaped ports' qdiscs removed."""
+        for port in range(program.MAX_PORTS):
+            if self._queue(port)[4]:
+                subprocess.run(unqdisc_argv(self._ifname(port), "root"), capture_output=True)
+        for name in STATE_MAPS:
+            self.map(name).clear()
 
     def close(self) -> None:
         for bpf_map in self._maps.values():
