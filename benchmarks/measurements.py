@@ -261,7 +261,7 @@ SECTIONS = (
             "Python sender may bound it): contributions summed per second (a contribution is one worker's frame, four "
             "make a fragment) and packets forwarded per second, with the sender as fast as it can and at the "
             "highest rate that loses at most 0.5%. The packet budget's per-target rates (testbed/budget.py) "
-            "come from these.",
+            "come from these (ebpf's from a slower machine's, checked against these).",
             "sudo .venv/bin/python benchmarks/bench_pyswitch.py --seconds 3",
             ("target", "stream", "saturated", "lossless"), switch_speed_rows),
     Section("packet-costs", "What a packet costs a run's processes (pyswitch)",

@@ -54,8 +54,8 @@ from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES
 #: An ebpf switch is kernel work in the softirq of the frame's sender, no process (testbed/dataplane/ebpf): on a
 #: 2-core AMD EPYC a TC-BPF aggregation at fan-in 4 absorbed 241k contributions/s end to end, about 1 us of BPF
 #: each, and a sendmmsg sender through a TC redirect between namespaces delivered 180k packets/s (the ebpf
-#: issue's measurements). `benchmarks/bench_pyswitch.py --targets ebpf` on the reference machine: 345k
-#: contributions/s and 249k forwarded packets/s without loss, the Python sender and the kernel's work on one
+#: issue's measurements). On the reference machine (docs/reproductions/measurements.md, "Switch speed"): 348k
+#: contributions/s and 281k forwarded packets/s without loss, the Python sender and the kernel's work on one
 #: core (the sender the bound), so under 3 us of that core a packet. Its budget is half the EPYC's figure; a
 #: packet costs the machine 4 us (250k per CPU-second) at any rate, and waits 20 us at a switch (the
 #: quickstart's switch_wait: 6 us on average, 72 us at most).

@@ -40,7 +40,7 @@ from testbed.emulation.progress import ReaderSafeStream
 from testbed.emulation.results import (RunObservations, log_compute_delays, make_run_dir, ps_port_interfaces,
                                        summarise, write_inputs)
 from testbed.emulation.state import RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded, \
-    unregister_recorded
+    unpin_recorded, unregister_recorded
 from testbed.emulation.thrift_guard import ThriftGuard
 from testbed.errors import EmulationError, RunStalled
 from testbed.metrics.cpu import CpuSampler
@@ -268,6 +268,7 @@ class Run:
             # Whatever the steps above could not stop (a crash mid-way) is removed from the record.
             steps += [("recorded processes", lambda: kill_recorded(self.state.data["processes"])),
                       ("recorded congestion controls", lambda: unregister_recorded(self.state.data)),
+                      ("recorded ebpf pins", lambda: unpin_recorded(self.state.data)),
                       ("recorded interfaces", lambda: delete_interfaces(self.state.data["interfaces"])),
                       ("run state", self.state.remove)]
         failures = []

@@ -12,6 +12,7 @@ from packet_targets import LANES, SLOTS, make_target
 from test_packets import aggregate_entry, assert_job_1_aggregates_exactly_in_its_slots, fuzzed_frames, \
     install_routes, stat
 
+from testbed.dataplane import program, wire
 from testbed.dataplane.ebpf import commands, runtime as ebpf_runtime
 
 SOURCE = Path(ebpf_runtime.__file__).with_name("ina.bpf.c")
@@ -39,6 +40,14 @@ def test_the_runtimes_structs_and_the_programs_constants_agree():
                                                                     ebpf_runtime.QUEUE_RING)
     assert (define("ACT_FORWARD"), define("ACT_ECMP"), define("ACT_DROP")) == (1, 2, 3)
     assert (define("ACT_MULTICAST"), define("ACT_RELEASE"), define("ACT_SHADOW")) == (1, 2, 3)
+    stats = re.search(r"enum ina_stat \{([^}]*)\}", text).group(1).replace(",", " ").split()
+    assert [name.removeprefix("ST_").lower() for name in stats] == list(program.STAT_INDICES)
+    for name in re.findall(r"#define (FLAG_\w+)", text):
+        assert define(name) == getattr(wire, name), name
+    assert (define("GACK_SESSION_BASE"), define("IMPAIR_SESSION_BASE")) == (program.GACK_SESSION_BASE,
+                                                                              program.IMPAIR_SESSION_BASE)
+    assert (define("INA_PA_JOBS"), define("INA_PA_SEQS"), define("MAX_ITERATION_LEAD")) == (
+        program.PA_JOBS, program.PA_SEQS, program.MAX_ITERATION_LEAD)
 
 
 @pytest.fixture

@@ -23,8 +23,9 @@ def filter_argv(ifname: str, direction: str, program: Path) -> list:
             str(program)]
 
 
-#: htb's floor for the reordered frames' class: all but nothing, it borrows what the queue leaves
-REORDERED_FLOOR_BPS = 8000
+#: htb's floor for the reordered frames' class: all but nothing (a byte a second), it borrows what the queue
+#: leaves; a floor of its own would let it overtake the queue whenever the queue's class waits for tokens
+REORDERED_FLOOR_BPS = 8
 
 
 def shaping_argvs(ifname: str, rate_bps: int, depth_frames: int) -> list:

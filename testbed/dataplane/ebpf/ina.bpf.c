@@ -9,7 +9,9 @@
  *
  * - Registers are maps. The per-slot registers (agg_count, agg_job, ... agg_collided_seq,
  *   agg_value's lanes) are one map value per slot, `agg_slots`, with a spin lock: a packet's
- *   whole read-decide-write of its slot is atomic, as bmv2's one ingress thread makes it. Per-port
+ *   whole read-decide-write of its slot is atomic, as bmv2's one ingress thread makes it; PA-ATP's
+ *   per-job registers change by atomic adds, exchanges and compare-and-swaps (agg_used under the
+ *   lock of the slot it counts). Per-port
  *   registers and counters are one value per port (`port_impair`, `port_counts`); BPF map names
  *   have 15 characters, testbed/dataplane/ebpf/runtime.py maps ina.p4's names onto them.
  * - Tables are hash maps keyed by their match fields (ipv4_lpm an LPM trie), the value the action
@@ -26,7 +28,8 @@
  *   marked CE. The port's htb qdisc (testbed/dataplane/ebpf/commands.py) sends the frames the
  *   model admitted at the same rate.
  * - A reordered frame cannot go round again in TC: it waits in its port's second htb class, which
- *   is served when the queue's class has nothing to send.
+ *   is served when the queue's class has nothing to send (its own guaranteed rate is 8 bit/s).
+ * - agg_capacity is a token bucket on bpf_ktime_get_ns (bmv2: its own clock in microseconds).
  * - switch_wait is the time from ina_ingress's start to the frame's enqueue (the same CPU runs
  *   both, synchronously).
  * - The lanes are not unrolled: a packet's lanes are copied out before its slot's lock is taken,
@@ -321,6 +324,17 @@ static __always_inline void count(__u32 index)
 		__sync_fetch_and_add(&stats->cell[index], 1);
 }
 
+/* *cell -= by, but not below 0, in one atomic step (ina.p4's read-then-write is one step in bmv2's thread) */
+static __always_inline void decrement_to_zero(__u32 *cell, __u32 by)
+{
+	for (int attempt = 0; attempt < 16; attempt++) {
+		__u32 old = *cell;
+		__u32 new = old > by ? old - by : 0;
+		if (__sync_val_compare_and_swap(cell, old, new) == old)
+			return;
+	}
+}
+
 static __always_inline __u32 slot_index(__u32 base, __u32 seq, __u32 count_)
 {
 	/* wire.slot_index: base + seq mod count (ina.p4's identity hash) */
@@ -474,7 +488,7 @@ static __always_inline void slot_lanes(struct lanes *l, struct agg_slot *s, __u3
 {
 	for (int i = 0; i < INA_LANES; i++) {
 		if (i >= elems) {
-			if (claim)
+			if (claim && !evict)    /* INA_LANE_SWAP leaves the lanes past the packet's alone */
 				s->value[i] = 0;
 			continue;
 		}
@@ -523,7 +537,8 @@ struct emit {
 
 /* The decision's write to the slot, under its lock: the lanes, then the count and bitmap (freed on
    release) */
-static __always_inline void slot_finish(struct agg_slot *s, struct lanes *l, struct emit *out)
+static __always_inline void slot_finish(struct agg_slot *s, struct lanes *l, struct emit *out, __u8 pa_hit,
+					__u32 *row_used)
 {
 	slot_lanes(l, s, out->keep_mask, out->add_mask, out->claim, out->evict, out->elems);
 	if (out->release) {
@@ -534,6 +549,14 @@ static __always_inline void slot_finish(struct agg_slot *s, struct lanes *l, str
 		s->count = out->new_count;
 		s->bitmap = out->new_bitmap;
 		out->slot_held = out->new_count != 0;
+	}
+	/* a PA-ATP job's agg_used follows its slot from free to held and back, under the slot's lock as a
+	   RESULT's release (result_packet) changes it */
+	if (pa_hit && out->slot_held != out->slot_was_held) {
+		if (out->slot_held)
+			__sync_fetch_and_add(row_used, 1);
+		else
+			decrement_to_zero(row_used, 1);
 	}
 }
 
@@ -770,15 +793,9 @@ __noinline int slot_update(struct __sk_buff *skb, struct agg_inputs *in, struct 
 	else
 		out->verdict = SLOT_DROP;
 	out->gack_clone = emit && in->pa_raw && counted;
-	slot_finish(s, l, out);
+	slot_finish(s, l, out, in->pa_hit, row_used);
 	bpf_spin_unlock(&s->lock);
 	lanes_store(skb, l, out->elems);
-	if (in->pa_hit && out->slot_held != out->slot_was_held) {
-		if (out->slot_held)
-			__sync_fetch_and_add(row_used, 1);
-		else if (*row_used != 0)
-			__sync_fetch_and_sub(row_used, 1);
-	}
 	return 0;
 }
 
@@ -948,11 +965,9 @@ static __always_inline void result_packet(struct frame *f, struct pa_action *pa,
 				f->udp.check = 0;
 				count(ST_AECN_MARKED);
 			}
-			__u32 in_cell = *cell;
-			if (in_cell != 0) {
-				*overflowed = outstanding > in_cell ? outstanding - in_cell : 0;
-				*cell = 0;
-			}
+			__u32 in_cell = __sync_lock_test_and_set(cell, 0);
+			if (in_cell != 0)
+				decrement_to_zero(overflowed, in_cell);
 		}
 	}
 	struct job_dst_key key = {.job = job, .dst = f->ip.daddr};
@@ -963,6 +978,8 @@ static __always_inline void result_packet(struct frame *f, struct pa_action *pa,
 	if (act->action == ACT_RELEASE && act->slot_count != 0) {
 		__u32 index = slot_index(act->slot_base, seq, act->slot_count);
 		struct agg_slot *s = bpf_map_lookup_elem(&agg_slots, &index);
+		__u32 row = pa ? pa->pa_index : 0;
+		__u32 *used = pa ? bpf_map_lookup_elem(&agg_used, &row) : NULL;
 		__u8 released = 0;
 		if (!s)
 			return;
@@ -971,17 +988,12 @@ static __always_inline void result_packet(struct frame *f, struct pa_action *pa,
 			s->count = 0;
 			s->bitmap = 0;
 			released = 1;
+			if (used)       /* under the slot's lock, as slot_finish counts it up */
+				decrement_to_zero(used, 1);
 		}
 		bpf_spin_unlock(&s->lock);
-		if (released) {
-			if (pa) {
-				__u32 row = pa->pa_index;
-				__u32 *used = bpf_map_lookup_elem(&agg_used, &row);
-				if (used && *used != 0)
-					__sync_fetch_and_sub(used, 1);
-			}
+		if (released)
 			count(ST_RESULT_RELEASED);
-		}
 	} else if (act->action == ACT_SHADOW && act->slot_count != 0) {
 		/* SwitchML: copy 0 or 1 of pool slot seq mod pool (slot_count holds the pool) */
 		__u32 first = act->slot_base + 2 * (seq % act->slot_count);
@@ -1017,8 +1029,8 @@ static __always_inline __u8 meter_green(void)
 	if (m->rate_milli != 0) {
 		__u64 cap = m->burst * TOKEN_PICO;
 		__u64 elapsed = now - m->last_ns;
-		__u64 tokens = now < m->last_ns || elapsed > METER_REFILL_NS ? cap :
-			       m->tokens_pico + elapsed * m->rate_milli;
+		__u64 tokens = now < m->last_ns || elapsed > METER_REFILL_NS || elapsed >= cap / m->rate_milli ?
+			       cap : m->tokens_pico + elapsed * m->rate_milli;
 		if (tokens > cap)
 			tokens = cap;
 		m->last_ns = now;

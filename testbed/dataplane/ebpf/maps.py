@@ -18,7 +18,7 @@ _SYS_BPF = {"x86_64": 321, "aarch64": 280}
 BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM, BPF_MAP_GET_NEXT_KEY = 1, 2, 3, 4
 BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 7, 15
 BPF_MAP_UPDATE_BATCH = 26
-BPF_MAP_TYPE_HASH, BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_LPM_TRIE = 1, 2, 11
+BPF_MAP_TYPE_ARRAY = 2
 BPF_ANY = 0
 BPF_F_LOCK = 4
 _ATTR_BYTES = 128       # union bpf_attr, zero-padded beyond what a command uses
@@ -68,7 +68,11 @@ class PinnedMap:
             raise DataplaneError(f"cannot open the BPF map {self.path}: {exc.strerror}") from None
         info = _MapInfo()
         attr = _u32(self.fd) + _u32(ctypes.sizeof(info)) + _u64(ctypes.addressof(info))
-        _bpf(BPF_OBJ_GET_INFO_BY_FD, attr)
+        try:
+            _bpf(BPF_OBJ_GET_INFO_BY_FD, attr)
+        except OSError as exc:
+            self.close()
+            raise DataplaneError(f"cannot read the BPF map {self.path}: {exc.strerror}") from None
         self.key_size, self.value_size, self.max_entries = info.key_size, info.value_size, info.max_entries
         self.type = info.type
 

@@ -300,9 +300,11 @@ class EbpfRuntime(SwitchRuntime):
         if depth > QUEUE_RING:
             raise DataplaneError(f"port {port}: a queue of {depth} frames; the ebpf target's hold {QUEUE_RING}")
         bpf_map = self.map("port_queue")
-        raw = bytearray(bpf_map.value_size)
+        # the frames the model holds (ring, head, tail, last departure) stay: a run may reshape a port
+        raw = bytearray(bpf_map.lookup(_U32.pack(port)))
+        _, _, head, tail, _, last_departure_ns = _PORT_QUEUE.unpack_from(raw)
         rate = max(0, int(rate_bps))
-        _PORT_QUEUE.pack_into(raw, 0, 0, depth if rate else 0, 0, 0, rate, 0)
+        _PORT_QUEUE.pack_into(raw, 0, 0, depth if rate else 0, head, tail, rate, last_departure_ns)
         ifname = self._ifname(port)
         if rate:
             for argv in shaping_argvs(ifname, rate, depth):

@@ -72,7 +72,12 @@ class EbpfSwitch:
             raise
 
     def _set_ports(self) -> None:
-        by_port, by_ifindex = PinnedMap(self.maps_dir / "port_ifindex"), PinnedMap(self.maps_dir / "ifindex_port")
+        by_port = PinnedMap(self.maps_dir / "port_ifindex")
+        try:
+            by_ifindex = PinnedMap(self.maps_dir / "ifindex_port")
+        except DataplaneError:
+            by_port.close()
+            raise
         try:
             for port, ifname in self.ports.items():
                 try:
