@@ -6,7 +6,7 @@ the C structs of ``ina.bpf.c`` (the ``_*`` struct formats below mirror them fiel
 compares their sizes with the maps') and written with ``bpf(2)`` (:mod:`.maps`). Names map onto maps
 where BPF's 15-character names or ina.bpf.c's grouping differ from ina.p4's: the per-slot registers are
 fields of ``agg_slots``, the Egress per-port registers and counters fields of ``port_impair`` and
-``port_counts``.
+``port_counts``; the other registers are maps of their own, one value per index.
 """
 
 import socket
@@ -47,9 +47,6 @@ ACT_MULTICAST, ACT_RELEASE, ACT_SHADOW = 1, 2, 3
 SLOT_FIELDS = {"agg_count": 1, "agg_job": 2, "agg_iteration": 3, "agg_seq": 4, "agg_submodel": 5,
                "agg_elems": 6, "agg_resulted": 7, "agg_bitmap": 8, "agg_collided_job": 9,
                "agg_collided_iteration": 11, "agg_collided_seq": 12}
-#: registers that are maps of their own, one u32 (switch_wait: u64) per index
-ARRAY_REGISTERS = {"agg_used", "pa_seq", "pa_seq_sum", "pa_overflow", "pa_overflowed", "aecn_threshold",
-                   "ecn_threshold", "switch_wait"}
 #: per-port registers and counters: (map, field index)
 PORT_FIELDS = {"impair_drop": ("port_impair", 0), "impair_duplicate": ("port_impair", 1),
                "impair_reorder": ("port_impair", 2), "port_ina_tx": ("port_counts", 0),
@@ -295,7 +292,8 @@ class EbpfRuntime(SwitchRuntime):
 
     def set_port_shaping(self, port: int, rate_bps: float, depth_pkts: int) -> None:
         if not 0 <= int(port) < program.MAX_PORTS:
-            raise DataplaneError(f"port shaping on port {port}: the ebpf target shapes ports 0..{program.MAX_PORTS - 1}")
+            raise DataplaneError(f"port shaping on port {port}: the ebpf target shapes ports "
+                                 f"0..{program.MAX_PORTS - 1}")
         depth = max(1, int(depth_pkts))
         if depth > QUEUE_RING:
             raise DataplaneError(f"port {port}: a queue of {depth} frames; the ebpf target's hold {QUEUE_RING}")
