@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from testbed import bpf_build, controller
 from testbed.agents.transport import TRANSPORTS
 from testbed.budget import (PacketBudget, bmv2_installed, dilation_factor, expected_wall_s, packet_budget,
-                            resolve_target as resolve_auto, target_choice)
+                            target_choice)
 from testbed.dataplane import program
 from testbed.dilation import network_scenario
 from testbed.errors import EnvironmentMissingError, PolicyError
@@ -62,18 +62,22 @@ def plan_scenario(scenario) -> ScenarioPlan:
 
 
 def resolve_target(requested: str, installed_only: bool = True) -> str:
-    """The target a run uses (``auto`` as :func:`testbed.budget.resolve_target` says); with ``installed_only``,
-    an explicit bmv2 must be installed."""
-    chosen = resolve_auto(requested)
+    """The target a run uses (``auto`` as :func:`testbed.budget.target_choice` says); with ``installed_only``,
+    an explicit bmv2 or ebpf must be able to run here."""
+    return choose_target(requested, installed_only)[0]
+
+
+def choose_target(requested: str, installed_only: bool = True) -> tuple:
+    """(the target a run uses, why, as a phrase), checked as :func:`resolve_target` says."""
+    chosen, reason = target_choice(requested)
     if chosen not in RUN_TARGETS:
         raise EnvironmentMissingError(f"unknown target {requested!r}; known: {', '.join(RUN_TARGETS)}")
     if installed_only and chosen == "bmv2" and not bmv2_installed():
         raise EnvironmentMissingError("target bmv2 needs simple_switch and p4c on PATH (see "
                                       "docs/guide/vm.md); use --target pyswitch or auto")
-    if installed_only and chosen == "ebpf" and bpf_build.missing_prerequisite():
-        raise EnvironmentMissingError(f"target ebpf cannot be built here: {bpf_build.missing_prerequisite()}; "
-                                      f"use --target pyswitch or auto")
-    return chosen
+    if installed_only and chosen == "ebpf" and (missing := bpf_build.missing_prerequisite()):
+        raise EnvironmentMissingError(f"target ebpf cannot be built here: {missing}; use --target pyswitch or auto")
+    return chosen, reason
 
 
 def check_emulable(scenario, policy):
@@ -92,7 +96,7 @@ def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
     """The :class:`RunPlan` of ``scenario`` on ``target`` (the scenario's when None): what only the simulator
     can run is refused, the policy solved, the time dilation picked, the control plan built at it."""
     require_emulable(scenario)
-    chosen = resolve_target(target or scenario.target, installed_only)
+    chosen, reason = choose_target(target or scenario.target, installed_only)
     policy = plan_scenario(scenario).policy
     check_emulable(scenario, policy)
     budget = packet_budget(scenario, chosen, policy)
@@ -101,7 +105,7 @@ def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
     if factor != 1:
         require_emulable(world)          # the slowed world's links must be shapeable too
     return RunPlan(scenario, policy, chosen, budget, factor, controller.plan(scenario, policy, factor), world,
-                   target_choice(target or scenario.target)[1])
+                   reason)
 
 
 def describe(plan: RunPlan) -> list:

@@ -42,14 +42,13 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
 import time
 from pathlib import Path
 
-from testbed.dataplane.ebpf.switch import PIN_ROOT
+from testbed.dataplane.ebpf.switch import PIN_ROOT, unpin
 from testbed.emulation import thrift_guard
 from testbed.errors import RunLockError
 from testbed.traffic import dctcp_bpf
@@ -349,10 +348,8 @@ def unpin_recorded(data: dict) -> int:
         pins = Path(str(path))
         if pins.parent != owner or ".." in pins.parts or not pins.is_dir():
             continue
-        shutil.rmtree(pins, ignore_errors=True)
+        unpin(pins)
         removed += 1
-    if owner.is_dir() and owner != PIN_ROOT and not any(owner.iterdir()):
-        owner.rmdir()
     return removed
 
 

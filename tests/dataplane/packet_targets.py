@@ -135,27 +135,34 @@ class RigTarget:
                 self.rig.close()
 
 
-def _start_pyswitch_process(tmp_path):
+def _on_rig(name, start_switch):
+    """A RigTarget called ``name`` on a fresh rig, its switch started by ``start_switch(target)`` (which
+    sets the target's process or stop_switch, and its runtime); whatever was made is removed if that fails."""
     from testbed.dataplane.harness import VethRig
-    rig = VethRig(PORTS)
-    target = RigTarget(rig)
-    target.name = "pyswitch-process"
+    target = RigTarget(VethRig(PORTS))
+    target.name = name
     try:
-        rig.create()
+        target.rig.create()
+        start_switch(target)
+    except BaseException:
+        target.close()
+        raise
+    return target
+
+
+def _start_pyswitch_process(tmp_path):
+    def start(target):
         control = str(tmp_path / "t.sock")
         log = open(tmp_path / "pyswitch.log", "w")
         # -I: isolated, as the emulation starts it (nodes.pyswitch_argv): nothing from the cwd is imported
         argv = [sys.executable, "-I", "-m", "testbed.dataplane.pyswitch.process", "--name", "t", "--control", control,
                 "--lanes", str(LANES), "--slots", str(SLOTS)]
-        argv += [f"--port={p}={ifname}" for p, ifname in rig.switch_ports().items()]
+        argv += [f"--port={p}={ifname}" for p, ifname in target.rig.switch_ports().items()]
         target.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        cwd=str(Path(__file__).resolve().parents[2]))
         log.close()
         target.runtime = PySwitchRuntime.wait_for(control, "t", 20.0, alive=lambda: target.proc.poll() is None)
-    except BaseException:
-        target.close()
-        raise
-    return target
+    return _on_rig("pyswitch-process", start)
 
 
 def _free_tcp_port():
@@ -167,46 +174,32 @@ def _free_tcp_port():
 
 def _start_bmv2(tmp_path):
     from testbed.dataplane.bmv2 import Bmv2Runtime, simple_switch_argv, wait_for_thrift
-    from testbed.dataplane.harness import VethRig
     from testbed.dataplane.p4build import compile_program
     json_path = compile_program(LANES, SLOTS)
-    rig = VethRig(PORTS)
-    target = RigTarget(rig)
-    target.name = "bmv2"
-    try:
-        rig.create()
+
+    def start(target):
         thrift_port = _free_tcp_port()
         # a device id of its own: bmv2 binds ipc:///tmp/bmv2-<device id>-notifications.ipc
-        argv = simple_switch_argv(json_path, rig.switch_ports(), thrift_port, device_id=40000 + os.getpid() % 20000,
-                                  log_path=tmp_path / "bmv2.log")
+        argv = simple_switch_argv(json_path, target.rig.switch_ports(), thrift_port,
+                                  device_id=40000 + os.getpid() % 20000, log_path=tmp_path / "bmv2.log")
         out = open(tmp_path / "bmv2.out", "w")
         target.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         out.close()
         wait_for_thrift(thrift_port, 30.0, alive=lambda: target.proc.poll() is None, switch="t",
                         log_paths=[tmp_path / "bmv2.out", tmp_path / "bmv2.log"])
         target.runtime = Bmv2Runtime(thrift_port, switch="t", lanes=LANES, slots=SLOTS)
-    except BaseException:
-        target.close()
-        raise
-    return target
+    return _on_rig("bmv2", start)
 
 
 def _start_ebpf(tmp_path):
     from testbed.dataplane.ebpf.switch import EbpfSwitch
-    from testbed.dataplane.harness import VethRig
-    rig = VethRig(PORTS)
-    target = RigTarget(rig)
-    target.name = "ebpf"
-    try:
-        rig.create()
-        switch = EbpfSwitch("t", rig.switch_ports(), LANES, SLOTS, owner=f"packet-test-{os.getpid()}")
+
+    def start(target):
+        switch = EbpfSwitch("t", target.rig.switch_ports(), LANES, SLOTS, owner=f"packet-test-{os.getpid()}")
         target.stop_switch = switch.stop
         switch.start()
         target.runtime = switch.runtime()
-    except BaseException:
-        target.close()
-        raise
-    return target
+    return _on_rig("ebpf", start)
 
 
 class SharedEbpfSwitch:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from testbed import bpf_build
 from testbed.dataplane.ebpf.commands import clsact_argv, filter_argv, load_argv, run, unqdisc_argv
-from testbed.dataplane.ebpf.maps import PinnedMap
 from testbed.dataplane.ebpf.runtime import EbpfRuntime
 from testbed.errors import DataplaneError
 
@@ -49,17 +48,19 @@ class EbpfSwitch:
         self.name, self.ports, self.lanes, self.slots = name, dict(ports), lanes, slots
         self.pin_dir = PIN_ROOT / owner / name
         self.programs_dir, self.maps_dir = self.pin_dir / "programs", self.pin_dir / "maps"
+        self.object_path = None     # the built object, once started
         self._attached = []
 
     def start(self) -> None:
-        obj = build(self.lanes, self.slots)
+        self.object_path = build(self.lanes, self.slots)
         mount_bpffs()
         if self.pin_dir.exists():
             raise DataplaneError(f"switch {self.name}: {self.pin_dir} exists (a switch of that name runs, or "
                                  f"a run was killed: inatb cleanup removes it)")
         self.pin_dir.mkdir(parents=True)
         try:
-            run(load_argv(obj, self.programs_dir, self.maps_dir), f"switch {self.name}: loading ina.bpf.c")
+            run(load_argv(self.object_path, self.programs_dir, self.maps_dir),
+                f"switch {self.name}: loading ina.bpf.c")
             self._set_ports()
             for ifname in self.ports.values():
                 self._attached.append(ifname)
@@ -72,28 +73,22 @@ class EbpfSwitch:
             raise
 
     def _set_ports(self) -> None:
-        by_port = PinnedMap(self.maps_dir / "port_ifindex")
-        try:
-            by_ifindex = PinnedMap(self.maps_dir / "ifindex_port")
-        except DataplaneError:
-            by_port.close()
-            raise
+        runtime = self.runtime()
         try:
             for port, ifname in self.ports.items():
                 try:
                     ifindex = int(Path(f"/sys/class/net/{ifname}/ifindex").read_text())
                 except OSError:
                     raise DataplaneError(f"switch {self.name}: no interface {ifname} for port {port}") from None
-                by_port.update(struct.pack("<I", port), struct.pack("<I", ifindex))
-                by_ifindex.update(struct.pack("<I", ifindex), struct.pack("<I", port))
+                runtime.map("port_ifindex").update(struct.pack("<I", port), struct.pack("<I", ifindex))
+                runtime.map("ifindex_port").update(struct.pack("<I", ifindex), struct.pack("<I", port))
         finally:
-            by_port.close()
-            by_ifindex.close()
+            runtime.close()
 
     def describe(self) -> str:
         """What runs where: the object, the pins, the ports."""
         ports = ", ".join(f"{port}={ifname}" for port, ifname in sorted(self.ports.items()))
-        return (f"switch {self.name}: {build(self.lanes, self.slots)} ({self.lanes} lanes, {self.slots} slots), "
+        return (f"switch {self.name}: {self.object_path} ({self.lanes} lanes, {self.slots} slots), "
                 f"pinned at {self.pin_dir}, on ports {ports}")
 
     def runtime(self) -> EbpfRuntime:
@@ -107,7 +102,12 @@ class EbpfSwitch:
                 for which in ("clsact", "root"):
                     subprocess.run(unqdisc_argv(ifname, which), capture_output=True)
         self._attached = []
-        shutil.rmtree(self.pin_dir, ignore_errors=True)
-        owner = self.pin_dir.parent
-        if owner.exists() and not any(owner.iterdir()):
-            owner.rmdir()
+        unpin(self.pin_dir)
+
+
+def unpin(pin_dir: Path) -> None:
+    """Remove a switch's pins (``PIN_ROOT/owner/switch``), and its owner's directory once it holds no other."""
+    shutil.rmtree(pin_dir, ignore_errors=True)
+    owner = pin_dir.parent
+    if owner != PIN_ROOT and owner.is_dir() and not any(owner.iterdir()):
+        owner.rmdir()
