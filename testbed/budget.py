@@ -143,8 +143,8 @@ BMV2_MAX_UTILISATION = 0.999
 #: at 7 12.4 and 7.1 ms (24%, 14%), at 8 6.1 ms (10%), at 12 1.8 ms (2%), where the queue alone gives 2.1, 1.1, 0.85
 #: and 0.65 ms, and twelve times it 25, 13, 10 and 7.8 ms: N = 8 is planned there on two cores.
 BMV2_RING_STEP_BURST = 12.0
-#: The share of a job's round the planner lets its round trips wait for processes: half the detector's limit
-#: (testbed.metrics.distortion.HOST_DELAY_ROUND_SHARE), so that a run planned inside it is not marked. At a
+#: The share of a job's round the planner lets its round trips wait for processes: well inside the detector's
+#: limit (testbed.metrics.distortion.HOST_DELAY_ROUND_SHARE, a third), so that a run planned inside it is not marked. At a
 #: quarter, H-AR on Rina's testbed was planned at N = 1 and waited 0.43 of its 14.5 ms step in a full suite.
 PLANNED_ROUND_SHARE = 0.2
 #: ... and of a windowed job's communication time, below the detector's HOST_DELAY_COMM_SHARE (15%). Without it
