@@ -17,6 +17,10 @@ the last linger) cancel:
 - ``unattributed``: the machine's CPU time that no switch or agent was charged with (the kernel's work
   outside their system calls, the run's monitors), per packet arriving at the switch.
 
+On ``--target ebpf`` the switch is no process: its programs run in the kernel, in the system calls of the
+agents whose packets pass it and in softirqs, so its work is in the agents' costs and ``unattributed``
+(and ``--calibrate``, which keeps per-process costs for the planner, is refused there).
+
 Each cost is paired with the process's packet rate as the planner predicts it (the summary's
 ``packet_budget``, packets per second at time dilation 1, divided by N: packets per wall second while its
 job communicates), the rate the planner looks the cost up by. The slower packets come, the more a packet
@@ -45,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_report  # noqa: E402
 from testbed.budget import PROCESS_IDLE_CORES, write_packet_costs  # noqa: E402
+from testbed.dataplane.targets import NAMES as TARGETS  # noqa: E402
 from testbed.emulation.orchestrator import run_scenario  # noqa: E402
 from testbed.scenario import load_scenario  # noqa: E402
 
@@ -117,7 +122,7 @@ def by_role(result: dict) -> dict:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default="pyswitch", choices=("pyswitch", "bmv2"))
+    parser.add_argument("--target", default="pyswitch", choices=TARGETS)
     parser.add_argument("--time-dilation", default="8",
                         help="N, several as N,N,... , or auto (a link-bound run either way)")
     parser.add_argument("--few", type=int, default=5)
@@ -126,6 +131,9 @@ def main(argv=None):
     parser.add_argument("--calibrate", action="store_true",
                         help="keep the switch's, workers' and PS's costs as this machine's, for the planner")
     args = parser.parse_args(argv)
+    if args.calibrate and args.target == "ebpf":
+        parser.error("--calibrate measures a switch process and agents that carry none of its work: "
+                     "use --target pyswitch or bmv2 (on ebpf the agents' costs include the kernel switch's)")
     if os.geteuid() != 0:
         raise SystemExit("bench_packet_costs: needs root (it builds the network)")
     measured = []

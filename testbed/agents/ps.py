@@ -39,12 +39,13 @@ import select
 
 import numpy as np
 
-from testbed.agents.common import AgentClock, agent_session, arrived_ce, install_status_dump, pending_datagrams
+from testbed.agents.common import AgentClock, agent_session, install_status_dump
+from testbed.agents.datagrams import ReceiveBatch
 from testbed.agents.fragment_sum import DUPLICATE, OVERLAP, REPLACED, FragmentSum
 from testbed.agents.gradients import expected_sum
 from testbed.dataplane.program import PA_ATP_TRANSPORTS
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
-                                    FRAME_OVERHEAD_BYTES, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT, fragment_seqs)
+                                    FRAME_OVERHEAD_BYTES, INA_HEADER, INA_UDP_PORT, fragment_seqs)
 
 
 
@@ -78,6 +79,7 @@ class ParameterServer:
             self.result_addrs.append((config.local_worker_ip, INA_UDP_PORT))    # a worker on this host
         self.echo_congestion = False
         self.gacks = config.transport in PA_ATP_TRANSPORTS     # answer raw gradients with GACKs (PA-ATP)
+        self.batch = ReceiveBatch(sock)
         self.iteration = 0
         self.held = {}        # seq -> FragmentSum of an incomplete fragment of the current iteration (diagnosis)
         self.completed = {}   # seq -> RESULT payload of the current iteration
@@ -118,10 +120,7 @@ class ParameterServer:
             ready, _, _ = select.select([self.sock], [], [], 0.2)
             if not ready:
                 continue
-            for data, _, _ in pending_datagrams(self.sock):
-                if len(data) < INA_HEADER_BYTES:
-                    continue
-                job, flags, _, _, _, _, _, _, it, seq, _, bitmap, _ = INA_HEADER.unpack_from(data)
+            for _, (job, flags, _, _, _, _, _, _, it, seq, _, bitmap, _) in self.batch.drain():
                 if job == self.cfg.job_id and flags & FLAG_DATA and it == iteration and seq in results:
                     self.send_result(it, seq, results[seq], self._addrs(bitmap))
 
@@ -151,7 +150,7 @@ class ParameterServer:
         t_first = None
         clock = self.clock
         deadline = clock.now_s() + cfg.deadline_s
-        sock, sendto = self.sock, self.sock.sendto
+        sock, sendto, batch = self.sock, self.sock.sendto, self.batch
         owned, gacks = self.owned, self.gacks
         while len(results) < len(owned):
             ready, _, _ = select.select([sock], [], [], 0.2)
@@ -160,16 +159,13 @@ class ParameterServer:
                                    f"{len(owned)} fragments incomplete after {cfg.deadline_s:.0f}s")
             if not ready:
                 continue
-            for data, ancillary, sender in pending_datagrams(sock):
-                if len(data) < INA_HEADER_BYTES:
-                    continue
-                header = INA_HEADER.unpack_from(data)
+            for i, header in batch.drain():
                 (job, flags, elems, level, _, _, count, _, it, seq, _, bitmap, _) = header
                 if job != cfg.job_id or not flags & FLAG_DATA:
                     continue
                 stats["ingress_pkts"] += 1
-                stats["ingress_bytes"] += len(data) + FRAME_OVERHEAD_BYTES
-                ce = arrived_ce(ancillary)
+                stats["ingress_bytes"] += batch.length(i) + FRAME_OVERHEAD_BYTES
+                ce = batch.ce(i)
                 if ce:
                     stats["ce_marked_pkts"] += 1
                     self.echo_congestion = True
@@ -186,7 +182,7 @@ class ParameterServer:
                     stats["foreign_pkts"] += 1
                     continue
                 if gacks and not level:
-                    sendto(gack_header(header, ce, cfg.ps_id), sender)
+                    sendto(gack_header(header, ce, cfg.ps_id), batch.sender(i))
                     stats["gacks_sent"] += 1
                 if bitmap & ~self.full_mask:
                     stats["discarded_pkts"] += 1      # a worker left out of this K-of-N iteration
@@ -201,8 +197,7 @@ class ParameterServer:
                     stats["duplicate_pkts"] += 1
                     self.send_result(iteration, seq, results[seq], self._addrs(bitmap))
                     continue
-                lanes = np.frombuffer(data, dtype=">i4", count=min(elems, cfg.lanes),
-                                      offset=INA_HEADER_BYTES).astype(np.int64)
+                lanes = batch.lanes(i, min(elems, cfg.lanes)).astype(np.int64)
                 fragment = acc.get(seq)
                 if fragment is None:
                     fragment = acc[seq] = FragmentSum(cfg.lanes)

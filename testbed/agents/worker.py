@@ -41,12 +41,15 @@ it is copy 1.
 
 import time
 
-from testbed.agents.common import (AgentClock, SendTally, agent_session, install_status_dump, pending_datagrams,
-                                   straggler_rng, wait_readable)
+import numpy as np
+
+from testbed.agents.common import (AgentClock, SendTally, agent_session, install_status_dump, straggler_rng,
+                                   wait_readable)
+from testbed.agents.datagrams import ReceiveBatch
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
-                                    FLAG_SHADOW, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
+                                    FLAG_SHADOW, INA_HEADER_DTYPE, INA_UDP_PORT,
                                     fragment_seqs, ina_frame_bytes, shadow_slot, slot_index)
 from testbed.scenario.model import straggler_delay_s
 
@@ -64,22 +67,27 @@ class Worker:
         self.early_results = {}
         self.newest_iteration = -1
         self.iteration, self.phase = 0, "starting"
+        self.batch = ReceiveBatch(sock) if sock is not None else None    # without one: receive() driven by hand
         self.delay_rng = straggler_rng(config)
-        # Per fragment: (destination address, header fields that do not change).
+        # Per fragment: its destination and the header fields that do not change from iteration to iteration.
         seqs_of = fragment_seqs([n for _, n in config.layout])
-        self.targets = [None] * config.total_fragments
-        self.path_keys = [None] * config.total_fragments
-        self.ps_nodes = [0] * config.total_fragments      # a GACK naming it came from the PS
+        total = config.total_fragments
+        self.addresses = [None] * total
+        self.agg_nodes, self.fanins, self.submodels, self.slots = (np.zeros(total, dtype=np.int64) for _ in range(4))
+        self.path_keys = [None] * total
+        self.ps_nodes = [0] * total      # a GACK naming it came from the PS
         self.shadow = {}        # seq -> (slot_base, pool) of fragments aggregated in SwitchML shadow copies
         for p in config.submodels:
-            for seq in seqs_of[p.submodel]:
+            seqs = seqs_of[p.submodel]
+            for seq in seqs:
                 if p.shadow_pool:
                     self.shadow[seq] = (p.slot_base, p.shadow_pool)
-                slot = slot_index(seq, p.slot_base, p.slot_count) if p.slot_count else 0
-                self.targets[seq] = ((p.agg_ip, INA_UDP_PORT), p.agg_node, p.fanin, p.submodel, slot)
+                self.slots[seq] = slot_index(seq, p.slot_base, p.slot_count) if p.slot_count else 0
+                self.addresses[seq] = (p.agg_ip, INA_UDP_PORT)
                 # RESULTs of one path (aggregation node and PS) come back in order; of two, not.
                 self.path_keys[seq] = (p.agg_ip, p.ps_ip)
                 self.ps_nodes[seq] = p.ps_node
+            self.agg_nodes[seqs], self.fanins[seqs], self.submodels[seqs] = p.agg_node, p.fanin, p.submodel
         self.transport = make_transport(config.transport, window_cap=config.window,
                                         link_rate_bps=config.link_rate_bps, frame_bytes=ina_frame_bytes(config.lanes),
                                         min_rto_s=config.retransmit_timeout_s,
@@ -89,12 +97,43 @@ class Worker:
     def slots_and_flags(self, iteration: int) -> tuple:
         """Per seq, the slot it names this iteration and the flags that go with it (SHADOW for copy 1 of a
         SwitchML pool slot); without shadow copies the slot is the same every iteration."""
-        slots = [target[4] for target in self.targets]
-        flags = [0] * len(slots)
+        slots = self.slots.copy()
+        flags = np.zeros(len(slots), dtype=np.uint16)
         for seq, (base, pool) in self.shadow.items():
             slots[seq], version = shadow_slot(seq, iteration, self.cfg.total_fragments, base, pool)
             flags[seq] = FLAG_SHADOW if version else 0
         return slots, flags
+
+    def frames(self, iteration: int, rows: np.ndarray) -> np.ndarray:
+        """This iteration's datagrams, one record per seq (its INA header, then its lanes), built in one pass
+        over the gradient's ``rows`` (one per seq): sent as they are, flagged RETX in place when resent."""
+        cfg = self.cfg
+        slots, slot_flags = self.slots_and_flags(iteration)
+        frames = np.empty(len(rows), dtype=np.dtype([("header", INA_HEADER_DTYPE), ("lanes", ">i4", (cfg.lanes,))]))
+        header = frames["header"]
+        for name, value in (("job", cfg.job_id), ("elems", cfg.lanes), ("level", 0), ("count", 1),
+                            ("iteration", iteration), ("bitmap", 1 << cfg.worker_index), ("progress", 0),
+                            ("agg_node", self.agg_nodes), ("fanin", self.fanins), ("submodel", self.submodels),
+                            ("seq", np.arange(len(rows))), ("slot", slots), ("flags", FLAG_DATA | slot_flags)):
+            header[name] = value
+        frames["lanes"] = rows
+        return frames
+
+    def packets(self, frames: np.ndarray):
+        """``packet(seq, retransmission) -> (address, datagram)`` over this iteration's ``frames``
+        (:meth:`frames`): a view of the record, flagged RETX in place when it is resent (every later send of
+        it is a retransmission too)."""
+        flags = frames["header"]["flags"]
+        frame_bytes = frames.dtype.itemsize
+        datagrams = memoryview(frames.view(np.uint8))
+        addresses = self.addresses
+
+        def packet(seq, retransmission):
+            if retransmission:
+                flags[seq] |= FLAG_RETX
+            return addresses[seq], datagrams[seq * frame_bytes:(seq + 1) * frame_bytes]
+
+        return packet
 
     def describe(self) -> dict:
         """What this worker waits for (the stall diagnosis)."""
@@ -115,19 +154,9 @@ class Worker:
         t0 = clock.now_s()
         delay_s = straggler_delay_s(cfg.compute_delay, self.delay_rng)
         clock.sleep(cfg.compute_time_s + delay_s)
-        rows = worker_fragments(cfg.seed, cfg.job_id, cfg.worker_index, iteration, cfg.layout, cfg.lanes,
-                                cfg.gradient_bound, cfg.scale_bits).astype(">i4")
-        bit = 1 << cfg.worker_index
-        total = len(self.targets)
-        slots, slot_flags = self.slots_and_flags(iteration)
-
-        def packet(seq, retransmission):
-            addr, agg_node, fanin, submodel, _ = self.targets[seq]
-            flags = (FLAG_DATA | FLAG_RETX if retransmission else FLAG_DATA) | slot_flags[seq]
-            header = INA_HEADER.pack(cfg.job_id, flags, cfg.lanes, 0, agg_node, fanin, 1, submodel,
-                                     iteration, seq, slots[seq], bit, 0)
-            return addr, header + rows[seq].tobytes()
-
+        frames = self.frames(iteration, worker_fragments(cfg.seed, cfg.job_id, cfg.worker_index, iteration,
+                                                         cfg.layout, cfg.lanes, cfg.gradient_bound, cfg.scale_bits))
+        packet, total = self.packets(frames), len(frames)
         transport = self.transport
         self.phase = "communicating"
         before = dict(transport.stats)
@@ -135,7 +164,7 @@ class Worker:
         transport.start_iteration(total, self.early_results.pop(iteration, ()), t_comm,
                                   path_keys=self.path_keys)
         tally = SendTally(t_comm)
-        sock, sendto, receive = self.sock, self.sock.sendto, self.receive
+        sock, sendto, receive, batch = self.sock, self.sock.sendto, self.receive, self.batch
         listening_since_s = time.time()     # what arrived while computing waited by design (host delay)
         deadline = t_comm + cfg.deadline_s
         superseded = False
@@ -149,8 +178,8 @@ class Worker:
             wake = transport.next_deadline_s(now)
             wait_s = IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, clock.wall_s(wake - now))
             if wait_readable(sock, wait_s, IDLE_WAIT_S):
-                for data, _, _ in pending_datagrams(sock, listening_since_s):
-                    receive(data, iteration, clock.now_s())
+                for _, header in batch.drain(listening_since_s):
+                    receive(header, iteration, clock.now_s())
             if clock.now_s() > deadline:
                 missing = [seq for seq in range(total) if not transport.acked[seq]]
                 raise TimeoutError(f"worker {cfg.name}: iteration {iteration}: no RESULT for {len(missing)} of "
@@ -167,14 +196,13 @@ class Worker:
                 "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
                 "sending_rate_bps": tally.rate_bps(cfg.link_rate_bps)}
 
-    def receive(self, data: bytes, iteration: int, now_s: float):
-        """Hand one datagram of this job to the transport: a GACK of ``iteration`` (with its progress
-        sum, fan-in and CE echo), or a RESULT (with its ECN_ECHO and AECN flags); RESULTs of later
-        iterations are remembered for when this worker gets there. Anything else is dropped."""
-        if len(data) < INA_HEADER_BYTES:
-            return
-        job, flags, _, _, agg_node, fanin, _, _, it, seq, _, _, progress = INA_HEADER.unpack_from(data)
-        if job != self.cfg.job_id or seq >= len(self.targets) or it < iteration:
+    def receive(self, header: tuple, iteration: int, now_s: float):
+        """Hand one datagram of this job, by its INA ``header`` (the fields ``INA_HEADER.unpack`` gives), to
+        the transport: a GACK of ``iteration`` (with its progress sum, fan-in and CE echo), or a RESULT
+        (with its ECN_ECHO and AECN flags); RESULTs of later iterations are remembered for when this worker
+        gets there. Anything else is dropped."""
+        job, flags, _, _, agg_node, fanin, _, _, it, seq, _, _, progress = header
+        if job != self.cfg.job_id or seq >= len(self.addresses) or it < iteration:
             return
         if flags & FLAG_GACK:
             if it == iteration:
@@ -195,7 +223,7 @@ def run(config) -> int:
             # The job's scheduled start (its ``start``), after the run's common start.
             worker.phase = "waiting for the job's start"
             clock.sleep(clock.until_s(config.start_s))
-        print(f"worker {config.name}: job {config.job} index {config.worker_index}, {len(worker.targets)} "
+        print(f"worker {config.name}: job {config.job} index {config.worker_index}, {len(worker.addresses)} "
               f"fragments/iteration, window {config.window}", flush=True)
         iteration = 0
         while iteration < config.iterations:

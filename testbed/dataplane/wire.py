@@ -58,6 +58,12 @@ IPV4_HEADER_BYTES = 20
 UDP_HEADER_BYTES = 8
 INA_HEADER = struct.Struct("!HHBBHHHHIIIQI")
 INA_HEADER_BYTES = INA_HEADER.size  # 38
+#: INA_HEADER as a numpy record, for the fast paths that read or write a batch of headers at once: field by
+#: field the same bytes (named as :class:`InaHeader`'s fields).
+INA_HEADER_DTYPE = np.dtype([("job", ">u2"), ("flags", ">u2"), ("elems", "u1"), ("level", "u1"),
+                             ("agg_node", ">u2"), ("fanin", ">u2"), ("count", ">u2"), ("submodel", ">u2"),
+                             ("iteration", ">u4"), ("seq", ">u4"), ("slot", ">u4"), ("bitmap", ">u8"),
+                             ("progress", ">u4")])
 LANE_BYTES = 4
 DEFAULT_LANES = 64  # elements per fragment in every paper; p4 `-D INA_LANES`
 #: Offsets in a full Ethernet frame.

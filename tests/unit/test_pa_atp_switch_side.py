@@ -4,6 +4,7 @@ The data plane itself (progress registers, switch GACKs, AECN) is tested packet 
 in tests/dataplane/test_packets.py.
 """
 
+import socket
 import textwrap
 
 import numpy as np
@@ -11,62 +12,59 @@ import pytest
 
 from testbed import controller, paths
 from testbed.agents import ps as ps_agent
-from testbed.agents.common import ECN_CE
+from testbed.agents.common import ECN_CE, open_endpoint
 from testbed.agents.config import AgentConfig, SubmodelPlan
 from testbed.agents.gradients import expected_sum, worker_fragments
 from testbed.agents.transport.pa_atp import aecn_threshold_factor
 from testbed.dataplane import program
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
-                                    INA_HEADER, INA_HEADER_BYTES, InaHeader, ina_frame_bytes)
+                                    INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT, InaHeader,
+                                    ina_frame_bytes)
 from testbed.errors import PolicyError
-from testbed.metrics.host_delay import HostDelayMeter
 from testbed.policy import compute_policy
 from testbed.scenario import parse_scenario
 
 LANES = 4
 LAYOUT = [(8, 2)]                       # one sub-model of 8 elements: seqs 0 and 1
-WORKERS = [(0, "10.0.0.1"), (1, "10.0.0.2")]
+WORKERS = [(0, "127.0.0.11"), (1, "127.0.0.12")]    # loopback addresses: the PS reads a real socket
+PS_IP = "127.0.0.19"
 
 
 def ps_config(transport):
-    return AgentConfig(role="ps", name="ps", ip="10.0.0.9", job="j", job_id=3, seed=11, iterations=1, lanes=LANES,
+    return AgentConfig(role="ps", name="ps", ip=PS_IP, job="j", job_id=3, seed=11, iterations=1, lanes=LANES,
                        scale_bits=8, gradient_bound=1.0, total_workers=2,
-                       submodels=[SubmodelPlan(0, 8, 2, "ps", "10.0.0.9")], total_fragments=2, layout=LAYOUT,
+                       submodels=[SubmodelPlan(0, 8, 2, "ps", PS_IP)], total_fragments=2, layout=LAYOUT,
                        workers=WORKERS, ps_id=100, transport=transport, deadline_s=5.0)
 
 
-class FakeSocket:
-    """What the PS's loop calls: recvmsg (queued datagrams, then BlockingIOError) and sendto (recorded), and the
-    endpoint's host-delay meter (the datagrams carry no kernel timestamp: none is counted)."""
-
-    def __init__(self, datagrams):
-        self.inbox = list(datagrams)
-        self.sent = []
-        self.host_delay = HostDelayMeter()
-
-    def recvmsg(self, bufsize, ancbufsize, flags=0):
-        if not self.inbox:
-            raise BlockingIOError
-        return self.inbox.pop(0)
-
-    def sendto(self, data, addr):
-        self.sent.append((bytes(data), addr))
-
-
 def datagram(worker, seq, flags=FLAG_DATA, level=0, bitmap=None, progress=0, fanin=2, ce=False, lanes=None):
-    """A gradient as the PS's socket returns it: (data, ancillary IP_TOS, flags, sender)."""
+    """A gradient as ``worker`` sends it: (worker, its bytes, whether it arrives CE-marked)."""
     header = InaHeader(job=3, flags=flags, elems=LANES, level=level, agg_node=1, fanin=fanin, count=1, seq=seq,
                        slot=seq, bitmap=(1 << worker) if bitmap is None else bitmap, progress=progress)
-    tos = [(0, 1, bytes([ECN_CE if ce else 0]))]
-    return header.pack() + np.asarray(lanes, dtype=">i4").tobytes(), tos, 0, (WORKERS[worker][1], 40000)
+    return worker, header.pack() + np.asarray(lanes, dtype=">i4").tobytes(), ce
 
 
-def run_ps(transport, datagrams, monkeypatch):
-    sock = FakeSocket(datagrams)
-    monkeypatch.setattr(ps_agent.select, "select", lambda r, w, x, timeout: (r, [], []))
-    server = ps_agent.ParameterServer(ps_config(transport), sock, records=None)
-    record = server.run_iteration(0, {}, 0.0)
-    return sock.sent, record
+def run_ps(transport, datagrams):
+    """The PS's iteration over ``datagrams``, sent beforehand from the workers' addresses on loopback (CE-marked
+    ones with that TOS byte); (what it sent, as (data, address), its record)."""
+    server_sock = open_endpoint(PS_IP, INA_UDP_PORT, PS_IP)
+    senders = []
+    try:
+        for _, ip in WORKERS:
+            sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sender.bind((ip, INA_UDP_PORT))
+            senders.append(sender)
+        for worker, data, ce in datagrams:
+            senders[worker].setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECN_CE if ce else 0)
+            senders[worker].sendto(data, (PS_IP, INA_UDP_PORT))
+        sent = []
+        server_sock.sendto = lambda data, addr: sent.append((bytes(data), addr))
+        server = ps_agent.ParameterServer(ps_config(transport), server_sock, records=None)
+        record = server.run_iteration(0, {}, 0.0)
+        return sent, record
+    finally:
+        for sock in [server_sock, *senders]:
+            sock.close()
 
 
 def rows(worker):
@@ -83,10 +81,10 @@ def the_iteration():
             datagram(1, 1, flags=FLAG_DATA | FLAG_RETX, progress=6, lanes=rows(1)[1])]
 
 
-def test_ps_answers_each_raw_gradient_of_a_pa_atp_job_with_a_gack(monkeypatch):
-    sent, record = run_ps("pa-atp", the_iteration(), monkeypatch)
+def test_ps_answers_each_raw_gradient_of_a_pa_atp_job_with_a_gack():
+    sent, record = run_ps("pa-atp", the_iteration())
     gacks = [(InaHeader.unpack(data), addr) for data, addr in sent if INA_HEADER.unpack_from(data)[1] & FLAG_GACK]
-    assert [addr for _, addr in gacks] == [("10.0.0.1", 40000), ("10.0.0.2", 40000), ("10.0.0.2", 40000)]
+    assert [addr for _, addr in gacks] == [(WORKERS[0][1], INA_UDP_PORT), (WORKERS[1][1], INA_UDP_PORT), (WORKERS[1][1], INA_UDP_PORT)]
     first, second, third = (h for h, _ in gacks)
     assert first == InaHeader(job=3, flags=FLAG_GACK | FLAG_ECN_ECHO, elems=0, agg_node=100, fanin=2, count=1,
                               seq=0, slot=0, bitmap=0b01, progress=5)   # the PS took it; as it came: S_sum, N
@@ -96,8 +94,8 @@ def test_ps_answers_each_raw_gradient_of_a_pa_atp_job_with_a_gack(monkeypatch):
     # RESULTs (AACKs) as ever: one per fragment to every worker, exact; the RETX found seq 1 complete.
     results = [(INA_HEADER.unpack_from(data)[9], addr) for data, addr in sent
                if INA_HEADER.unpack_from(data)[1] & FLAG_RESULT]
-    assert sorted(results) == [(0, ("10.0.0.1", 40000)), (0, ("10.0.0.2", 40000)), (1, ("10.0.0.1", 40000)),
-                               (1, ("10.0.0.2", 40000)), (1, ("10.0.0.2", 40000))]
+    assert sorted(results) == [(0, (WORKERS[0][1], INA_UDP_PORT)), (0, (WORKERS[1][1], INA_UDP_PORT)), (1, (WORKERS[0][1], INA_UDP_PORT)),
+                               (1, (WORKERS[1][1], INA_UDP_PORT)), (1, (WORKERS[1][1], INA_UDP_PORT))]
     assert record["exact"] and record["gacks_sent"] == 3
     total = expected_sum(11, 3, 2, 0, LAYOUT, LANES, 1.0, 8)
     payload = next(data for data, _ in sent if INA_HEADER.unpack_from(data)[1] & FLAG_RESULT)
@@ -105,15 +103,15 @@ def test_ps_answers_each_raw_gradient_of_a_pa_atp_job_with_a_gack(monkeypatch):
 
 
 @pytest.mark.parametrize("transport", ["atp", "switchml"])
-def test_ps_of_other_transports_sends_no_gack(monkeypatch, transport):
-    sent, record = run_ps(transport, the_iteration(), monkeypatch)
+def test_ps_of_other_transports_sends_no_gack(transport):
+    sent, record = run_ps(transport, the_iteration())
     assert not any(INA_HEADER.unpack_from(data)[1] & FLAG_GACK for data, _ in sent)
     assert record["gacks_sent"] == 0 and record["exact"]
 
 
 def test_gack_header_keeps_the_gradients_fields_and_drops_its_lanes():
     data = datagram(1, 7, flags=FLAG_DATA | FLAG_RETX | FLAG_COLLISION, progress=2**32 - 1, fanin=9,
-                    lanes=[1, 2, 3, 4])[0]
+                    lanes=[1, 2, 3, 4])[1]
     header = INA_HEADER.unpack_from(data)
     gack = InaHeader.unpack(ps_agent.gack_header(header, ce=False, ps_node=0x8001))
     assert gack == InaHeader(job=3, flags=FLAG_GACK, elems=0, agg_node=0x8001, fanin=9, count=1, seq=7, slot=7,

@@ -1,5 +1,7 @@
 """The worker transports as pure state machines: every branch on an injected clock, no network."""
 
+import random
+
 import pytest
 
 from testbed.agents.transport import TRANSPORTS, default_transport, make_transport
@@ -162,6 +164,44 @@ def test_gap_on_one_path_retransmits_at_once_but_not_across_paths():
     t.on_result(3, 0.014)                                        # path a: 1 and 2 left fewer than DUPTHRESH before 3
     assert t.pending_retx == [4] and t.stats["fast_retransmits"] == 1 and DUPTHRESH == 3
     assert drain(t, 0.015) == [(4, True)]
+
+
+def brute_force_gaps(t, acked_seq: int) -> list:
+    """The definition the gap detector keeps, by looking at every fragment sent this iteration: unanswered,
+    on ``acked_seq``'s path, not waiting to be resent, sent at least DUPTHRESH sends before it."""
+    order, path = t.send_order[acked_seq], t.path_keys[acked_seq]
+    return [seq for seq in range(t.base, min(t.next_seq, t.total))
+            if not t._answered(seq) and t.path_keys[seq] == path and seq not in t.pending_retx
+            and order - t.send_order[seq] >= DUPTHRESH]
+
+
+@pytest.mark.parametrize("name", ["atp", "pa-atp"])
+def test_gaps_found_by_each_send_looked_at_once_are_the_definitions_in_every_random_order(name):
+    rng = random.Random(7)
+    for trial in range(40):
+        t = transport(name, window_cap=24, first_result_timeout_s=10.0)
+        total = 120
+        t.start_iteration(total, now_s=0.0, path_keys=[rng.choice("ab") for _ in range(total)])
+        now_s, outstanding = 0.0, []
+        while not t.finished() and now_s < 5.0:
+            outstanding += [seq for seq, _ in drain(t, now_s)]
+            rng.shuffle(outstanding)
+            for seq in outstanding[:rng.randint(1, 6)]:
+                outstanding.remove(seq)
+                now_s += 0.001
+                if rng.random() < 0.1:
+                    continue                                     # lost: a gap or a timer resends it
+                if name == "pa-atp" and rng.random() < 0.5:
+                    t.on_gack(seq, now_s, at_ps=rng.random() < 0.3)
+                pending, expected = list(t.pending_retx), None
+                if not t.acked[seq] and t.attempts[seq] == 0:
+                    t.acked[seq] = 1                             # the oracle sees the RESULT as counted ...
+                    expected = brute_force_gaps(t, seq)
+                    t.acked[seq] = 0                             # ... and the transport counts it itself
+                t.on_result(seq, now_s)
+                if expected is not None:
+                    assert t.pending_retx[len(pending):] == expected, (trial, seq)
+            now_s += 0.05
 
 
 def test_switchml_window_is_fixed():

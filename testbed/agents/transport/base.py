@@ -32,6 +32,7 @@ timer (PA-ATP §III-A: "once a sequence number gap ... is detected").
 """
 
 import heapq
+from collections import deque
 
 MAX_RTO_S = 1.0
 INITIAL_RTO_S = 1.0     # RFC 6298 (2.1): before the first RTT sample
@@ -194,6 +195,9 @@ class Transport:
         self.first_ack_s = None                # the iteration's first acknowledgement of any kind
         self.started_s = now_s
         self.pending_retx = []                 # seqs to resend at once (gaps, timeouts)
+        # Per path, (send number, seq) of every send of this iteration in sending order, for gap detection:
+        # an entry leaves once DUPTHRESH later sends of its path were answered (:meth:`_detect_gaps`).
+        self.sends_by_path = {}
 
     def finished(self) -> bool:
         return self.done >= self.total
@@ -236,6 +240,11 @@ class Transport:
                 self.stats["retx_before_first_result"] += 1
         self.stats["sent"] += 1
         self._arm(seq, self._deadline(seq, now_s))
+        path = self.path_keys[seq]
+        sends = self.sends_by_path.get(path)
+        if sends is None:
+            sends = self.sends_by_path[path] = deque()
+        sends.append((self.sends, seq))
 
     def _arm(self, seq: int, deadline_s: float):
         """(Re)start ``seq``'s timer: an earlier one of the same seq no longer counts."""
@@ -290,13 +299,22 @@ class Transport:
 
     def _detect_gaps(self, acked_seq: int, now_s: float):
         """Fragments of the same path sent ``DUPTHRESH`` sends before ``acked_seq`` and still unanswered
-        (:meth:`_answered`)."""
-        order, path = self.send_order[acked_seq], self.path_keys[acked_seq]
-        for seq in range(self.base, min(self.next_seq, self.total)):
-            if self._answered(seq) or self.path_keys[seq] != path or seq in self.pending_retx:
-                continue
-            if order - self.send_order[seq] >= DUPTHRESH:
-                self._on_gap(seq, now_s)
+        (:meth:`_answered`), in seq order. Each send is looked at once: the path's sends are in sending
+        order, so those at least ``DUPTHRESH`` before this one are at its front, and leave it here. A send
+        that was superseded (its seq sent again later), answered (answers are never withdrawn within an
+        iteration) or waiting to be resent needs no more looking at: a resend is a new entry."""
+        sends = self.sends_by_path.get(self.path_keys[acked_seq])
+        if not sends:
+            return
+        before = self.send_order[acked_seq] - DUPTHRESH
+        send_order, answered, pending = self.send_order, self._answered, self.pending_retx
+        gaps = []
+        while sends and sends[0][0] <= before:
+            order, seq = sends.popleft()
+            if send_order[seq] == order and not answered(seq) and seq not in pending:
+                gaps.append(seq)
+        for seq in sorted(gaps):
+            self._on_gap(seq, now_s)
 
     def _on_gap(self, seq: int, now_s: float):
         """``seq`` is unanswered behind answered ones: lost, so retransmit it at once (a loss signal)."""
