@@ -218,7 +218,7 @@ def install_status_dump(run_dir: str, name: str, describe):
 
 
 def straggler_rng(config) -> random.Random:
-    """The RNG of a worker's straggler delays (:func:`testbed.scenario.model.straggler_delay_s`), seeded by
+    """The RNG of a worker's straggler delays (:func:`testbed.stragglers.straggler_delay_s`), seeded by
     (seed, job, worker)."""
     return random.Random(config.seed * 1_000_003 + config.job_id * 1009 + config.worker_index)
 

@@ -51,10 +51,6 @@ _CMSG_HEADER = struct.Struct("@Nii")        # struct cmsghdr: length (size_t), l
 _TIMESPEC = struct.Struct("@qq")
 
 
-class _IoVec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
-
-
 class _MsgHdr(ctypes.Structure):
     _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32), ("iov", ctypes.c_void_p),
                 ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
@@ -65,7 +61,7 @@ class _MMsgHdr(ctypes.Structure):
     _fields_ = [("hdr", _MsgHdr), ("length", ctypes.c_uint)]
 
 
-def _record_of(structure, inner=None, prefix="") -> list:
+def _record_of(structure) -> list:
     """(name, numpy format, offset) of each field of a ctypes ``structure``, nested ones flattened."""
     fields = []
     for name, kind in structure._fields_:
@@ -73,7 +69,7 @@ def _record_of(structure, inner=None, prefix="") -> list:
         if isinstance(kind, type) and issubclass(kind, ctypes.Structure):
             fields += [(n, f, offset + o) for n, f, o in _record_of(kind)]
         else:
-            fields.append((prefix + name, np.dtype(kind).str, offset))
+            fields.append((name, np.dtype(kind).str, offset))
     return fields
 
 

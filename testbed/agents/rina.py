@@ -68,7 +68,7 @@ from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_GATHER, FLAG_
                                     FLAG_RETX, FLAG_TASK, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT,
                                     ina_frame_bytes, rina_generation_iteration, rina_iteration, rina_seq,
                                     rina_step_index)
-from testbed.scenario.model import straggler_delay_s
+from testbed.stragglers import straggler_delay_s
 
 #: A rack worker (or agent) missing finished fragments asks again after this many minimum RTOs without one.
 REPAIR_AFTER_RTOS = 4

@@ -54,7 +54,7 @@ from testbed.agents.transport import make_transport
 from testbed.agents.transport.base import MAX_RTO_S
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_ECN_ECHO, FLAG_RESULT, FLAG_RETX,
                                     RING_HEADER, RING_HEADER_BYTES, RING_UDP_PORT, ring_frame_bytes)
-from testbed.scenario.model import straggler_delay_s
+from testbed.stragglers import straggler_delay_s
 
 IDLE_WAIT_S = 0.05          # longest sleep without a timer due, wall seconds
 LINGER_QUIET_S = MAX_RTO_S + 0.5   # virtual seconds

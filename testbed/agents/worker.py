@@ -51,7 +51,7 @@ from testbed.agents.transport import make_transport
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     FLAG_SHADOW, INA_HEADER_DTYPE, INA_UDP_PORT,
                                     fragment_seqs, ina_frame_bytes, shadow_slot, slot_index)
-from testbed.scenario.model import straggler_delay_s
+from testbed.stragglers import straggler_delay_s
 
 IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks), wall seconds
 

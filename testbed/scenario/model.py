@@ -132,21 +132,6 @@ class ComputeDelaySpec:
     persistent_s: dict = field(default_factory=dict)   # worker -> its delay every iteration; empty: redrawn
 
 
-def straggler_delay_s(compute_delay: dict, rng) -> float:
-    """One draw of a :class:`ComputeDelaySpec` (as a dict, the agent config's: fixed, uniform, or normal clipped
-    to [low, high]; empty = none) with ``rng``: a worker's straggler delay of an iteration (its RNG seeded per
-    (seed, job, worker): testbed.agents.common.straggler_rng), or a persistent straggler's for the run."""
-    if not compute_delay:
-        return 0.0
-    kind = compute_delay["distribution"]
-    if kind == "fixed":
-        return compute_delay["value_s"]
-    if kind == "uniform":
-        return rng.uniform(compute_delay["low_s"], compute_delay["high_s"])
-    return min(compute_delay["high_s"], max(compute_delay["low_s"],
-                                            rng.gauss(compute_delay["mean_s"], compute_delay["std_s"])))
-
-
 #: ``stragglers`` sections of timed injections -> their kind (:class:`TimedInjection`).
 INJECTION_SECTIONS = {"rate_changes": "rate_change", "pauses": "pause", "link_degradations": "link_degradation",
                       "failures": "failure"}

@@ -9,11 +9,11 @@ from dataclasses import asdict
 from testbed import topology
 from testbed.errors import brief_repr as _brief
 from testbed.scenario.model import (INJECTION_SECTIONS, BackgroundSpec, ComputeDelaySpec, ImpairmentSpec,
-                                    MetricsSettings, SimulationSettings, StragglerSpec, TimedInjection,
-                                    straggler_delay_s)
+                                    MetricsSettings, SimulationSettings, StragglerSpec, TimedInjection)
 from testbed.scenario.schema import (BACKGROUND_KEYS, DEFAULT_BACKGROUND_CONGESTION_CONTROL, DELAY_KINDS,
                                      GOAT_DELAY_DEFAULTS, IMPAIRMENT_KEYS, MAX_FRAGMENTS_PER_ITERATION, METRICS_KEYS,
                                      SIMULATION_KEYS, STRAGGLER_KEYS, WORKER_PACINGS)
+from testbed.stragglers import straggler_delay_s
 
 
 def resolve_simulation(c, spec, jobs):

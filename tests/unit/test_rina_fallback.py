@@ -12,6 +12,7 @@ import pytest
 
 from testbed.agents.ring_generation import (HaltRequest, RingHalted, await_next_generation, generation_path,
                                             halted_path)
+from testbed.atomic_io import write_text_atomic
 from testbed.controller import plan, rina_fallback_configs
 from testbed.dataplane.wire import WireError, rina_generation_iteration, rina_iteration
 from testbed.emulation.events import InjectionScheduler
