@@ -144,15 +144,16 @@ BMV2_MAX_UTILISATION = 0.999
 #: and 0.65 ms, and twelve times it 25, 13, 10 and 7.8 ms: N = 8 is planned there on two cores.
 BMV2_RING_STEP_BURST = 12.0
 #: The share of a job's round the planner lets its round trips wait for processes: well inside the detector's
-#: limit (testbed.metrics.distortion.HOST_DELAY_ROUND_SHARE, a third), so that a run planned inside it is not marked. At a
-#: quarter, H-AR on Rina's testbed was planned at N = 1 and waited 0.43 of its 14.5 ms step in a full suite.
+#: limits (testbed.metrics.distortion: a third of a ring's step, 0.4 of a window), so that a run planned inside
+#: them is not marked. At a quarter, H-AR on Rina's testbed was planned at N = 1 and waited 0.43 of its 14.5 ms
+#: step in a full suite.
 PLANNED_ROUND_SHARE = 0.2
 #: ... and of a windowed job's communication time, below the detector's HOST_DELAY_COMM_SHARE (15%). Without it
 #: ATP on Rina's testbed (15 ms of communication, 7 visits a round trip) was planned at N = 1 and waited 20-22%
 #: of it; the quickstart (15 ms, 5 visits), planned at 11% here, waited 7%.
 PLANNED_COMM_SHARE = 0.12
 #: The planned share per part a round trip's wait is weighed against (testbed.metrics.rounds.JobRound.spans).
-PLANNED_SHARES = {"round": PLANNED_ROUND_SHARE, "communication": PLANNED_COMM_SHARE}
+PLANNED_SHARES = {"ring step": PLANNED_ROUND_SHARE, "window": PLANNED_ROUND_SHARE, "communication": PLANNED_COMM_SHARE}
 #: How a warning says that a job's round trips would wait too long for processes.
 LATENCY_BOUND = "bound by the processes' delay"
 

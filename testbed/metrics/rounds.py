@@ -51,10 +51,11 @@ class JobRound:
 
     def spans(self) -> tuple:
         """What a round trip's wait for processes is weighed against, as (part, span_s, how a message names
-        it): its round, and for a windowed job its communication, which meets the wait at its start and its
-        end whatever its window (a ring meets it once a step, which its round weighs exactly). The distortion
-        detector and the planner's latency budget each apply their own share per part."""
-        spans = (("round", self.round_s, self.kind),)
+        it): its round (part ``"ring step"`` or ``"window"``, its kind), and for a windowed job its
+        communication, which meets the wait at its start and its end whatever its window (a ring meets it
+        once a step, which its round weighs exactly). The distortion detector and the planner's latency
+        budget each apply their own share per part."""
+        spans = ((self.kind, self.round_s, self.kind),)
         return spans + (("communication", self.comm_s, "communication"),) if self.kind == "window" else spans
 
     def to_dict(self) -> dict:

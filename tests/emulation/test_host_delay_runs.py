@@ -4,7 +4,7 @@ simulator or is marked distorted, never neither (testbed/metrics/host_delay.py, 
 The slower machine is this one held to one core (``taskset -c 0``: every switch and agent process of the run
 inherits it), as a stand-in for a host whose cores are slower or busier. Rina's testbed under RAR is the
 latency-bound case: each of its 14 ring steps ends with a round trip through two switches, and the processes'
-waits, not their CPU shares, make it slow. The detector's limit (``HOST_DELAY_ROUND_SHARE``, derived
+waits, not their CPU shares, make it slow. The detector's limit (``HOST_DELAY_STEP_SHARE``, derived
 from the fidelity bound on rates) was checked on these runs: on both cores at time dilation 1, 0.27-0.32 of a
 step and 1.02-1.08x the simulator's communication time; with 1.5 cores (a CPU quota) 0.40 and 1.07x; on one core 0.77 and 1.67x; on one core at N = 2, 0.28
 and 1.05x.
@@ -19,7 +19,7 @@ from test_quickstart import assert_clean
 
 from testbed import sim
 from testbed.fidelity import compare, format_fidelity
-from testbed.metrics.distortion import HOST_DELAY_ROUND_SHARE
+from testbed.metrics.distortion import HOST_DELAY_STEP_SHARE
 from testbed.policy import compute_policy
 from testbed.scenario import load_scenario
 
@@ -63,7 +63,7 @@ def test_a_ring_on_one_core_at_time_dilation_1_is_marked_distorted_exactly_when_
     job = summary["host_delay"]["round_trips"]["job"]
     assert job["kind"] == "ring step" and job["share_of_round"] > 0
     marked = any(reason.startswith("host delay: a round trip of job job") for reason in summary["distortion_reasons"])
-    assert marked == (job["share_of_round"] > HOST_DELAY_ROUND_SHARE), summary["distortion_reasons"]
+    assert marked == (job["share_of_round"] > HOST_DELAY_STEP_SHARE), summary["distortion_reasons"]
     assert result["all_within"] or marked, format_fidelity(result) + f"\n{summary['distortion_reasons']}"
     for role in ("ring", "switch"):
         assert summary["host_delay"]["by_role"][role]["receive_wait"]["count"] > 1000

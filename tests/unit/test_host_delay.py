@@ -9,7 +9,8 @@ import pytest
 from testbed import controller
 from testbed.agents.common import ANCILLARY_BYTES, arrived_ce, open_endpoint, pending_datagrams, wait_readable
 from testbed.fidelity import RATE_TOLERANCE
-from testbed.metrics.distortion import HOST_DELAY_COMM_SHARE, HOST_DELAY_ROUND_SHARE, Evidence, assess
+from testbed.metrics.distortion import (HOST_DELAY_COMM_SHARE, HOST_DELAY_STEP_SHARE, HOST_DELAY_WINDOW_SHARE, Evidence,
+                                        assess)
 from testbed.metrics.host_delay import (FOLD_EVERY, TIMESTAMP_CMSG_BYTES, HostDelayMeter, by_role,
                                         enable_receive_timestamps, kernel_timestamp_s, merge_role,
                                         switch_wait_summary)
@@ -203,7 +204,7 @@ def test_a_run_whose_round_trips_waited_past_the_share_of_a_round_is_distorted_a
 
 def test_the_limit_on_a_rounds_wait_is_where_a_ring_step_reads_at_the_fidelity_bound_on_rates():
     # A round that waits s of its length runs at 1 / (1 + s) of the model's rate.
-    assert 1 / (1 + HOST_DELAY_ROUND_SHARE) == pytest.approx(1 - RATE_TOLERANCE)
+    assert 1 / (1 + HOST_DELAY_STEP_SHARE) == pytest.approx(1 - RATE_TOLERANCE)
 
 
 def test_a_ring_step_is_the_schemes_own_rar_over_every_worker_h_ar_by_phases_rina_over_its_members():
@@ -245,3 +246,15 @@ def test_a_windowed_job_of_few_windows_is_distorted_by_a_delay_past_the_share_of
     assert assess(Evidence(round_trip_delays={"job": (job_round, below)})) == []
     ring = JobRound("job", "ring step", "ring", "ring", 2, 0.0065, 0.054, 0.108)   # a ring weighs its steps only
     assert assess(Evidence(round_trip_delays={"job": (ring, parts)})) == []
+
+
+def test_a_ring_step_is_held_to_a_third_and_a_window_to_its_own_limit():
+    """The same wait, 37% of the round: a ring step reads 0.73x the model's rate (outside the bounds), a
+    window's frames keep its link busy meanwhile."""
+    wait = {"sender_lateness_s": 0.0, "switches_s": 0.0037, "receiver_s": 0.0, "sender_s": 0.0}
+    step = JobRound("job", "ring step", "ring", "ring", 2, 0.001, 0.010, 0.14)
+    window = JobRound("job", "window", "worker", "ps", 2, 0.001, 0.010, 0.5)
+    (reason,) = assess(Evidence(round_trip_delays={"job": (step, wait)}))
+    assert "37% of its 10 ms ring step (limit 33%)" in reason
+    assert assess(Evidence(round_trip_delays={"job": (window, wait)})) == []
+    assert HOST_DELAY_STEP_SHARE < 0.37 < HOST_DELAY_WINDOW_SHARE
