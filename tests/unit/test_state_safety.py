@@ -189,6 +189,15 @@ def test_cleanup_of_a_dead_run_unpins_its_ebpf_switches_and_nothing_else(tmp_pat
         stranger.parent.rmdir()
 
 
+def test_a_stopped_switch_leaves_no_pin_directory_behind():
+    others = PIN_ROOT.is_dir() and any(PIN_ROOT.iterdir())     # another run's pins: the root stays for them
+    switch = EbpfSwitch("s1", {}, lanes=8, slots=16, owner="r9")
+    switch.start()
+    switch.stop()
+    assert not (PIN_ROOT / "r9").exists()
+    assert PIN_ROOT.is_dir() == others
+
+
 # -- process identity ------------------------------------------------------------------------------
 
 def test_start_ticks_are_field_22_even_with_parentheses_in_the_command_name():

@@ -106,8 +106,12 @@ class EbpfSwitch:
 
 
 def unpin(pin_dir: Path) -> None:
-    """Remove a switch's pins (``PIN_ROOT/owner/switch``), and its owner's directory once it holds no other."""
+    """Remove a switch's pins (``PIN_ROOT/owner/switch``), its owner's directory once it holds no other, and
+    ``PIN_ROOT`` once it holds no owner's (``rmdir`` leaves one that another run filled meanwhile)."""
     shutil.rmtree(pin_dir, ignore_errors=True)
     owner = pin_dir.parent
-    if owner != PIN_ROOT and owner.is_dir() and not any(owner.iterdir()):
-        owner.rmdir()
+    for directory in (owner, PIN_ROOT) if owner.parent == PIN_ROOT else ():
+        try:
+            directory.rmdir()
+        except OSError:      # not empty (or gone): another switch's or run's
+            return
