@@ -46,7 +46,6 @@ BATCH_DATAGRAMS = 64
 DATAGRAM_BYTES = 4096
 #: Ancillary space per datagram: its timestamp, then its TOS byte.
 CONTROL_BYTES = TIMESTAMP_CMSG_BYTES + socket.CMSG_SPACE(1)
-MSG_TRUNC = 0x20
 _CMSG_HEADER = struct.Struct("@Nii")        # struct cmsghdr: length (size_t), level, type
 _TIMESPEC = struct.Struct("@qq")
 
@@ -180,7 +179,7 @@ class ReceiveBatch:
                     self.parsed_apart += 1
                     stamp_s, tos = parse_control(bytes(self._control[i * CONTROL_BYTES:
                                                                      i * CONTROL_BYTES + control_bytes]))
-                lengths[i], marks[i] = (0 if flags & MSG_TRUNC else length), tos
+                lengths[i], marks[i] = (0 if flags & socket.MSG_TRUNC else length), tos
                 received(max(stamp_s, listening_since_s) if stamp_s else 0.0, wall_s())
                 if lengths[i] >= INA_HEADER_BYTES:
                     yield i, header_of(self._data, i * self.datagram_bytes)
