@@ -25,7 +25,7 @@ from typing import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import bench_policy_solve  # noqa: E402
+from benchmarks import bench_placement_solve  # noqa: E402
 from testbed.atomic_io import write_text_atomic  # noqa: E402
 from testbed.budget import bmv2_installed  # noqa: E402
 from testbed.fidelity import FRAGMENT_TOLERANCE, RATE_TOLERANCE  # noqa: E402
@@ -207,8 +207,8 @@ def test_suite_rows(out_dir: Path) -> list:
 
 def policy_solve_rows(out_dir: Path) -> list:
     rows = []
-    for label, text, scheme in bench_policy_solve.CASES:
-        case = bench_policy_solve.run_case(label, text, scheme)
+    for label, text, scheme in bench_placement_solve.CASES:
+        case = bench_placement_solve.run_case(label, text, scheme)
         rows.append([label, scheme, f"{case['wall_s']:.2f}", f"{case['solve_s']:.2f}",
                      number(case["lp_variables"]), str(case["solver"])])
     return rows
@@ -278,9 +278,9 @@ SECTIONS = (
             ".venv/bin/python -m pytest --collect-only -q tests",
             ("directory", "tests"), test_suite_rows),
     Section("policy-solve", "Solving the control-plane algorithms at the papers' scale",
-            "The LP schemes on the papers' simulation topologies (benchmarks/bench_policy_solve.py says which): "
+            "The LP schemes on the papers' simulation topologies (benchmarks/bench_placement_solve.py says which): "
             "the whole scheme's wall time and the time inside the LP solver.",
-            ".venv/bin/python benchmarks/bench_policy_solve.py",
+            ".venv/bin/python benchmarks/bench_placement_solve.py",
             ("topology", "scheme", "wall s", "LP s", "LP variables", "solver"), policy_solve_rows),
 )
 

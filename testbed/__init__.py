@@ -1,7 +1,7 @@
 """INA Testbed: emulate in-network aggregation schemes for distributed training.
 
 Data flow of one run (docs/design/architecture.md):
-scenario -> topology -> policy -> controller -> emulation -> metrics -> results/.
+scenario -> topology -> placement -> controller -> emulation -> metrics -> results/.
 """
 
 __version__ = "0.1.0"

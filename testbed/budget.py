@@ -574,21 +574,21 @@ def plan_switch_groups(scenario, budget: PacketBudget) -> tuple:
     return best
 
 
-def packet_budget(scenario, target: str, policy=None, cores: int = None) -> PacketBudget:
+def packet_budget(scenario, target: str, placement=None, cores: int = None) -> PacketBudget:
     """The scenario's :class:`PacketBudget` on ``target`` (``auto`` resolved as ``inatb run`` does) under
-    ``policy`` (computed when not given), on ``cores`` (this machine's by default), with its switches
+    ``placement`` (computed when not given), on ``cores`` (this machine's by default), with its switches
     grouped into processes (:func:`plan_switch_groups`)."""
     from testbed import sim
-    from testbed.policy import compute_policy
-    policy = policy or compute_policy(scenario)
-    rates = sim.packet_rates(scenario, policy)
+    from testbed.schemes import compute_placement
+    placement = placement or compute_placement(scenario)
+    rates = sim.packet_rates(scenario, placement)
     ps_names = frozenset(h for job in scenario.jobs for h in job.ps)
     agents = ps_names | {w for job in scenario.jobs for w in job.workers}
     budget = PacketBudget(resolve_target(target), cores or available_cores(),
                           {n: pps for n, pps in rates.node_pps.items() if scenario.topology.nodes[n].kind == "switch"},
                           {n: pps for n, pps in rates.node_pps.items() if n in agents}, ps_names, load_packet_costs(),
                           switch_link_pps=rates.switch_link_pps,
-                          rounds=tuple(job_rounds(scenario, policy, rates.job_rates_bps)))
+                          rounds=tuple(job_rounds(scenario, placement, rates.job_rates_bps)))
     groups = plan_switch_groups(scenario, budget)
     return dataclasses.replace(budget, switch_groups=groups)
 

@@ -59,7 +59,7 @@ def cmd_fidelity(args) -> int:
     from testbed.plan import make_plan
     from testbed.reports.text import format_summary
     scenario = _load(args)
-    plan = make_plan(scenario, args.target)        # the policy, solved once for the run and the simulator
+    plan = make_plan(scenario, args.target)        # the placement, solved once for the run and the simulator
     result = run_scenario(scenario, out_root=args.out, plan=plan)
     fidelity = compare(result.summary, plan.simulation())
     result.summary["fidelity"] = fidelity
@@ -210,7 +210,7 @@ def build_parser():
     p.add_argument("--out", default="results", help="results root (default: results)")
     p.add_argument("--target", choices=targets.CHOICES, help="switch target (default: the scenario's)")
     p.set_defaults(func=cmd_fidelity)
-    p = scenario_cmd("simulate", "evaluate a scenario's policy with the flow-level model")
+    p = scenario_cmd("simulate", "evaluate a scenario's placement with the flow-level model")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_simulate)
     p = sub.add_parser("sweep", help="run a scenario over axes of --set values (root, unless the sweep file says "

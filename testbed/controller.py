@@ -1,4 +1,4 @@
-"""Controller: Policy + Topology -> what each switch and each agent must do.
+"""Controller: Placement + Topology -> what each switch and each agent must do.
 
 :func:`plan` returns a :class:`ControlPlan`: one :class:`SwitchConfig` per
 switch (routes, INA filter entries, slot ranges, port shaping, impairments,
@@ -12,7 +12,7 @@ Choices:
 - Default routes are /32 ``ipv4_lpm`` entries along BFS shortest paths toward
   every host and every switch INA address (deterministic: ties broken by
   node order); parallel links between two switches are spread by destination
-  (static ECMP, as PA-ATP's testbed routes over its four paths); a policy's
+  (static ECMP, as PA-ATP's testbed routes over its four paths); a placement's
   explicit ``paths`` become exact ``route`` entries, which the program
   applies before ``ipv4_lpm``. Exact ``route`` entries spread flows over
   parallel links by (source, destination), or follow the source's pinned
@@ -26,12 +26,12 @@ Choices:
 - RESULTs of jobs that aggregate in the network are multicast by the
   switches (:func:`_result_multicast`); the others are pulled by unicast.
 - Slots: each job gets a contiguous range at each switch it aggregates on,
-  in job order; more than the switch has is a PolicyError naming the switch.
+  in job order; more than the switch has is a PlacementError naming the switch.
   A RELEASE_SHADOW job (SwitchML) has two copies per pool slot: its range is
   twice its pool, and its workers get the pool (``shadow_pool``, the copies'
   layout is ``wire.shadow_slot``) and a window of at most the pool. Jobs that
   preempt (ESA) share one range where two or more of them aggregate
-  (``Policy.shared_slot_ranges``): each gets the whole shared range.
+  (``Placement.shared_slot_ranges``): each gets the whole shared range.
 - ESA (:func:`_esa_preemption`): at each switch aggregating a job whose
   policy preempts, an ``esa_job`` entry (its ``policy_options.esa.priority``)
   and, per sub-model it aggregates there, an ``esa_evict`` entry: the same
@@ -64,7 +64,7 @@ Choices:
   over its own slots).
   Their PS gets the job's transport, and answers raw gradients with GACKs.
 - Rina (:func:`_rina_racks`, Rina §IV-B): at the ToR of each Rina rack (a
-  member of the policy's ring with a ToR), a ``rina_rack`` entry (the job's
+  member of the placement's ring with a ToR), a ``rina_rack`` entry (the job's
   slot range there, the agent's address, the pull group of the rack's other
   workers and the gather group of the whole rack plus the port toward the
   next member) and a ``rina_gather`` entry (the agent's address -> the
@@ -76,18 +76,18 @@ Choices:
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from testbed.agents.config import AgentConfig, SubmodelPlan
+from testbed.agents.config import AgentConfig, SubmodelAssignment
 from testbed.agents.transport import TRANSPORTS
 from testbed.agents.transport.pa_atp import aecn_threshold_factor
 from testbed.agents.transport.paced import PacedTransport
 from testbed.dataplane import program
 from testbed.dataplane.entries import (MulticastGroup, PortImpairment, PortShaping, SwitchConfig, TableEntry,
                                       check_switch_limits, validate_entry)
-from testbed.errors import PolicyError, TopologyError
+from testbed.errors import PlacementError, TopologyError
 from testbed.gradient_profiles import fragments_per_submodel
 from testbed.paths import (bdp_pkts, link_rates_along, paced_rate, result_multicast_tree,
                            transport_options_of)
-from testbed.policy.ring import fallback_members
+from testbed.schemes.ring import fallback_members
 from testbed.dataplane.wire import ina_frame_bytes
 from testbed.topology import DefaultRoutes, result_group_ip
 
@@ -108,8 +108,8 @@ class ControlPlan:
     host_neighbors: list = field(default_factory=list)  # (host, address, MAC): static neighbours beyond nodes
 
 
-def plan(scenario, policy, time_dilation: float = 1.0) -> ControlPlan:
-    """The switches' and agents' configs of ``scenario`` under ``policy``. Under a ``time_dilation`` N
+def control_plan(scenario, placement, time_dilation: float = 1.0) -> ControlPlan:
+    """The switches' and agents' configs of ``scenario`` under ``placement``. Under a ``time_dilation`` N
     (testbed/dilation.py) the switches shape their ports and meter aggregation N times slower, and every
     agent gets N with its virtual times (its clock runs N times slower)."""
     topo = scenario.topology
@@ -118,18 +118,18 @@ def plan(scenario, policy, time_dilation: float = 1.0) -> ControlPlan:
     for sw in topo.switches():
         result.switches[sw.name] = SwitchConfig(sw.name, sw.node_id, lanes=scenario.switch.lanes)
     _default_routes(topo, routes, result)
-    _policy_routes(topo, policy, result)
+    _placement_routes(topo, placement, result)
     _parallel_link_routes(topo, routes, result, _agent_hosts(scenario))
-    _allocate_slots(scenario, policy, result)
-    _ina_filters(scenario, policy, result)
-    _result_releases(scenario, policy, result)
-    _result_multicast(scenario, routes, policy, result)
-    _pa_atp(scenario, routes, policy, result)
-    _esa_preemption(scenario, policy, result)
-    _rina_racks(scenario, routes, policy, result)
-    _check_rina_fallbacks(scenario, routes, policy)
+    _allocate_slots(scenario, placement, result)
+    _ina_filters(scenario, placement, result)
+    _result_releases(scenario, placement, result)
+    _result_multicast(scenario, routes, placement, result)
+    _pa_atp(scenario, routes, placement, result)
+    _esa_preemption(scenario, placement, result)
+    _rina_racks(scenario, routes, placement, result)
+    _check_rina_fallbacks(scenario, routes, placement)
     _ports(scenario, result, time_dilation)
-    _agents(scenario, routes, policy, result, time_dilation)
+    _agents(scenario, routes, placement, result, time_dilation)
     _validate(scenario, result)
     return result
 
@@ -163,8 +163,8 @@ def _default_routes(topo, routes, result):
                     _port_toward(topo, sw.name, next_node, dst.node_id)))
 
 
-def _policy_routes(topo, policy, result):
-    for job in policy.jobs.values():
+def _placement_routes(topo, placement, result):
+    for job in placement.jobs.values():
         for key, nodes in sorted(job.paths.items()):
             src, dst = (topo.node(n) for n in key.split(">"))
             for here, nxt in zip(nodes, nodes[1:]):
@@ -172,7 +172,7 @@ def _policy_routes(topo, policy, result):
                 if node.kind != "switch":
                     continue
                 if nxt not in [topo.neighbor(here, l) for l in topo.links_of(here)]:
-                    raise PolicyError(f"{job.scheme}: path {key} uses {here}-{nxt}, which is not a link")
+                    raise PlacementError(f"{job.scheme}: path {key} uses {here}-{nxt}, which is not a link")
                 port = _port_toward(topo, here, nxt, topo.flow_key(src.name, dst.name))
                 for pair in _address_pairs(topo, src.name, dst.name):
                     result.switches[here].entries.append(_forward_entry("route", "route_forward", pair, dst.mac,
@@ -194,7 +194,7 @@ def _parallel_link_routes(topo, routes, result, agent_hosts=frozenset()):
 
     Default routes choose a parallel link by destination only, which would put
     every worker's traffic to one aggregation switch on one link; exact
-    ``route`` entries choose by the pair. Policy routes already present win.
+    ``route`` entries choose by the pair. Placement routes already present win.
     Under ``topology.ecmp: flow`` a host outside ``agent_hosts`` (and not
     pinned) gets ``route_ecmp`` entries instead: each of its flows hashed by
     its five-tuple over the parallel links, whose ports must be consecutive.
@@ -239,32 +239,32 @@ def _ecmp_entry(topo, switch, neighbor, mac):
                                                    ("ports", len(ports))))
 
 
-def _allocate_slots(scenario, policy, result):
+def _allocate_slots(scenario, placement, result):
     used = {}
-    shared = policy.shared_slot_ranges([job.name for job in scenario.jobs])
+    shared = placement.shared_slot_ranges([job.name for job in scenario.jobs])
     for job in scenario.jobs:
-        for sw in sorted(policy.jobs[job.name].slots):
+        for sw in sorted(placement.jobs[job.name].slots):
             if (job.name, sw) in result.slot_ranges:
                 continue            # a range it shares, allocated with the first job sharing it
             together = shared[sw] if job.name in shared.get(sw, ()) else [job.name]
-            count = sum(policy.jobs[name].slots[sw] for name in together)
+            count = sum(placement.jobs[name].slots[sw] for name in together)
             base = used.get(sw, 0)
             if base + count > scenario.switch.slots:
-                raise PolicyError(f"{job.policy}: switch {sw} needs {base + count} aggregator slots for its jobs, "
+                raise PlacementError(f"{job.scheme}: switch {sw} needs {base + count} aggregator slots for its jobs, "
                                   f"it has {scenario.switch.slots} (switch.slots)")
             for name in together:
                 result.slot_ranges[(name, sw)] = (base, count)
             used[sw] = base + count
 
 
-def _ina_filters(scenario, policy, result):
+def _ina_filters(scenario, placement, result):
     topo = scenario.topology
     for job in scenario.jobs:
-        jp = policy.jobs[job.name]
+        jp = placement.jobs[job.name]
         for sw in jp.aggregating_switches():
             node = topo.node(sw)
             if not node.programmable:
-                raise PolicyError(f"{jp.scheme}: job {job.name} aggregates on {sw}, which is not programmable")
+                raise PlacementError(f"{jp.scheme}: job {job.name} aggregates on {sw}, which is not programmable")
             base, count = result.slot_ranges[(job.name, sw)]
             for g, nxt in sorted(jp.next_hop[sw].items()):
                 ps = jp.ps_of_submodel[g]
@@ -277,11 +277,11 @@ def _ina_filters(scenario, policy, result):
                     tuple((param.name, values[param.name]) for param in program.ACTIONS["ina_aggregate"].params)))
 
 
-def _esa_preemption(scenario, policy, result):
+def _esa_preemption(scenario, placement, result):
     """ESA's entries (the module docstring has the choices): who may evict, and where an evicted partial goes."""
     topo = scenario.topology
     for job in scenario.jobs:
-        jp = policy.jobs[job.name]
+        jp = placement.jobs[job.name]
         if jp.collision != "preempt":
             continue
         priority = jp.notes.get("priority", 0)
@@ -330,13 +330,13 @@ def result_action(jp, base: int, count: int, group: int) -> tuple:
     return "ina_multicast", (("mcast_grp", group),)
 
 
-def _result_releases(scenario, policy, result):
+def _result_releases(scenario, placement, result):
     """Unicast RESULTs (a PS answering a retransmission, BytePS's pull) do what the job's multicast
     RESULTs do at every switch it aggregates on: free the slot (ATP, ``ina_release``) or mark the shadow
     copy resulted (SwitchML, ``ina_shadow_result``); one ``ina_result`` entry per worker address."""
     topo = scenario.topology
     for job in scenario.jobs:
-        jp = policy.jobs[job.name]
+        jp = placement.jobs[job.name]
         if jp.release_mode not in (program.RELEASE_ON_RESULT, program.RELEASE_SHADOW):
             continue
         for sw in jp.aggregating_switches():
@@ -347,7 +347,7 @@ def _result_releases(scenario, policy, result):
                     "ina_result", action, (job.job_id, topo.node(worker).ip), params))
 
 
-def _result_multicast(scenario, routes, policy, result):
+def _result_multicast(scenario, routes, placement, result):
     """RESULTs multicast by the switches, as ATP and SwitchML deliver them: the PS of a job that
     aggregates in the network sends each RESULT once, to the job's group address; every switch of
     the default-route tree toward the workers replicates it (``ina_result`` -> ``ina_multicast``, or
@@ -358,7 +358,7 @@ def _result_multicast(scenario, routes, policy, result):
     answers a single worker's retransmission by unicast."""
     topo = scenario.topology
     for job in scenario.jobs:
-        jp = policy.jobs[job.name]
+        jp = placement.jobs[job.name]
         for k, ps in enumerate(job.ps):
             tree = result_multicast_tree(topo, routes, job, jp, ps)
             if tree is None:
@@ -398,11 +398,11 @@ def _new_group(config, ports) -> int:
     return group
 
 
-def _rina_racks(scenario, routes, policy, result):
+def _rina_racks(scenario, routes, placement, result):
     """Rina's switch side at each Rina rack's ToR (module docstring; p4/README.md has the semantics)."""
     topo = scenario.topology
     for job in scenario.jobs:
-        jp = policy.jobs[job.name]
+        jp = placement.jobs[job.name]
         if jp.scheme != "rina":
             continue
         members = jp.notes["members"]
@@ -434,7 +434,7 @@ def _rina_uplink(topo, routes, members, m: int) -> int:
                         successor.node_id)
 
 
-def _check_rina_fallbacks(scenario, routes, policy):
+def _check_rina_fallbacks(scenario, routes, placement):
     """Refuse a failure (``stragglers.failures``) that the emulation would not run as Rina §IV-C2 says: of a
     worker of another scheme's job, one that would leave a ring of one member, or one after whose fallback a
     Rina rack's finished chunks would leave its ToR by another port toward the next member than the one
@@ -445,20 +445,20 @@ def _check_rina_fallbacks(scenario, routes, policy):
     for i, inj in sorted(enumerate(failures), key=lambda pair: pair[1].at_s):
         worker, path = inj.target[0], f"stragglers.failures.{i}.worker"
         job = next(j for j in scenario.jobs if worker in j.workers)
-        jp = policy.jobs[job.name]
+        jp = placement.jobs[job.name]
         if jp.scheme != "rina":
-            raise PolicyError(f"{path}: {worker} is a worker of job {job.name} (policy {job.policy}); only a Rina "
-                              f"job's worker may fail (Rina §IV-C2's fallback: policy rina)")
+            raise PlacementError(f"{path}: {worker} is a worker of job {job.name} (scheme {job.scheme}); only a Rina "
+                              f"job's worker may fail (Rina §IV-C2's fallback: scheme rina)")
         installed = jp.notes["members"]
         after = fallback_members(rings.get(job.name, installed), worker)
         if len(after) < 2:
-            raise PolicyError(f"{path}: after {worker}'s error job {job.name} would be a ring of one member")
+            raise PlacementError(f"{path}: after {worker}'s error job {job.name} would be a ring of one member")
         for m, member in enumerate(after):
             if member["tor"] is None:
                 continue
             before = next(k for k, old in enumerate(installed) if old["tor"] == member["tor"])
             if _rina_uplink(topo, routes, after, m) != _rina_uplink(topo, routes, installed, before):
-                raise PolicyError(f"{path}: after {worker}'s error the next member of {member['tor']}'s Rina rack is "
+                raise PlacementError(f"{path}: after {worker}'s error the next member of {member['tor']}'s Rina rack is "
                                   f"reached through another port of {member['tor']}; the emulation does not reinstall "
                                   f"its gather group mid-run")
         rings[job.name] = after
@@ -473,7 +473,7 @@ def aecn_threshold_pkts(aggregators: int, bdp: float, jobs: int) -> int:
     return max(1, math.floor(eta * (aggregators + bdp) + 1e-9))
 
 
-def _pa_atp(scenario, routes, policy, result):
+def _pa_atp(scenario, routes, placement, result):
     """PA-ATP's switch side for the jobs whose transport reads GACKs (the module docstring has the choices).
 
     Each opted-in job gets its own threshold (``aecn_threshold[pa_index]``): a job's aggregators are its
@@ -487,19 +487,19 @@ def _pa_atp(scenario, routes, policy, result):
     job_bdp = {}  # job -> the largest BDP of its workers' default paths to its PSs
     for job in scenario.jobs:
         if job.transport in program.PA_ATP_TRANSPORTS:
-            for sw in policy.jobs[job.name].aggregating_switches():
+            for sw in placement.jobs[job.name].aggregating_switches():
                 opted.setdefault(sw, []).append(job)
             paths = [routes.path(w, ps) for w in job.workers for ps in job.ps]
             job_bdp[job.name] = max(bdp_pkts(link_rates_along(rates, path), frame_bytes,
                                              scenario.switch.ecn_threshold_pkts) for path in paths)
     for sw, jobs in sorted(opted.items()):
         if len(jobs) > program.PA_JOBS:
-            raise PolicyError(f"switch {sw} aggregates {len(jobs)} jobs whose transport reads GACKs "
+            raise PlacementError(f"switch {sw} aggregates {len(jobs)} jobs whose transport reads GACKs "
                               f"({', '.join(j.name for j in jobs)}); the program tracks the progress of "
                               f"{program.PA_JOBS} per switch")
         config = result.switches[sw]
         for pa_index, job in enumerate(jobs):
-            jp = policy.jobs[job.name]
+            jp = placement.jobs[job.name]
             aecn = all(any(sw in routes.path(jp.ps_of_submodel[g], w) for w in job.workers) for g in jp.next_hop[sw])
             config.entries.append(TableEntry("pa_job", "pa_enable", (job.job_id,),
                                              (("pa_index", pa_index), ("aecn", int(aecn)))))
@@ -507,7 +507,7 @@ def _pa_atp(scenario, routes, policy, result):
             try:
                 threshold = aecn_threshold_pkts(aggregators, job_bdp[job.name], 1)
             except ValueError as exc:
-                raise PolicyError(f"switch {sw}: no AECN threshold for PA-ATP job {job.name} with {aggregators} "
+                raise PlacementError(f"switch {sw}: no AECN threshold for PA-ATP job {job.name} with {aggregators} "
                                   f"aggregator slots and a BDP of {job_bdp[job.name]:.1f} packets: {exc}") from None
             config.register_writes.append(("aecn_threshold", pa_index, threshold))
         config.mirror_sessions.extend((program.gack_session(port), port)
@@ -560,16 +560,16 @@ def compute_delay_spread_s(scenario, job) -> float:
                default=0.0)
 
 
-def planned_rates_bps(scenario, policy) -> dict:
+def planned_rates_bps(scenario, placement) -> dict:
     """Per job whose transport is ``paced`` without a ``rate``, the rate its scheme plans: the synchronous rate
-    of its slowest worker in the flow-level simulator's fluid model, under ``policy`` (the simulator's
+    of its slowest worker in the flow-level simulator's fluid model, under ``placement`` (the simulator's
     ``min_sending_rate_bps``; frame bits per second)."""
     paced = [job for job in scenario.jobs
              if job.transport == PacedTransport.name and "rate_bps" not in job.transport_options]
     if not paced:
         return {}
     from testbed.sim import synchronous_rates_bps      # the simulator builds on this module
-    rates = synchronous_rates_bps(scenario, policy)
+    rates = synchronous_rates_bps(scenario, placement)
     return {job.name: rates[job.name] for job in paced}
 
 
@@ -589,7 +589,7 @@ def _compute_delay_of(scenario, worker) -> dict:
 
 def _ring_agents(scenario, job, jp, common: dict, result, planned_rate_bps: float = None):
     """A ring job's workers (testbed/agents/ring.py): its scheme's schedule over the job's ``workers`` (and
-    the policy's racks, for ``h-ar``), nothing aggregated anywhere. The receiving peer acknowledges within
+    the placement's racks, for ``h-ar``), nothing aggregated anywhere. The receiving peer acknowledges within
     2 ms (testbed.agents.ring_acks), computing or not, so no first-RESULT allowance: timeouts run on the
     measured RTT from the first fragment."""
     topo = scenario.topology
@@ -604,7 +604,7 @@ def _ring_worker_fields(scenario, job, w: str, planned_rate_bps: float = None) -
     """What every ring worker's config (RAR, H-AR, Rina) says alike: its name and address, its steps'
     overhead and jitter (the scheme's options), compute, start, straggler delay, transport and host link;
     no sub-models, and no first-RESULT allowance (a peer acknowledges within 2 ms)."""
-    options = job.policy_options.get(job.policy, {})
+    options = job.policy_options.get(job.scheme, {})
     node = scenario.topology.node(w)
     return dict(name=w, ip=node.ip, submodels=[], step_overhead_s=options.get("step_overhead_s", 0.0),
                 step_jitter_s=options.get("step_jitter_s", 0.0), compute_time_s=job.compute_time_s,
@@ -614,7 +614,7 @@ def _ring_worker_fields(scenario, job, w: str, planned_rate_bps: float = None) -
 
 
 def _rina_agents(scenario, job, jp, common: dict, result, planned_rate_bps: float = None):
-    """A Rina job's workers (testbed/agents/rina.py): RAR over the policy's members (a Rina rack: its agent,
+    """A Rina job's workers (testbed/agents/rina.py): RAR over the placement's members (a Rina rack: its agent,
     the lowest-rank worker, sends for the rack; an autonomous worker for itself), each worker knowing its
     member's place in that ring and, in a Rina rack, the ToR that sums the rack's shards, its bit there and
     its agent. A Rina rack's window is at most the job's slots at its ToR."""
@@ -639,7 +639,7 @@ def rina_fallback_configs(configs, failed: str, window: int, redo_from: int) -> 
     """Rina §IV-C2's fallback after the error of worker ``failed``: the configs of the next ring generation
     of every other worker of its job, from the current ones (``configs``, any agents).
 
-    The members are :func:`testbed.policy.ring.fallback_members`' (a failed agent's rack's other workers
+    The members are :func:`testbed.schemes.ring.fallback_members`' (a failed agent's rack's other workers
     autonomous in its place, a failed rack worker's rack without it, a failed autonomous worker gone). A
     worker that turns autonomous gets the job's ``window`` (it sends for itself now, with no ToR slots to
     fit); a rack that lost a worker keeps its workers' bits and expects one shard fewer (``rack_size``, the
@@ -677,11 +677,11 @@ def rina_fallback_configs(configs, failed: str, window: int, redo_from: int) -> 
     return out
 
 
-def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
+def _agents(scenario, routes, placement, result, time_dilation: float = 1.0):
     topo, lanes = scenario.topology, scenario.switch.lanes
-    planned = planned_rates_bps(scenario, policy)
+    planned = planned_rates_bps(scenario, placement)
     for job in scenario.jobs:
-        jp = policy.jobs[job.name]
+        jp = placement.jobs[job.name]
         fragments = fragments_per_submodel(job.submodel_elements, lanes)
         total = sum(fragments)
         common = dict(job=job.name, job_id=job.job_id, seed=scenario.seed, iterations=job.iterations, lanes=lanes,
@@ -701,7 +701,7 @@ def _agents(scenario, routes, policy, result, time_dilation: float = 1.0):
 
         def plan_of(g, worker=None):
             ps = jp.ps_of_submodel[g]
-            sp = SubmodelPlan(g, job.submodel_elements[g], fragments[g], ps, topo.ps_ip(ps),
+            sp = SubmodelAssignment(g, job.submodel_elements[g], fragments[g], ps, topo.ps_ip(ps),
                               ps_node=topo.node(ps).node_id)
             if worker is not None:
                 # A worker left out of a K-of-N iteration sends straight to its PS, which discards

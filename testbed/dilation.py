@@ -18,7 +18,7 @@ One factor, three places:
   Background arrival rates follow from load x link rate, so they slow with
   the links; flow sizes, frame sizes, queue depths in packets and ECN and
   AECN thresholds in packets do not change, and neither does anything a
-  policy decides (it is computed on the scenario as written: scaling every
+  placement decides (it is computed on the scenario as written: scaling every
   rate by one factor leaves its LPs' solutions proportional).
 - **The agents** keep virtual values (compute times, straggler delays, a
   job's start, the transports' timers and pacing rate, ring ACK delays) and

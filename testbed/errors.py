@@ -56,13 +56,13 @@ class TopologyError(TestbedError):
     exit_code = 2
 
 
-class PolicyError(TestbedError):
+class PlacementError(TestbedError):
     """A scheme cannot serve the given topology/jobs (names the scheme and the missing element)."""
 
     exit_code = 3
 
 
-class InfeasibleError(PolicyError):
+class InfeasibleError(PlacementError):
     """An optimisation problem of a scheme has no feasible solution."""
 
 

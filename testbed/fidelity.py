@@ -1,7 +1,7 @@
 """The fidelity figure: the emulation and the flow-level simulator on the same scenario, side by side.
 
 ``inatb fidelity SCENARIO`` runs the emulation (``inatb run``) and the
-simulator (``inatb simulate``) on the same scenario and policy, and compares,
+simulator (``inatb simulate``) on the same scenario and placement, and compares,
 per job and per iteration, in the units both count:
 
 - ``ps_ingress_fragments``: INA frames reaching the job's PSs per iteration

@@ -6,13 +6,13 @@ construction: the multicast tree a PS's RESULTs take (:func:`result_multicast_tr
 a path's round trip and bandwidth-delay product (:func:`rtt_estimate_s`, :func:`bdp_pkts`),
 the transport options derived from the network (:func:`transport_options_of`) and the
 rate a transport's window allows (:func:`window_rate_cap_bps`). Pure functions of the
-scenario, its routes (:class:`testbed.topology.DefaultRoutes`) and the policy's choices.
+scenario, its routes (:class:`testbed.topology.DefaultRoutes`) and the placement's choices.
 """
 
 from testbed.agents.transport.paced import PacedTransport
 from testbed.agents.transport.switchml import SwitchMLTransport, default_pool_frames, default_timeout_s
 from testbed.dataplane.wire import ina_frame_bytes
-from testbed.policy.common import link_pairs
+from testbed.schemes.common import link_pairs
 
 
 def multicast_tree(topo, routes, ps: str, workers) -> dict:

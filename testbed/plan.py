@@ -1,8 +1,8 @@
 """A scenario's plan, made once: what ``validate`` prints is what ``run`` and ``fidelity`` use.
 
 :func:`plan_scenario` makes what every command needs of a scenario, a
-:class:`ScenarioPlan`: the scenario, its policy (solved once) and, when
-asked for, the flow-level simulation of that policy; ``inatb simulate`` and
+:class:`ScenarioPlan`: the scenario, its placement (solved once) and, when
+asked for, the flow-level simulation of that placement; ``inatb simulate`` and
 a simulated sweep consume it. :func:`make_plan` takes a scenario and a
 target and, after every check that refuses a scenario before any network
 exists, returns a :class:`RunPlan`, the scenario plan and what an emulation
@@ -22,8 +22,8 @@ from testbed.budget import (PacketBudget, bmv2_installed, dilation_factor, expec
                             target_choice)
 from testbed.dataplane import program
 from testbed.dilation import network_scenario
-from testbed.errors import EnvironmentMissingError, PolicyError
-from testbed.policy import compute_policy
+from testbed.errors import EnvironmentMissingError, PlacementError
+from testbed.schemes import compute_placement
 from testbed.scenario import AUTO_DILATION, TARGETS, require_emulable
 
 #: The targets a run can use (``auto`` resolves to one of them).
@@ -34,14 +34,14 @@ RUN_TARGETS = tuple(t for t in TARGETS if t != "auto")
 class ScenarioPlan:
     """What every command plans of ``scenario`` (the module docstring)."""
     scenario: object
-    policy: object                   # testbed.policy.base.Policy
+    placement: object                   # testbed.schemes.base.Placement
     _simulation: dict = field(default=None, init=False, repr=False)
 
     def simulation(self) -> dict:
-        """The flow-level model's figures for the plan's policy (:func:`testbed.sim.evaluate`), computed once."""
+        """The flow-level model's figures for the plan's placement (:func:`testbed.sim.evaluate`), computed once."""
         if self._simulation is None:
             from testbed import sim
-            self._simulation = sim.evaluate(self.scenario, self.policy)
+            self._simulation = sim.evaluate(self.scenario, self.placement)
         return self._simulation
 
 
@@ -57,8 +57,8 @@ class RunPlan(ScenarioPlan):
 
 
 def plan_scenario(scenario) -> ScenarioPlan:
-    """The :class:`ScenarioPlan` of ``scenario``: its policy solved."""
-    return ScenarioPlan(scenario, compute_policy(scenario))
+    """The :class:`ScenarioPlan` of ``scenario``: its placement solved."""
+    return ScenarioPlan(scenario, compute_placement(scenario))
 
 
 def resolve_target(requested: str, installed_only: bool = True) -> str:
@@ -80,31 +80,31 @@ def choose_target(requested: str, installed_only: bool = True) -> tuple:
     return chosen, reason
 
 
-def check_emulable(scenario, policy):
+def check_emulable(scenario, placement):
     """Refuse, before any network exists, what the emulation would silently run as something else: the
     data plane never evicts for a contribution whose job reads GACKs (PA-ATP's switch side would owe it
     one), so a preempting (ESA) job with such a transport would run without ESA's preemption."""
     for job in scenario.jobs:
-        if policy.jobs[job.name].collision == "preempt" and job.transport in program.PA_ATP_TRANSPORTS:
+        if placement.jobs[job.name].collision == "preempt" and job.transport in program.PA_ATP_TRANSPORTS:
             others = sorted(set(TRANSPORTS) - set(program.PA_ATP_TRANSPORTS))
-            raise PolicyError(f"jobs.{job.name}.transport: {job.policy} preempts slots, which the data plane does "
+            raise PlacementError(f"jobs.{job.name}.transport: {job.scheme} preempts slots, which the data plane does "
                               f"not do for a job whose transport reads GACKs ({job.transport}); expected one of "
                               f"{', '.join(others)}")
 
 
 def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
     """The :class:`RunPlan` of ``scenario`` on ``target`` (the scenario's when None): what only the simulator
-    can run is refused, the policy solved, the time dilation picked, the control plan built at it."""
+    can run is refused, the placement solved, the time dilation picked, the control plan built at it."""
     require_emulable(scenario)
     chosen, reason = choose_target(target or scenario.target, installed_only)
-    policy = plan_scenario(scenario).policy
-    check_emulable(scenario, policy)
-    budget = packet_budget(scenario, chosen, policy)
+    placement = plan_scenario(scenario).placement
+    check_emulable(scenario, placement)
+    budget = packet_budget(scenario, chosen, placement)
     factor = dilation_factor(scenario, budget)
     world = network_scenario(scenario, factor)
     if factor != 1:
         require_emulable(world)          # the slowed world's links must be shapeable too
-    return RunPlan(scenario, policy, chosen, budget, factor, controller.plan(scenario, policy, factor), world,
+    return RunPlan(scenario, placement, chosen, budget, factor, controller.control_plan(scenario, placement, factor), world,
                    reason)
 
 
@@ -117,7 +117,7 @@ def describe(plan: RunPlan) -> list:
     topo = scenario.topology
     lines = [f"plan: {topo.name}: {len(topo.switches())} switches ({len(topo.programmable_switches())} "
              f"programmable), {len(topo.hosts())} hosts; {len(scenario.jobs)} job(s): " + ", ".join(
-                 f"{j.name} {j.policy} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
+                 f"{j.name} {j.scheme} {len(j.workers)}w/{len(j.ps)}ps {j.gradient_bytes / 1e3:.1f} kB x "
                  f"{j.iterations} it" for j in scenario.jobs) + f"; target {plan.target}"
              + (f" ({plan.target_reason})" if plan.target_reason else "")]
     busiest = max(budget.switch_pps, key=budget.switch_pps.get)

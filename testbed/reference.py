@@ -2,7 +2,7 @@
 
 - ``docs/reference/scenario.md``: every key of a scenario file
   (:data:`testbed.scenario_keys.SCENARIO_KEYS`), every scheme's
-  ``policy_options`` (:data:`testbed.scenario.POLICY_OPTIONS`) and every
+  ``policy_options`` (:data:`testbed.scenario.SCHEME_OPTIONS`) and every
   transport's ``transport_options`` (each transport class's ``OPTIONS``);
 - ``docs/reference/metrics.md``: every key of ``summary.json`` and of its
   jobs (:mod:`testbed.metrics.definitions`);
@@ -24,7 +24,7 @@ HELP_WIDTH = 100
 
 
 def _option_kind(kind: tuple) -> tuple:
-    """(kind as written, unit, bounds) of a ``POLICY_OPTIONS`` or transport ``OPTIONS`` entry."""
+    """(kind as written, unit, bounds) of a ``SCHEME_OPTIONS`` or transport ``OPTIONS`` entry."""
     name = kind[0]
     if name in ("int", "number"):
         low, high = kind[1], kind[2]
@@ -53,12 +53,12 @@ def _option_kind(kind: tuple) -> tuple:
 
 def scenario_page() -> str:
     from testbed.agents.transport import TRANSPORTS
-    from testbed.scenario import POLICY_OPTIONS
+    from testbed.scenario import SCHEME_OPTIONS
     from testbed.scenario_keys import SCENARIO_KEYS
     rows = [(f"`{k.path}`", k.kind, k.unit, k.default, k.bounds, "yes" if k.scaled else "", k.meaning)
             for k in SCENARIO_KEYS]
-    policy_rows = [(f"`{scheme}`", f"`{option}`", *_option_kind(kind))
-                   for scheme, options in POLICY_OPTIONS.items() for option, kind in options.items()]
+    scheme_option_rows = [(f"`{scheme}`", f"`{option}`", *_option_kind(kind))
+                   for scheme, options in SCHEME_OPTIONS.items() for option, kind in options.items()]
     transport_rows = [(f"`{name}`", f"`{option}`", *_option_kind(kind))
                       for name, cls in TRANSPORTS.items() for option, kind in cls.OPTIONS.items()]
     return "\n\n".join([
@@ -71,7 +71,7 @@ def scenario_page() -> str:
         "## Scheme options: `jobs[].policy_options.<scheme>`",
         "Options of each scheme, under the scheme's name, so `--set policy=NAME` picks up NAME's. Their "
         "defaults and meaning: [Schemes](../guide/schemes.md).",
-        table(("scheme", "option", "kind", "unit", "bounds"), policy_rows),
+        table(("scheme", "option", "kind", "unit", "bounds"), scheme_option_rows),
         "## Transport options: `jobs[].transport_options`",
         "Options of the job's transport. Their defaults and meaning: [Transports](../guide/transports.md).",
         table(("transport", "option", "kind", "unit", "bounds"), transport_rows),

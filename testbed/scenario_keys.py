@@ -168,8 +168,8 @@ SCENARIO_KEYS = (
                 scaled=True),
     ScenarioKey("jobs[].workers", "names", "", "required",
                 "the hosts that run the job's workers; a host serves one job in one role (a job's PS may share "
-                "a host with one of its workers)", "1 to 64 hosts; at least 2 for ring policies (rar, h-ar, rina)"),
-    ScenarioKey("jobs[].ps", "names", "", "required (absent for ring policies rar, h-ar, rina)",
+                "a host with one of its workers)", "1 to 64 hosts; at least 2 for ring schemes (rar, h-ar, rina)"),
+    ScenarioKey("jobs[].ps", "names", "", "required (absent for ring schemes rar, h-ar, rina)",
                 "the hosts of the job's parameter servers; several PSs share the sub-models",
                 "at most the number of sub-models"),
     ScenarioKey("jobs[].policy", "choice: ps | atp | switchml | esa | geryon | lbmm | ksgd | goat | goat-async | "
@@ -191,7 +191,7 @@ SCENARIO_KEYS = (
                 "the sub-model partition given directly, 32-bit elements per sub-model (for exact fragment "
                 "counts, e.g. GOAT Fig. 2); not with submodels, submodel_size or gradient_size",
                 "non-empty; each 1 to 250000000000000", scaled=True),
-    ScenarioKey("jobs[].window", "integer", "fragments", "min(100, switch.slots); 100 for ring policies",
+    ScenarioKey("jobs[].window", "integer", "fragments", "min(100, switch.slots); 100 for ring schemes",
                 "the most fragments in flight per worker: the transport's cap",
                 "1 to 65535; at most switch.slots unless the transport lets the window outrun the slots "
                 "(atp with transport_options.slot_bound: false)"),
@@ -203,18 +203,18 @@ SCENARIO_KEYS = (
                 "the workers' minimum retransmission timeout (Linux's TCP_RTO_MIN); their RTO follows the "
                 "measured RTT above it", "> 0, at most 24h"),
     ScenarioKey("jobs[].aggregation_switches", "list of names", "", "any programmable switch",
-                "the switches the job may aggregate on; not for ring policies",
+                "the switches the job may aggregate on; not for ring schemes",
                 "each a programmable switch of the topology"),
     ScenarioKey("jobs[].policy_options", "mapping", "", "-",
                 "options of the schemes, keyed by scheme (`{goat: {roundings: 4}}`), so that --set policy=NAME "
                 "picks up NAME's", "keys: scheme names (those of jobs[].policy)"),
     ScenarioKey("jobs[].ps_memory", "size", "bytes", "unlimited (0)",
-                "the aggregation memory of each of the job's PSs (GOAT's B(alpha)); not for ring policies",
+                "the aggregation memory of each of the job's PSs (GOAT's B(alpha)); not for ring schemes",
                 ">= 0, at most 1000TB", scaled=True),
     ScenarioKey("jobs[].transport", "choice: atp | switchml | strawasyn | pa-atp | paced", "",
-                "switchml for policy switchml, else atp",
-                "how the job's workers send (window, congestion control, timeouts); any PS-based policy runs with "
-                "any transport", "ring policies: atp only"),
+                "switchml for scheme switchml, else atp",
+                "how the job's workers send (window, congestion control, timeouts); any PS-based scheme runs with "
+                "any transport", "ring schemes: atp only"),
     ScenarioKey("jobs[].transport_options", "mapping", "", "-",
                 "options of the job's transport, checked against that transport's OPTIONS"),
     ScenarioKey("jobs[].start", "duration", "s", "0s",
@@ -336,9 +336,9 @@ SCENARIO_KEYS = (
     ScenarioKey("stragglers.link_degradations[].rate", "rate", "b/s", "required", "the link's rate during the change",
                 "> 0, at most 1000Tbps", scaled=True),
     ScenarioKey("stragglers.failures", "list", "", "-",
-                "worker failures: the agent is killed (SIGKILL) for good (Rina §IV-C2; policy rina only)"),
+                "worker failures: the agent is killed (SIGKILL) for good (Rina §IV-C2; scheme rina only)"),
     ScenarioKey("stragglers.failures[].worker", "name", "", "required", "the worker that fails",
-                "a worker of a policy rina job (the control plane checks it); each worker fails at most once"),
+                "a worker of a scheme rina job (the control plane checks it); each worker fails at most once"),
     ScenarioKey("stragglers.failures[].at", "duration", "s", "0s", "when it fails, after the run's start",
                 ">= 0, at most 24h"),
     ScenarioKey("stragglers.heterogeneous_links", "mapping", "", "-",

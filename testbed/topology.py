@@ -184,8 +184,8 @@ class DefaultRoutes:
     """Where default routes lead: the BFS tree toward each destination (ties by node order).
 
     The controller installs exactly these next hops as ``ipv4_lpm`` entries;
-    the simulator and the policies read the same trees, so every stage agrees
-    on the path a packet without a policy route takes.
+    the simulator and the schemes read the same trees, so every stage agrees
+    on the path a packet without a placement's route takes.
     """
 
     def __init__(self, topology: Topology):

@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from testbed.sweep.table import plot_metric, row, write_table  # noqa: E402
 
 
-def job_summary(name="resnet50", policy="atp", iteration_time_s=0.04, ps_ingress_bytes=241920):
-    return {"job": name, "policy": policy, "transport": "atp", "workers": 4, "ps": ["ps"],
+def job_summary(name="resnet50", scheme="atp", iteration_time_s=0.04, ps_ingress_bytes=241920):
+    return {"job": name, "policy": scheme, "transport": "atp", "workers": 4, "ps": ["ps"],
             "iterations": 3, "iterations_completed": 3, "aggregation_exact": True,
             "iteration_time_s": iteration_time_s, "comm_time_s": iteration_time_s / 2,
             "gradient_sending_rate_bps": 5e6, "min_gradient_sending_rate_bps": 4.9e6,
@@ -50,13 +50,13 @@ def write_run(run_dir, *, distorted=False, iteration_time_s=0.04, fidelity=None,
 def write_sweep(sweep_dir, *, scale=1.0, distorted_point=None):
     """A sweep over policy (ps, atp) x 2 repetitions: table.csv and one plot per metric."""
     rows = []
-    for policy, ingress in (("ps", 960000), ("atp", 240000)):
+    for scheme, ingress in (("ps", 960000), ("atp", 240000)):
         for rep in (0, 1):
-            point = SimpleNamespace(values=(("policy", policy),), repetition=rep, seed=100 + rep)
-            summary = {"status": "ok", "distorted": policy == distorted_point, "aggregation_exact": True,
-                       "iteration_time_s": scale * (0.04 + 0.001 * rep) * (2 if policy == "ps" else 1),
+            point = SimpleNamespace(values=(("policy", scheme),), repetition=rep, seed=100 + rep)
+            summary = {"status": "ok", "distorted": scheme == distorted_point, "aggregation_exact": True,
+                       "iteration_time_s": scale * (0.04 + 0.001 * rep) * (2 if scheme == "ps" else 1),
                        "ps_ingress_bytes": ingress, "retransmission_ratio": 0.0}
-            rows.append(row(point, summary, sweep_dir / "points" / f"{policy}-{rep}", "ok", ""))
+            rows.append(row(point, summary, sweep_dir / "points" / f"{scheme}-{rep}", "ok", ""))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     frame = write_table(rows, sweep_dir / "table.csv")
     (sweep_dir / "plots").mkdir()

@@ -1,5 +1,5 @@
 """Worker and parameter-server agents: processes inside Mininet host namespaces.
 
 Agents import only the wire codec and their run config (``config.py``); they
-never import the orchestrator or policy code.
+never import the orchestrator or scheme code.
 """

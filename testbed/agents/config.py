@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 
 @dataclass
-class SubmodelPlan:
+class SubmodelAssignment:
     submodel: int
     elements: int
     fragments: int
@@ -38,7 +38,7 @@ class AgentConfig:
     scale_bits: int
     gradient_bound: float
     total_workers: int
-    submodels: list          # SubmodelPlan
+    submodels: list          # SubmodelAssignment
     total_fragments: int     # fragments per worker per iteration (all sub-models)
     layout: list = field(default_factory=list)    # [(elements, fragments)] of every sub-model of the job
     worker_index: int = 0    # bitmap bit of a worker
@@ -89,7 +89,7 @@ class AgentConfig:
     @classmethod
     def from_json(cls, text: str) -> "AgentConfig":
         d = json.loads(text)
-        d["submodels"] = [SubmodelPlan(**s) for s in d["submodels"]]
+        d["submodels"] = [SubmodelAssignment(**s) for s in d["submodels"]]
         d["workers"] = [tuple(w) for w in d["workers"]]
         d["member_tors"] = [tuple(m) for m in d.get("member_tors", [])]
         d["layout"] = [tuple(x) for x in d["layout"]]

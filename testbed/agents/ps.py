@@ -1,6 +1,6 @@
 """Parameter-server agent: completes the global aggregation and checks it bit for bit.
 
-The PS owns some sub-models (the policy's ``ps_of_submodel``). For each of
+The PS owns some sub-models (the placement's ``ps_of_submodel``). For each of
 their fragments it merges what arrives (raw gradients, switch aggregates,
 bypassed fragments) by contributor bitmap (:class:`FragmentSum`):
 

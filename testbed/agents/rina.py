@@ -1,7 +1,7 @@
 """Rina's workers (``policy: rina``, Rina §IV): ring all-reduce over abstracted workers, a Rina rack's
 ToR summing the rack's shards.
 
-The policy (:mod:`testbed.policy.ring`) makes the job's workers G *members*
+The scheme (:mod:`testbed.schemes.ring`) makes the job's workers G *members*
 in ring order: each rack under a programmable ToR is one (a Rina rack, its
 agent the lowest-rank worker), every other worker one on its own (an
 autonomous worker). The members run RAR's 2 (G - 1) steps

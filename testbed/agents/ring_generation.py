@@ -17,7 +17,7 @@ stop and resume:
 3. The orchestrator takes the smallest count as the iteration to redo, has
    the controller write each worker's config of generation ``g``
    (``testbed.controller.rina_fallback_configs``: the members
-   ``testbed.policy.ring.fallback_members`` gives, the gradients summed
+   ``testbed.schemes.ring.fallback_members`` gives, the gradients summed
    without the failed worker's), and the agent resumes from that iteration with a new
    member object on the same socket, records and clock. An iteration it had
    completed is redone and recorded again; the summary keeps the later

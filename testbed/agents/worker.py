@@ -2,7 +2,7 @@
 
 Per iteration (synchronous SGD, as every scheme of the papers runs it):
 emulated compute (sleep ``compute_time_s``), then every fragment of every
-sub-model is sent to the aggregation node the policy chose for it (a switch
+sub-model is sent to the aggregation node the placement chose for it (a switch
 INA address or the PS). When a fragment leaves, and when it is sent again
 flagged RETX, is the job's transport's decision (``testbed/agents/transport``:
 ATP's congestion-controlled window by default, SwitchML's self-clocked one

@@ -54,8 +54,8 @@ read from ``agg_job`` and ``agg_submodel``) the holder's priority, fan-in
 and overflow target. If the contribution outranks an incomplete holder
 (:func:`esa_preempts`), it takes the slot and the packet leaves carrying the
 evicted partial (``FLAG_EVICTED``) toward the holder's overflow target.
-Jobs whose policy collides by preemption share one slot range per switch
-(``Policy.shared_slot_ranges``), so that their fragments meet at all.
+Jobs whose placement collides by preemption share one slot range per switch
+(``Placement.shared_slot_ranges``), so that their fragments meet at all.
 
 Rina's switch side (Rina §IV-B, §V-1; p4/README.md has the semantics): a
 ``rina_rack`` entry (job, the ToR's agg_node) makes the ToR aggregate its

@@ -12,7 +12,7 @@ job        16    job id (multi-tenant)
 flags      16    see the ``FLAG_*`` constants
 elems       8    lanes in the payload
 level       8    aggregation levels this packet has passed (0 = raw)
-agg_node   16    aggregation node chosen by the policy (switch id or PS id)
+agg_node   16    aggregation node chosen by the placement (switch id or PS id)
 fanin      16    contributions the aggregation node must collect
 count      16    contributions already summed into this packet
 submodel   16    sub-model (layer group) id

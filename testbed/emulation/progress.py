@@ -77,7 +77,7 @@ class Progress:
         parts = []
         for job in self.scenario.jobs:
             done = min(self._count(agent) for agent in job.completion_agents)
-            parts.append(f"{job.name} ({job.policy}) iteration {done}/{job.iterations}")
+            parts.append(f"{job.name} ({job.scheme}) iteration {done}/{job.iterations}")
         state = ", ".join(parts)
         elapsed_s = time.monotonic() - self.t0
         if self.time_dilation == 1:

@@ -2,7 +2,7 @@
 tables made from them.
 
 The run directory holds, before the run, what it will run (:func:`write_inputs`: ``scenario.yaml``,
-``policy.json``, ``entries/``, ``agents/``); during it, what the agents, meters and samplers record
+``placement.json``, ``entries/``, ``agents/``); during it, what the agents, meters and samplers record
 (``records/``, ``metrics.jsonl``, ``switch_stats.jsonl``, ``events.jsonl``, ``iftop/``, ``background/``);
 after it, what only the orchestrator saw (:class:`RunObservations`, ``observations.json``: the switches'
 final counters, the CPU shares, the kernel's losses, the ring fallbacks). :func:`summarise` turns the
@@ -99,12 +99,12 @@ def make_run_dir(out_root: Path, scenario_name: str, run_id: str) -> tuple:
 
 
 def write_inputs(run_dir: Path, plan) -> None:
-    """What the run will run, written before it: the scenario, the policy, every switch's entries and
+    """What the run will run, written before it: the scenario, the placement, every switch's entries and
     every agent's config."""
     for sub in ("logs", "agents", "records", "entries", "plots", "iftop"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(yaml.safe_dump(plan.scenario.resolved, sort_keys=False))
-    (run_dir / "policy.json").write_text(plan.policy.to_json())
+    (run_dir / "placement.json").write_text(plan.placement.to_json())
     for name, config in plan.control.switches.items():
         (run_dir / "entries" / f"{name}.txt").write_text("\n".join(config.to_cli_lines()) + "\n")
     for agent in plan.control.agents:
@@ -129,17 +129,17 @@ def log_compute_delays(events, scenario, records: dict, start_epoch_s: float) ->
 
 
 def summarise(run_dir: Path, plan, seen: RunObservations, records: dict = None) -> dict:
-    """The run's summary (written as ``summary.json``) from its directory, its plan (the scenario, policy and
+    """The run's summary (written as ``summary.json``) from its directory, its plan (the scenario, placement and
     packet budget it ran) and what the live run saw; also ``iterations.csv``, the iftop tables and the plots.
     Figures are virtual (testbed/dilation.py); a plot that fails is reported in ``plot_error``, never at the
     cost of the numbers. ``records``: the agents' records (:func:`testbed.metrics.summary.load_records`),
     read from the directory when not given."""
-    scenario, policy = plan.scenario, plan.policy
+    scenario, placement = plan.scenario, plan.placement
     run_dir = Path(run_dir)
     records = summary_mod.load_records(run_dir) if records is None else records
-    jobs = [summary_mod.job_metrics(job, records, policy.jobs[job.name].participants,
+    jobs = [summary_mod.job_metrics(job, records, placement.jobs[job.name].participants,
                                     scenario.metrics.warmup_iterations, failed=set(seen.failed_workers),
-                                    aggregation_depth=policy.jobs[job.name].aggregation_depth())
+                                    aggregation_depth=placement.jobs[job.name].aggregation_depth())
             for job in scenario.jobs]
     metrics_path = run_dir / "metrics.jsonl"
     wall_samples = counters.load_counter_samples(metrics_path) if metrics_path.exists() else []
@@ -159,7 +159,7 @@ def summarise(run_dir: Path, plan, seen: RunObservations, records: dict = None) 
         background=_background_summary(run_dir, scenario, seen),
         stragglers=_straggler_summary(scenario, records, seen),
         failures=seen.fallbacks, switches=seen.switch_stats,
-        solver={name: jp.notes.get("solver") for name, jp in policy.jobs.items()},
+        solver={name: jp.notes.get("solver") for name, jp in placement.jobs.items()},
         started=datetime.datetime.fromtimestamp(seen.started_epoch_s).isoformat(timespec="seconds"),
         run_id=seen.run_id, versions=package_versions(), git_commit=git_commit(),
         host={"cpus": os.cpu_count(), "kernel": platform.release()})

@@ -35,7 +35,7 @@ SUMMARY_METRICS = {
                                 "([Fidelity](../guide/fidelity.md))"),
     "distortion_reasons": Metric("list", "one line per reason `distorted` is true"),
     "target": Metric("text", "`pyswitch`, `bmv2`, `ebpf` (emulated runs) or `simulator`"),
-    "policy": Metric("text", "the jobs' policies, comma-separated"),
+    "policy": Metric("text", "the jobs' schemes (their `policy:`), comma-separated"),
     "iterations": Metric("count", "iterations the scenario asked for, all jobs"),
     "wall_s": Metric("s", "wall-clock seconds from the common start to the last agent's end (not virtual)",
                      EMULATED),
@@ -122,7 +122,7 @@ SUMMARY_METRICS = {
 JOB_METRICS = {
     "job": Metric("text", "the job's `name`"),
     "policy": Metric("text", "the job's scheme"),
-    "scheme": Metric("text", "the job's scheme as the policy resolved it", SIMULATED),
+    "scheme": Metric("text", "the job's scheme as the placement resolved it", SIMULATED),
     "transport": Metric("text", "the job's transport"),
     "workers": Metric("count", "the job's workers"),
     "ps": Metric("list", "the job's parameter servers"),

@@ -17,7 +17,7 @@ def plot_iterations(path, scenario, records):
         for ps in job.ps_agents:
             rows = records.get(ps, [])
             ax.plot([r["iteration"] for r in rows], [r["iteration_s"] * 1e3 for r in rows], marker="o",
-                    label=f"{job.name} ({job.policy}) at {ps}")
+                    label=f"{job.name} ({job.scheme}) at {ps}")
         comm, ring_iteration = {}, {}
         for w in job.workers:
             for r in records.get(w, []):
@@ -27,7 +27,7 @@ def plot_iterations(path, scenario, records):
         if ring_iteration:
             its = sorted(ring_iteration)
             ax.plot(its, [max(ring_iteration[i]) for i in its], marker="o",
-                    label=f"{job.name} ({job.policy}): slowest worker")
+                    label=f"{job.name} ({job.scheme}): slowest worker")
         if comm:
             its = sorted(comm)
             ax.plot(its, [max(comm[i]) for i in its], linestyle="--", label=f"{job.name}: slowest worker comm")

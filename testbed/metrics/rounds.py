@@ -5,7 +5,7 @@ A job's communication time is a chain of rounds: a ring all-reduce's
 back); a windowed INA transport sends a window, then waits a round trip for
 the RESULTs that open the next. Whatever delay the processes add to a round
 trip adds to every round that waits for it. :func:`job_rounds` derives each
-job's round from the scenario, its policy and its default routes, in
+job's round from the scenario, its placement and its default routes, in
 virtual seconds:
 
 - ``round_trip_s``: the unloaded round trip of the job's longest worker path
@@ -75,8 +75,8 @@ def ring_steps(scheme: str, notes: dict, workers: int, total: int) -> tuple:
     return steps, max(sum(phase.fragments[rank] for phase in phases) for rank in range(workers)) / steps
 
 
-def job_rounds(scenario, policy, job_rates_bps: dict) -> list:
-    """Each job's :class:`JobRound` in ``scenario`` under ``policy`` (virtual seconds): its longest worker path
+def job_rounds(scenario, placement, job_rates_bps: dict) -> list:
+    """Each job's :class:`JobRound` in ``scenario`` under ``placement`` (virtual seconds): its longest worker path
     by default routes, its host link's rate, its window or its ring's step, its gradient's fragments, and
     ``job_rates_bps``, the rate the fluid model gives it (:func:`testbed.sim.synchronous_rates_bps`, or the
     packet budget's :class:`testbed.sim.PacketRates`, from the solve it makes anyway)."""
@@ -87,7 +87,7 @@ def job_rounds(scenario, policy, job_rates_bps: dict) -> list:
     rounds = []
     for job in scenario.jobs:
         if job.is_ring:
-            sender = "rina" if job.policy == "rina" else "ring"
+            sender = "rina" if job.scheme == "rina" else "ring"
             pairs = list(zip(job.workers, job.workers[1:] + job.workers[:1]))
             frame_bytes = ring_frame_bytes(lanes)
         else:
@@ -100,7 +100,7 @@ def job_rounds(scenario, policy, job_rates_bps: dict) -> list:
         frame_s = 8.0 * frame_bytes / min(topology.host_link(w).rate_bps for w in job.workers)
         fragments = sum(fragments_per_submodel(job.submodel_elements, lanes))
         if job.is_ring:
-            jp = policy.jobs[job.name]
+            jp = placement.jobs[job.name]
             steps, step_frames = ring_steps(jp.scheme, jp.notes, len(job.workers), fragments)
             step_s = step_frames * frame_s + round_trip_s
             rounds.append(JobRound(job.name, "ring step", sender, sender, hops, round_trip_s, step_s, steps * step_s,

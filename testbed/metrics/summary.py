@@ -36,7 +36,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0,
                 aggregation_depth: int = 1) -> dict:
     """Metrics of one job; with K-of-N participation, the workers that count define the timing. Workers that
     ``failed`` (``stragglers.failures``) neither complete the job nor time it; what they sent counts.
-    ``aggregation_depth``: the most aggregation nodes a gradient passes (:meth:`JobPolicy.aggregation_depth`).
+    ``aggregation_depth``: the most aggregation nodes a gradient passes (:meth:`JobPlacement.aggregation_depth`).
 
     Times, rates and the per-iteration PS ingress leave out the first ``warmup_iterations`` iterations
     (``metrics.warmup_iterations``; all of them when no later iteration completed); totals of packets and
@@ -68,7 +68,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0,
     first = warmup_iterations if completed > warmup_iterations else 0
     steady_ps_pkts = sum(r["ingress_pkts"] for r in ps_rows if first <= r["iteration"] < completed)
     return {
-        "job": job.name, "policy": job.policy, "transport": job.transport, "workers": len(job.workers),
+        "job": job.name, "policy": job.scheme, "transport": job.transport, "workers": len(job.workers),
         "ps": list(job.ps),
         "participants": counted,
         "failed_workers": [w for w in job.workers if w in failed],
@@ -143,7 +143,7 @@ def run_summary(scenario, target: str, jobs: list, status: str = "ok", error=Non
         "distorted": bool(distortion_reasons),
         "distortion_reasons": list(distortion_reasons),
         "target": target,
-        "policy": ",".join(sorted({j.policy for j in scenario.jobs})),
+        "policy": ",".join(sorted({j.scheme for j in scenario.jobs})),
         "iterations": sum(j.iterations for j in scenario.jobs),
         **jobs_headline(jobs),
         **(run_level or {}),

@@ -42,7 +42,7 @@ from testbed.scenario.resolve_jobs import resolve_jobs, resolve_switch
 from testbed.scenario.resolve_topology import resolve_topology
 from testbed.scenario.schema import (AUTO_DILATION, AUTO_PROCESSES, BACKGROUND_KEYS, IMPAIRMENT_KEYS, JOB_KEYS,
                                      MAX_FILE_NAME_CHARS, MAX_SEED, MAX_TIME_DILATION, METRICS_KEYS, NODE_NAME,
-                                     PER_SWITCH_PROCESSES, POLICIES, POLICY_OPTIONS, RING_POLICIES, RING_TRANSPORTS,
+                                     PER_SWITCH_PROCESSES, SCHEME_NAMES, SCHEME_OPTIONS, RING_SCHEMES, RING_TRANSPORTS,
                                      SCENARIO_VERSION, SIMULATION_KEYS, STRAGGLER_KEYS, SWITCH_KEYS, TARGETS,
                                      TOP_KEYS, TOPOLOGY_KEYS, TRANSPORT_NAMES)
 from testbed.scenario.yaml_source import (MAX_SCENARIO_BYTES, compose_with_lines, read_yaml_document,
@@ -50,8 +50,8 @@ from testbed.scenario.yaml_source import (MAX_SCENARIO_BYTES, compose_with_lines
 
 __all__ = [
     "AUTO_DILATION", "AUTO_PROCESSES", "BACKGROUND_KEYS", "HTB_MAX_RATE_BPS", "IMPAIRMENT_KEYS", "JOB_KEYS",
-    "MAX_SCENARIO_BYTES", "METRICS_KEYS", "NODE_NAME", "PER_SWITCH_PROCESSES", "POLICIES", "POLICY_OPTIONS",
-    "RING_POLICIES", "RING_TRANSPORTS", "SIMULATION_KEYS", "STRAGGLER_KEYS", "SWITCH_KEYS", "Scenario", "TARGETS",
+    "MAX_SCENARIO_BYTES", "METRICS_KEYS", "NODE_NAME", "PER_SWITCH_PROCESSES", "SCHEME_NAMES", "SCHEME_OPTIONS",
+    "RING_SCHEMES", "RING_TRANSPORTS", "SIMULATION_KEYS", "STRAGGLER_KEYS", "SWITCH_KEYS", "Scenario", "TARGETS",
     "TOP_KEYS", "TOPOLOGY_KEYS", "TRANSPORT_NAMES", "apply_overrides", "default_scenario_name", "emulation_limits",
     "line_of", "load_scenario", "parse_scenario", "read_yaml_document", "read_yaml_text", "require_emulable",
 ]

@@ -59,8 +59,8 @@ def _emulation_limit_fields(scenario) -> list:
     topology = scenario.topology
     for i, job in enumerate(scenario.jobs):
         tors = {topology.neighbor(w, topology.host_link(w)) for w in job.workers}
-        if job.policy == "rina" and len(tors) == 1 and topology.nodes[next(iter(tors))].programmable:
-            found.append((f"jobs.{i}.workers", f"policy rina: every worker is under one programmable ToR "
+        if job.scheme == "rina" and len(tors) == 1 and topology.nodes[next(iter(tors))].programmable:
+            found.append((f"jobs.{i}.workers", f"scheme rina: every worker is under one programmable ToR "
                                                f"({next(iter(tors))}), a ring of one member; the emulated Rina "
                                                f"needs two members at least (workers under another ToR)"))
     return found

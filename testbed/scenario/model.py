@@ -1,14 +1,14 @@
 """The resolved scenario as plain data: :class:`Scenario` and the dataclasses of its parts (switch settings,
 jobs, impairments, background traffic, stragglers and their timed injections, simulator inputs, metrics),
 whose values are virtual, scaled and in base units. The ``resolve_*`` modules fill them; every later stage
-(policies, controller, budget, emulation, simulator) reads them and trusts them."""
+(schemes, controller, budget, emulation, simulator) reads them and trusts them."""
 
 from dataclasses import dataclass, field
 from typing import Optional
 
 from testbed import topology
 from testbed.dataplane.wire import DEFAULT_LANES
-from testbed.scenario.schema import AUTO_PROCESSES, DEFAULT_BACKGROUND_CONGESTION_CONTROL, RING_POLICIES
+from testbed.scenario.schema import AUTO_PROCESSES, DEFAULT_BACKGROUND_CONGESTION_CONTROL, RING_SCHEMES
 
 
 @dataclass
@@ -32,7 +32,7 @@ class JobSpec:
     submodel_elements: list        # elements per sub-model after scaling
     workers: list
     ps: list
-    policy: str
+    scheme: str
     iterations: int
     compute_time_s: float
     window: int
@@ -53,8 +53,8 @@ class JobSpec:
 
     @property
     def is_ring(self) -> bool:
-        """A ring all-reduce of its workers (``RING_POLICIES``): no PS, no aggregation in the network."""
-        return self.policy in RING_POLICIES
+        """A ring all-reduce of its workers (``RING_SCHEMES``): no PS, no aggregation in the network."""
+        return self.scheme in RING_SCHEMES
 
     def ps_agent(self, ps: str) -> str:
         """The agent name of the job's PS on host ``ps``: the host's, or ``<host>-ps`` beside the job's worker

@@ -9,8 +9,8 @@ from testbed.dataplane.wire import MAX_WORKERS_PER_JOB, choose_scale_bits, fragm
 from testbed.errors import brief_repr as _brief
 from testbed.scenario.model import JobSpec, SwitchSettings
 from testbed.scenario.schema import (AUTO_PROCESSES, DEFAULT_MIN_RTO, DEFAULT_WINDOW, JOB_KEYS,
-                                     MAX_FRAGMENTS_PER_ITERATION, MAX_SIZE_BYTES, PER_SWITCH_PROCESSES, POLICIES,
-                                     POLICY_OPTIONS, RING_POLICIES, RING_TRANSPORTS, SWITCH_KEYS, TRANSPORT_NAMES)
+                                     MAX_FRAGMENTS_PER_ITERATION, MAX_SIZE_BYTES, PER_SWITCH_PROCESSES, SCHEME_NAMES,
+                                     SCHEME_OPTIONS, RING_SCHEMES, RING_TRANSPORTS, SWITCH_KEYS, TRANSPORT_NAMES)
 
 
 def resolve_switch(c, spec, scale):
@@ -61,10 +61,10 @@ def _resolve_job(c, i, job, topo, hosts, used, scale, switch):
     """``jobs.<i>`` -> its JobSpec; ``used`` (host -> the job and role it serves) gains the job's hosts."""
     p = f"jobs.{i}"
     c.keys(job, p, JOB_KEYS)
-    policy = _job_policy(c, job, p)
-    ring = policy in RING_POLICIES
+    scheme = _job_scheme(c, job, p)
+    ring = scheme in RING_SCHEMES
     name = c.file_name(job.get("name", f"job{i}"), f"{p}.name")
-    workers, ps = _job_hosts(c, job, p, policy, name, hosts, used)
+    workers, ps = _job_hosts(c, job, p, scheme, name, hosts, used)
     model_name, elements, submodels = _job_submodels(c, job, p, scale)
     if not ring and submodels > len(ps) * 4096:
         c.fail(f"{p}.submodels", "too many sub-models")
@@ -76,11 +76,11 @@ def _resolve_job(c, i, job, topo, hosts, used, scale, switch):
         scale_bits = choose_scale_bits(len(workers), bound)
     except ValueError as exc:
         c.fail(f"{p}.gradient_bound", str(exc))
-    agg_switches = _job_aggregation_switches(c, job, p, policy, topo)
-    transport, window, transport_options = _job_transport(c, job, p, policy, switch, elements, scale)
+    agg_switches = _job_aggregation_switches(c, job, p, scheme, topo)
+    transport, window, transport_options = _job_transport(c, job, p, scheme, switch, elements, scale)
     return JobSpec(
         name=name, job_id=i + 1, model=model_name, gradient_bytes=4 * sum(elements),
-        submodel_elements=elements, workers=workers, ps=ps, policy=policy,
+        submodel_elements=elements, workers=workers, ps=ps, scheme=scheme,
         iterations=c.integer(job.get("iterations", 10), f"{p}.iterations", 1, 10**6),
         compute_time_s=c.duration_s(job.get("compute_time", "0s"), f"{p}.compute_time"),
         window=window, gradient_bound=bound, scale_bits=scale_bits,
@@ -96,29 +96,29 @@ def _resolve_job(c, i, job, topo, hosts, used, scale, switch):
         straggler_allowance=c.boolean(job.get("straggler_allowance", True), f"{p}.straggler_allowance"))
 
 
-def _job_policy(c, job, p):
+def _job_scheme(c, job, p):
     """The job's scheme (``policy``, ps unless given); a ring scheme's job needs ``workers`` and has no
     ``ps``, any other's needs both."""
-    policy = job.get("policy", "ps")
-    if not isinstance(policy, str) or policy not in POLICIES:
-        c.fail(f"{p}.policy", f"unknown policy {_brief(policy)}; expected one of {', '.join(POLICIES)}")
-    ring = policy in RING_POLICIES
+    scheme = job.get("policy", "ps")
+    if not isinstance(scheme, str) or scheme not in SCHEME_NAMES:
+        c.fail(f"{p}.policy", f"unknown scheme {_brief(scheme)}; expected one of {', '.join(SCHEME_NAMES)}")
+    ring = scheme in RING_SCHEMES
     if ring and "ps" in job:
-        c.fail(f"{p}.ps", f"policy {policy} is a ring all-reduce of the workers: it has no parameter server "
+        c.fail(f"{p}.ps", f"scheme {scheme} is a ring all-reduce of the workers: it has no parameter server "
                           f"(remove ps, or choose a PS scheme)")
     for required in ("workers",) if ring else ("workers", "ps"):
         if required not in job:
             c.fail(f"{p}.{required}", "missing (required)")
-    return policy
+    return scheme
 
 
-def _job_hosts(c, job, p, policy, name, hosts, used):
+def _job_hosts(c, job, p, scheme, name, hosts, used):
     """``(workers, ps)`` of the job named ``name``: hosts of the topology that serve no other job (a PS may
     share a host with one of the job's own workers), at most MAX_WORKERS_PER_JOB workers; ``used`` gains them."""
-    ring = policy in RING_POLICIES
+    ring = scheme in RING_SCHEMES
     workers = c.names(job["workers"], f"{p}.workers")
     if ring and len(workers) < 2:
-        c.fail(f"{p}.workers", f"a ring all-reduce (policy {policy}) needs at least 2 workers")
+        c.fail(f"{p}.workers", f"a ring all-reduce (scheme {scheme}) needs at least 2 workers")
     ps = [] if ring else c.names(job["ps"], f"{p}.ps")
     for role, names in (("workers", workers), ("ps", ps)):
         for k, h in enumerate(names):
@@ -165,12 +165,12 @@ def _job_submodels(c, job, p, scale):
     return profile.name, profile.partition(submodels), submodels
 
 
-def _job_aggregation_switches(c, job, p, policy, topo):
+def _job_aggregation_switches(c, job, p, scheme, topo):
     """``aggregation_switches``: programmable switches of the topology (empty: any); a ring scheme takes
     neither them nor ``ps_memory``."""
     for key in ("aggregation_switches", "ps_memory"):
-        if policy in RING_POLICIES and key in job:
-            c.fail(f"{p}.{key}", f"policy {policy} aggregates nowhere but in its workers; remove {key}")
+        if scheme in RING_SCHEMES and key in job:
+            c.fail(f"{p}.{key}", f"scheme {scheme} aggregates nowhere but in its workers; remove {key}")
     agg_switches = c.items(job.get("aggregation_switches"), f"{p}.aggregation_switches", "switch names")
     for k, sw in enumerate(agg_switches):
         node = topo.nodes.get(sw) if isinstance(sw, str) else None
@@ -183,12 +183,12 @@ def _job_aggregation_switches(c, job, p, policy, topo):
     return list(agg_switches)
 
 
-def _job_transport(c, job, p, policy, switch, elements, scale):
+def _job_transport(c, job, p, scheme, switch, elements, scale):
     """``(transport, window, transport_options)`` of the job: how its workers send, their window of
     fragments (within the switches' slots unless the transport lets it outrun them) and the transport's
     options."""
-    ring = policy in RING_POLICIES
-    transport = c.choice(job.get("transport", default_transport(policy)), f"{p}.transport",
+    ring = scheme in RING_SCHEMES
+    transport = c.choice(job.get("transport", default_transport(scheme)), f"{p}.transport",
                          RING_TRANSPORTS if ring else TRANSPORT_NAMES)
     # Default: ATP's largest window (100 fragments), so a worker's window can cover the round trip of
     # a 5 Mb/s link with the switches' processing in it (RTTs of 30-50 ms measured on 2 cores); at most
@@ -238,12 +238,12 @@ def _check_fragments(c, job, p, elements, lanes):
 
 
 def _resolve_policy_options(c, spec, path, workers):
-    """``policy_options: {goat: {roundings: 4}, ksgd: {k: 6}}`` -> {scheme: {option: value}} (see POLICY_OPTIONS)."""
-    c.keys(spec, path, set(POLICY_OPTIONS))
+    """``policy_options: {goat: {roundings: 4}, ksgd: {k: 6}}`` -> {scheme: {option: value}} (see SCHEME_OPTIONS)."""
+    c.keys(spec, path, set(SCHEME_OPTIONS))
     resolved = {}
     for scheme, options in spec.items():
         sp = f"{path}.{scheme}"
-        allowed = POLICY_OPTIONS[scheme]
+        allowed = SCHEME_OPTIONS[scheme]
         if not allowed and options:
             c.fail(sp, f"{scheme} takes no options")
         c.keys(options or {}, sp, set(allowed))

@@ -8,7 +8,7 @@ import re
 from testbed import topology
 from testbed.dataplane import targets
 from testbed.agents.transport import TRANSPORTS
-from testbed.policy import SCHEMES
+from testbed.schemes import SCHEMES
 
 SCENARIO_VERSION = 1
 #: ``time_dilation: N | auto`` (testbed/dilation.py): the emulation runs N times slower and reports virtual time.
@@ -17,14 +17,14 @@ MAX_TIME_DILATION = 1000.0
 TARGETS = targets.CHOICES
 TOPOLOGY_KINDS = ("explicit", "dumbbell", "leaf-spine", "fat-tree", "dragonfly", "goat-testbed")
 #: Every control-plane scheme, as testbed/policy registers it (a job's ``policy:``).
-POLICIES = tuple(SCHEMES)
+SCHEME_NAMES = tuple(SCHEMES)
 #: Schemes whose jobs are rings of workers (all-reduce) without a PS: no ``ps``, no INA
-#: (testbed/policy/ring.py, testbed/agents/ring.py). Their workers send over the transports listed here.
-RING_POLICIES = tuple(name for name, scheme in SCHEMES.items() if scheme.ring)
+#: (testbed/schemes/ring.py, testbed/agents/ring.py). Their workers send over the transports listed here.
+RING_SCHEMES = tuple(name for name, scheme in SCHEMES.items() if scheme.ring)
 RING_TRANSPORTS = ("atp",)
 #: Options a scheme accepts under a job's ``policy_options.<scheme>`` (keyed by scheme, so that
-#: ``--set policy=NAME`` picks up NAME's options), as the scheme declares them (testbed.policy.base.Scheme).
-POLICY_OPTIONS = {name: scheme.options for name, scheme in SCHEMES.items()}
+#: ``--set policy=NAME`` picks up NAME's options), as the scheme declares them (testbed.schemes.base.Scheme).
+SCHEME_OPTIONS = {name: scheme.options for name, scheme in SCHEMES.items()}
 
 #: Names that become file and directory names under the results root (scenario and job names):
 #: no '/', NUL or '..', no hidden files, short enough for any file system.
@@ -72,8 +72,8 @@ JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterat
             "start", "straggler_allowance"}
 #: A job's ``transport:`` (how its workers send; testbed/agents/transport registers one class per name, and
 #: each class declares the ``transport_options`` it takes). Default: the one each paper pairs with the
-#: job's policy (``default_transport``). Transports are not policies: any policy runs with any transport, except
-#: that a ring policy's workers send over ``RING_TRANSPORTS`` only.
+#: job's scheme (``default_transport``). Transports are not schemes: any scheme runs with any transport, except
+#: that a ring scheme's workers send over ``RING_TRANSPORTS`` only.
 TRANSPORT_NAMES = tuple(TRANSPORTS)
 #: ``simulation:`` inputs of the flow- and fragment-level simulator (testbed/sim) only.
 SIMULATION_KEYS = {"worker_start", "worker_pacing", "max_fragment_events", "results"}

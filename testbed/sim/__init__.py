@@ -1,6 +1,6 @@
-"""Flow-level simulator: evaluate a scenario's policy without root or network (``inatb simulate``).
+"""Flow-level simulator: evaluate a scenario's placement without root or network (``inatb simulate``).
 
-:func:`evaluate` runs two models over the same Scenario and Policy the
+:func:`evaluate` runs two models over the same Scenario and Placement the
 emulation uses, on the routes the controller would install:
 
 - the fluid model (:mod:`testbed.sim.fluid`): per-worker gradient sending
@@ -31,7 +31,7 @@ The result is a JSON-able dict whose keys end in their unit:
   ``capacity_bps`` (None = unlimited) and ``utilisation``, at the synchronous
   operating point (every worker at the minimum rate); ``link_load`` likewise
   for every loaded directed link; ``ps_ingress_rate_bps`` per PS;
-- ``solve_s``: the policies' LP solve time (``policy_s``: their wall time),
+- ``solve_s``: the schemes' LP solve time (``placement_s``: their wall time),
   ``evaluate_s``: this evaluation's;
 - ``jobs``: the same per job, with its scheme, solver, participants and
   transport; ``bom_rate_bps`` is Rina §III-B's Bandwidth-Occupation Model's
@@ -62,14 +62,14 @@ from testbed.sim.routes import Routes, link_name
 __all__ = ["evaluate", "format_simulation", "node_packet_rates"]
 
 
-def node_packet_rates(scenario, policy) -> dict:
+def node_packet_rates(scenario, placement) -> dict:
     """Packets per second each node handles while its jobs communicate, by the fluid model (the packet
     budget's input, testbed.budget.packet_budget): a switch the packets arriving on all its links,
     a host those it sends plus those it receives. Every worker runs at its job's slowest worker's rate: the
     job's RESULTs (or a ring's steps) clock them all, so a worker with a faster path waits rather than
     sending faster. Frames count as full INA frames (a ring's ACKs as their share of a data frame's bits); a
     worker whose transport reads GACKs (PA-ATP's) also takes one per fragment it sends."""
-    return packet_rates(scenario, policy).node_pps
+    return packet_rates(scenario, placement).node_pps
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,10 @@ class PacketRates:
     job_rates_bps: dict      # per job, its slowest worker's rate (:func:`synchronous_rates_bps`)
 
 
-def packet_rates(scenario, policy) -> PacketRates:
-    """The :class:`PacketRates` of ``scenario`` under ``policy``, from one solve of the fluid model."""
-    routes = Routes(scenario.topology, policy)
-    fluid = FluidModel(scenario, policy, routes)
+def packet_rates(scenario, placement) -> PacketRates:
+    """The :class:`PacketRates` of ``scenario`` under ``placement``, from one solve of the fluid model."""
+    routes = Routes(scenario.topology, placement)
+    fluid = FluidModel(scenario, placement, routes)
     rates, _ = fluid.max_min_rates()
     job_rates_bps = {job.name: min(rates[w] for w in job.workers) for job in scenario.jobs}
     synchronous = {w: job_rates_bps[job.name] for job in scenario.jobs for w in job.workers}
@@ -106,34 +106,34 @@ def packet_rates(scenario, policy) -> PacketRates:
     return PacketRates(packets, between_switches, job_rates_bps)
 
 
-def _fragment_counts(scenario, policy, routes):
-    model = FragmentModel(scenario, policy, routes)
+def _fragment_counts(scenario, placement, routes):
+    model = FragmentModel(scenario, placement, routes)
     if model.event_estimate() <= scenario.simulation.max_fragment_events:
         return model.run()
     return model.analytic()
 
 
-def synchronous_rates_bps(scenario, policy) -> dict:
+def synchronous_rates_bps(scenario, placement) -> dict:
     """Per job, its slowest worker's rate in the fluid model, frame bits per second (what :func:`evaluate`
     reports as the job's ``min_sending_rate_bps``): the rate a scheme plans, which the ``paced`` transport
     sends at by default (``controller.planned_rates_bps``)."""
-    rates, _ = FluidModel(scenario, policy, Routes(scenario.topology, policy)).max_min_rates()
+    rates, _ = FluidModel(scenario, placement, Routes(scenario.topology, placement)).max_min_rates()
     return {job.name: min(rates[w] for w in job.workers) for job in scenario.jobs}
 
 
-def evaluate(scenario, policy) -> dict:
+def evaluate(scenario, placement) -> dict:
     start = time.perf_counter()
-    routes = Routes(scenario.topology, policy)
-    fluid = FluidModel(scenario, policy, routes)
+    routes = Routes(scenario.topology, placement)
+    fluid = FluidModel(scenario, placement, routes)
     rates, bottlenecks = fluid.max_min_rates()
     min_rate = min(rates.values()) if rates else 0.0
     loads, _, inputs, ps_in_bps, beta = fluid.evaluate({w: min_rate for w in rates})
-    counts = _fragment_counts(scenario, policy, routes)
+    counts = _fragment_counts(scenario, placement, routes)
     fragment_bytes = ina_frame_bytes(scenario.switch.lanes)     # frame bytes, as the emulation counts them
     capacity = scenario.switch.aggregation_capacity_bps
 
     switch_load = {}
-    aggregating = {sw for jp in policy.jobs.values() for sw in jp.next_hop}
+    aggregating = {sw for jp in placement.jobs.values() for sw in jp.next_hop}
     for sw in sorted(aggregating | set(inputs)):
         offered = inputs.get(sw, 0.0)
         load = offered * beta.get(sw, 1.0)
@@ -148,12 +148,12 @@ def evaluate(scenario, policy) -> dict:
 
     jobs = {}
     for job in scenario.jobs:
-        jp = policy.jobs[job.name]
+        jp = placement.jobs[job.name]
         if jp.scheme == "rina":
-            jobs[job.name] = _rina_job(scenario, policy, jp, job, routes, rates)
+            jobs[job.name] = _rina_job(scenario, placement, jp, job, routes, rates)
             continue
         if job.is_ring:
-            jobs[job.name] = _ring_job(scenario, policy, jp, job, routes, rates)
+            jobs[job.name] = _ring_job(scenario, placement, jp, job, routes, rates)
             continue
         ps_frag = sum(n for (node, name), n in counts["ps_ingress"].items() if name == job.name)
         egress = sum(n for (node, name), n in counts["switch_egress"].items() if name == job.name)
@@ -162,7 +162,7 @@ def evaluate(scenario, policy) -> dict:
             "scheme": jp.scheme,
             "solver": jp.notes.get("solver"),
             "solve_s": jp.notes.get("solve_s", 0.0),
-            "policy_s": jp.notes.get("policy_s", 0.0),
+            "placement_s": jp.notes.get("placement_s", 0.0),
             "min_sending_rate_bps": min(rates[w] for w in job.workers),
             "comm_time_s": _comm_time_s(scenario, jp, routes, rates, fragment_bytes, sent / len(job.workers)),
             "ps_ingress_fragments": ps_frag, "ps_ingress_bytes": ps_frag * fragment_bytes,
@@ -199,7 +199,7 @@ def evaluate(scenario, policy) -> dict:
         "switch_load": switch_load,
         "link_load": link_load,
         "solve_s": total("solve_s"),
-        "policy_s": total("policy_s"),
+        "placement_s": total("placement_s"),
         "evaluate_s": time.perf_counter() - start,
         "jobs": jobs,
         # The model is one steady iteration: timed injections (pauses, rate changes, failures) happen only in
@@ -226,7 +226,7 @@ def _comm_time_s(scenario, jp, routes, rates, frame_bytes, fragments_per_worker)
     return worst
 
 
-def _ring_job(scenario, policy, jp, job, routes, rates) -> dict:
+def _ring_job(scenario, placement, jp, job, routes, rates) -> dict:
     """A ring all-reduce's figures: what its workers send (ring frames), nothing at a PS, nothing aggregated
     or counted as INA egress by the switches (their INA counters see INA packets only), and its
     communication time, phase by phase (RAR has one, H-AR three; each rated by the fluid model with the
@@ -240,11 +240,11 @@ def _ring_job(scenario, policy, jp, job, routes, rates) -> dict:
     0.167 s, the mean 0.139 s). ``min_sending_rate_bps``: the slowest worker's frames over its sending
     time summed over the phases."""
     frame_bytes, ack_bytes = ring_frame_bytes(scenario.switch.lanes), ring_frame_bytes(0)
-    step_delay_s = job.policy_options.get(job.policy, {}).get("step_overhead_s", 0.0)
+    step_delay_s = job.policy_options.get(job.scheme, {}).get("step_overhead_s", 0.0)
     comm_time_s, sending_s = 0.0, {w: 0.0 for w in job.workers}
     phases = ring_phases(job, jp, scenario.switch.lanes)
     for index, phase in enumerate(phases):
-        phase_rates = _phase_rates(scenario, policy, routes, job, index, rates)
+        phase_rates = _phase_rates(scenario, placement, routes, job, index, rates)
         slowest_s = 0.0
         for w, peer, fragments in zip(job.workers, phase.peers, phase.fragments):
             if phase_rates[w] <= 0:
@@ -261,19 +261,19 @@ def _ring_job(scenario, policy, jp, job, routes, rates) -> dict:
                         min(sent_bits[w] / sending_s[w] for w in job.workers), comm_time_s)
 
 
-def _phase_rates(scenario, policy, routes, job, index: int, rates: dict) -> dict:
+def _phase_rates(scenario, placement, routes, job, index: int, rates: dict) -> dict:
     """Every worker's rate while ring job ``job`` is in its phase ``index``, the other jobs as ever: the
     evaluation's own ``rates`` for the first phase (the one a FluidModel rates by default)."""
     if index == 0:
         return rates
-    return FluidModel(scenario, policy, routes, ring_phase={job.name: index}).max_min_rates()[0]
+    return FluidModel(scenario, placement, routes, ring_phase={job.name: index}).max_min_rates()[0]
 
 
 def _ring_sent(phases) -> int:
     return sum(sum(p.fragments) for p in phases)
 
 
-def _rina_job(scenario, policy, jp, job, routes, rates) -> dict:
+def _rina_job(scenario, placement, jp, job, routes, rates) -> dict:
     """Rina's figures (§IV): RAR over its M members (``notes["members"]``, :func:`testbed.sim.fluid.rina_streams`),
     M - 1 ScatterReduce steps, the first AllGather step (where a Rina rack's ToR sums the rack's own shards
     of the chunk its member finishes and sends it to the rack and on) and M - 2 more AllGather steps
@@ -293,7 +293,7 @@ def _rina_job(scenario, policy, jp, job, routes, rates) -> dict:
     agents = {m["workers"][0] for m in members}
     chunk = -(-sum(fragments_per_submodel(job.submodel_elements, lanes)) // len(members))
     frame_bytes, header_bytes = ina_frame_bytes(lanes), ina_frame_bytes(0)
-    step_delay_s = job.policy_options.get(job.policy, {}).get("step_overhead_s", 0.0)
+    step_delay_s = job.policy_options.get(job.scheme, {}).get("step_overhead_s", 0.0)
     slowest_link_bps = min(scenario.topology.host_link(w).rate_bps for w in job.workers)
     pulls = 2 if any(m["tor"] for m in members) else 0
     sent = egress = 0
@@ -301,7 +301,7 @@ def _rina_job(scenario, policy, jp, job, routes, rates) -> dict:
     for index, steps in enumerate(rina_phase_steps(len(members))):
         if not steps:
             continue
-        phase_rates = _phase_rates(scenario, policy, routes, job, index, rates)
+        phase_rates = _phase_rates(scenario, placement, routes, job, index, rates)
         # ScatterReduce and the first AllGather step send every worker's shard; the other AllGather steps the agents'
         senders = [w for w in job.workers if RINA_PHASES[index] != "all-gather" or w in agents]
         sent += steps * chunk * len(senders)
@@ -326,7 +326,7 @@ def _switch_egress(topology, routes, streams) -> int:
 
 
 def _ring_result(jp, job, sent, frame_bytes, rate_bps, comm_time_s, switch_egress_fragments=0) -> dict:
-    return {"scheme": jp.scheme, "solver": None, "solve_s": 0.0, "policy_s": jp.notes.get("policy_s", 0.0),
+    return {"scheme": jp.scheme, "solver": None, "solve_s": 0.0, "placement_s": jp.notes.get("placement_s", 0.0),
             "min_sending_rate_bps": rate_bps, "comm_time_s": comm_time_s,
             "ps_ingress_fragments": 0, "ps_ingress_bytes": 0, "switch_egress_fragments": switch_egress_fragments,
             "communication_overhead_bytes": switch_egress_fragments * frame_bytes, "sent_fragments": sent,
@@ -355,7 +355,7 @@ def format_simulation(result: dict) -> str:
              f"  switch egress          {result['switch_egress_fragments']} fragments, "
              f"{result['communication_overhead_bytes']} B  ({result['fragment_model']} fragment model)",
              f"  in-network aggregation {result['ina_amount_bytes']} B of {result['sent_bytes']} B sent",
-             f"  policy                 {result['policy_s']:.3f} s (LP {result['solve_s']:.3f} s); "
+             f"  placement              {result['placement_s']:.3f} s (LP {result['solve_s']:.3f} s); "
              f"evaluation {result['evaluate_s']:.3f} s",
              "", f"  {'worker':<12}{'sending rate':>18}"]
     for w, r in result["worker_sending_rate_bps"].items():

@@ -79,7 +79,7 @@ from testbed.paths import result_multicast_tree, window_rate_cap_bps
 from testbed.dataplane import program
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.gradient_profiles import fragments_per_submodel
-from testbed.policy.common import shares
+from testbed.schemes.common import shares
 from testbed.sim.routes import link_name
 from testbed.topology import DefaultRoutes
 
@@ -101,14 +101,14 @@ def rina_phase_steps(members: int) -> tuple:
 
 
 def ring_phases(job, jp, lanes: int) -> list:
-    """The phases of one iteration of ring job ``job`` under its policy ``jp`` (racks for ``h-ar``)."""
+    """The phases of one iteration of ring job ``job`` under its placement ``jp`` (racks for ``h-ar``)."""
     total = sum(fragments_per_submodel(job.submodel_elements, lanes))
     return job_phases(jp.scheme, len(job.workers), total, jp.notes.get("racks", []))
 
 
 def rina_streams(jp, phase: str) -> list:
     """(source, destination, the worker whose rate it runs at, contributors) of every stream of one step of
-    Rina's ``phase`` (one of :data:`RINA_PHASES`) under policy ``jp`` (its ``members``)."""
+    Rina's ``phase`` (one of :data:`RINA_PHASES`) under placement ``jp`` (its ``members``)."""
     members = jp.notes["members"]
     streams = []
     for member, following in zip(members, members[1:] + members[:1]):
@@ -138,14 +138,14 @@ def rina_streams(jp, phase: str) -> list:
 
 
 class FluidModel:
-    def __init__(self, scenario, policy, routes, ring_phase: dict = None):
+    def __init__(self, scenario, placement, routes, ring_phase: dict = None):
         self.scenario = scenario
-        self.policy = policy
+        self.placement = placement
         self.routes = routes
         self.capacity_bps = scenario.switch.aggregation_capacity_bps
         self.workers = [w for job in scenario.jobs for w in job.workers]
         self._alone = {w: frozenset([w]) for w in self.workers}     # a raw stream's contributors
-        self.jobs = [(job, policy.jobs[job.name]) for job in scenario.jobs]
+        self.jobs = [(job, placement.jobs[job.name]) for job in scenario.jobs]
         self._orders = {job.name: self._order(jp) for job, jp in self.jobs}
         default = DefaultRoutes(scenario.topology)
         #: A worker's transport window may cap its rate below any link's (SwitchML's pool); None: no cap.

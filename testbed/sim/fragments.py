@@ -12,7 +12,7 @@ order in which packets were sent.
 
 A switch that is a packet's aggregation node (``agg_node``, as the data
 plane's ``ina_filter`` matches it) puts it in slot ``seq mod slots`` of the
-job's range there (``JobPolicy.slots``, the data plane's hash):
+job's range there (``JobPlacement.slots``, the data plane's hash):
 
 - free slot: the packet claims it; same fragment: contributions add up;
   once the summed ``count`` reaches the node's fan-in the aggregate goes to
@@ -29,7 +29,7 @@ job's range there (``JobPolicy.slots``, the data plane's hash):
   slot, and sends the evicted partial on toward the occupant's ``bypass_hop``
   or PS, as the data plane does; ``wait`` (SwitchML's self-clocked workers)
   queues the packet until the slot is free. Preempting jobs share one slot
-  range where two or more of them aggregate (``Policy.shared_slot_ranges``,
+  range where two or more of them aggregate (``Placement.shared_slot_ranges``,
   as the controller allocates it), so their fragments meet there.
 
 A partial aggregate whose other contributions went elsewhere would wait
@@ -78,13 +78,13 @@ class Slot:
 
 
 class FragmentModel:
-    def __init__(self, scenario, policy, routes):
+    def __init__(self, scenario, placement, routes):
         self.scenario = scenario
-        self.policy = policy
+        self.placement = placement
         self.routes = routes
         self.lanes = scenario.switch.lanes
         # A ring all-reduce puts nothing in switch memory (testbed.sim.evaluate counts its fragments).
-        self.jobs = {job.name: (job, policy.jobs[job.name]) for job in scenario.jobs if not job.is_ring}
+        self.jobs = {job.name: (job, placement.jobs[job.name]) for job in scenario.jobs if not job.is_ring}
         self.is_switch = {n.name: n.kind == "switch" for n in scenario.topology.nodes.values()}
 
     # -- sizing --------------------------------------------------------------------------
@@ -186,7 +186,7 @@ class _EventRun:
         self.egress, self.ps_in, self.sent = {}, {}, {}
         self.slots = {}           # (switch, range) -> {index: Slot}; a range is a job, or the jobs sharing one
         self.waiting = {}         # (switch, range, index) -> [Packet]
-        self.shared = model.policy.shared_slot_ranges(list(model.jobs))
+        self.shared = model.placement.shared_slot_ranges(list(model.jobs))
         self.ranges = {}          # (switch, job) -> (range key, slots): slot_range's, once each
         self.ps_bits = {}         # (job, seq) -> frozenset
         self.fanins = {}
@@ -222,7 +222,7 @@ class _EventRun:
                     clock += gaps[w]
                     self.sent[name] = self.sent.get(name, 0) + 1
 
-    # -- the policy at a switch -----------------------------------------------------------------
+    # -- the placement at a switch -----------------------------------------------------------------
     def fanin(self, jp, g, node):
         key = (jp.job, g, node)
         if key not in self.fanins:

@@ -1,23 +1,23 @@
 """Hop-by-hop routes exactly as the controller installs them, for both simulator models.
 
 A packet at switch ``n`` with IPv4 (source, destination) takes the ``route``
-entry a policy installed for that pair at ``n`` (``JobPolicy.paths``), else
+entry a placement installed for that pair at ``n`` (``JobPlacement.paths``), else
 the ``ipv4_lpm`` default: ``topology.DefaultRoutes``, the trees the
 controller installs. Sources
 are the original sender: a worker for raw and bypassed fragments, a switch
 for its aggregates.
 """
 
-from testbed.errors import PolicyError
+from testbed.errors import PlacementError
 from testbed.topology import DefaultRoutes
 
 
 class Routes:
-    def __init__(self, topology, policy):
+    def __init__(self, topology, placement):
         self.topology = topology
         self.graph = topology.graph()
         self.entries = {}
-        for jp in policy.jobs.values():
+        for jp in placement.jobs.values():
             for key, nodes in jp.paths.items():
                 src, dst = key.split(">")
                 for here, nxt in zip(nodes, nodes[1:]):
@@ -63,7 +63,7 @@ class Routes:
     def _next_default(self, node, dst):
         nxt = self.default.next_hop(node, dst)
         if nxt is None:
-            raise PolicyError(f"simulate: no route from {node} to {dst}")
+            raise PlacementError(f"simulate: no route from {node} to {dst}")
         return nxt
 
     def walk(self, src: str, dst: str, start: str = None) -> list:
@@ -79,7 +79,7 @@ class Routes:
             nodes.append(nxt)
             node = nxt
             if len(nodes) > len(self.topology.nodes) + 1:
-                raise PolicyError(f"simulate: the routes of ({src}, {dst}) loop: {' > '.join(nodes[:12])}")
+                raise PlacementError(f"simulate: the routes of ({src}, {dst}) loop: {' > '.join(nodes[:12])}")
         self._walks[key] = nodes
         return nodes
 

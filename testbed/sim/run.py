@@ -45,7 +45,7 @@ def simulated_summary(scenario, simulation: dict) -> dict:
         sim = simulation["jobs"][job.name]
         comm_s = sim["comm_time_s"]
         iteration_s = job.compute_time_s + comm_s
-        jobs.append({"job": job.name, "policy": job.policy, "scheme": sim["scheme"], "transport": job.transport,
+        jobs.append({"job": job.name, "policy": job.scheme, "scheme": sim["scheme"], "transport": job.transport,
                      "workers": len(job.workers), "ps": list(job.ps), "iterations": job.iterations,
                      "comm_time_s": comm_s, "iteration_time_s": iteration_s,
                      **iteration_rates(iteration_s, len(sim["participants"] or job.workers)),

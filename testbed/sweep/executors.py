@@ -24,13 +24,13 @@ import tempfile
 from pathlib import Path
 
 from testbed.atomic_io import write_text_atomic
-from testbed.errors import (EnvironmentMissingError, PolicyError, RunLockError, ScenarioError, TestbedError,
+from testbed.errors import (EnvironmentMissingError, PlacementError, RunLockError, ScenarioError, TestbedError,
                             TopologyError, UsageError)
 from testbed.scenario import default_scenario_name, parse_scenario
 
 #: Errors that refuse one point's scenario before any network exists; any other error (the machine
 #: lacks something, another run holds the lock) concerns every point and ends the sweep.
-REFUSALS = (ScenarioError, PolicyError, TopologyError)
+REFUSALS = (ScenarioError, PlacementError, TopologyError)
 RAY_RESOURCE = "inatb_emulation"
 #: How long Ctrl-C waits for cancelled Ray tasks to tear their networks down.
 RAY_CANCEL_WAIT_S = 60.0

@@ -196,7 +196,7 @@ def poisson_arrivals(rng: np.random.Generator, rate_per_s: float, duration_s: fl
 
 
 @dataclass(frozen=True)
-class FlowPlan:
+class PlannedFlow:
     """One planned background flow: ``sender`` sends ``size_bytes`` to ``receiver`` at ``start_s``."""
 
     sender: str
@@ -220,7 +220,7 @@ def plan_flows(
     senders: Sequence[str],
     receivers: Sequence[str],
     seed: int,
-) -> List[FlowPlan]:
+) -> List[PlannedFlow]:
     """Background flows of every sender over ``[0, duration_s)``, sorted by start time.
 
     Each sender offers ``load`` of its ``link_rate_bps`` link (Poisson arrivals at
@@ -235,7 +235,7 @@ def plan_flows(
     if duration_s <= 0:
         raise ValueError(f"duration_s must be > 0, got {duration_s}")
     minutes = math.ceil(duration_s / PLAN_MINUTE_S)     # at least 1: duration_s > 0
-    flows: List[FlowPlan] = []
+    flows: List[PlannedFlow] = []
     for index, sender in enumerate(senders):
         destinations = [r for r in receivers if r != sender]
         if not destinations:
@@ -248,7 +248,7 @@ def plan_flows(
             sizes_bytes = cdf.sample(rng, len(starts_s))
             picks = rng.integers(len(destinations), size=len(starts_s))
             flows.extend(
-                FlowPlan(sender, destinations[pick], float(start_s), int(size_bytes))
+                PlannedFlow(sender, destinations[pick], float(start_s), int(size_bytes))
                 for start_s, size_bytes, pick in zip(starts_s, sizes_bytes, picks)
                 if start_s < duration_s
             )

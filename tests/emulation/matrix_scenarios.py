@@ -7,7 +7,7 @@ seeded). ``REFUSED`` names the combinations a scheme cannot apply to, with
 the one-line reason the plan gives before any network exists.
 """
 
-POLICIES = ("ps", "atp", "switchml", "esa", "geryon", "lbmm", "ksgd", "goat", "goat-async", "grid", "inart",
+SCHEME_NAMES = ("ps", "atp", "switchml", "esa", "geryon", "lbmm", "ksgd", "goat", "goat-async", "grid", "inart",
             "inart-equal")
 
 _COMMON = """version: 1
@@ -20,7 +20,7 @@ _JOB = """  - name: {name}
     model: resnet18
     workers: [{workers}]
     ps: [{ps}]
-    policy: {policy}
+    policy: {scheme}
     iterations: 3
     compute_time: 10ms
     submodels: 2
@@ -62,7 +62,7 @@ TOPOLOGIES = {
 }
 
 
-def scenario_text(policy: str, topology: str) -> str:
+def scenario_text(scheme: str, topology: str) -> str:
     topo, jobs = TOPOLOGIES[topology]
-    body = "".join(_JOB.format(name=n, workers=w, ps=p, policy=policy) for n, w, p in jobs)
-    return f"name: matrix-{policy}-{topology}\n" + _COMMON + topo + "jobs:\n" + body
+    body = "".join(_JOB.format(name=n, workers=w, ps=p, scheme=scheme) for n, w, p in jobs)
+    return f"name: matrix-{scheme}-{topology}\n" + _COMMON + topo + "jobs:\n" + body

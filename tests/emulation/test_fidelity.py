@@ -21,7 +21,7 @@ from testbed import sim
 from testbed.budget import packet_budget
 from testbed.emulation.orchestrator import run_scenario
 from testbed.fidelity import compare, format_fidelity
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import AUTO_DILATION, load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ jobs:
 metrics: {warmup_iterations: 1}
 """
 
-POLICIES = ("ps", "atp", "goat", "grid")
+SCHEME_NAMES = ("ps", "atp", "goat", "grid")
 
 
 def at_the_planners_dilation(scenario):
@@ -72,7 +72,7 @@ def check_fidelity(scenario, tmp_path, quiet, attempts=2, host_bound=("host dela
     or late in an iteration), so a run outside the bounds is repeated once; both runs' tables are shown if
     both miss, with what the distorted mark said of each."""
     scenario = at_the_planners_dilation(scenario)
-    simulation = sim.evaluate(scenario, compute_policy(scenario))
+    simulation = sim.evaluate(scenario, compute_placement(scenario))
     tables = []
     for attempt in range(attempts):
         summary = run_scenario(scenario, out_root=tmp_path / f"run{attempt}", target="pyswitch",
@@ -87,14 +87,14 @@ def check_fidelity(scenario, tmp_path, quiet, attempts=2, host_bound=("host dela
     raise AssertionError("outside the bounds in every run:\n" + "\n\n".join(tables))
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-def test_goat_testbed_agrees_with_the_simulator(policy, emulation, tmp_path, quiet):
-    check_fidelity(load_scenario(GOAT_FIDELITY, [f"policy={policy}"]), tmp_path, quiet)
+@pytest.mark.parametrize("scheme", SCHEME_NAMES)
+def test_goat_testbed_agrees_with_the_simulator(scheme, emulation, tmp_path, quiet):
+    check_fidelity(load_scenario(GOAT_FIDELITY, [f"policy={scheme}"]), tmp_path, quiet)
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-def test_leaf_spine_with_two_jobs_agrees_with_the_simulator(policy, emulation, tmp_path, quiet):
-    check_fidelity(parse_scenario(LEAF_SPINE_TWO_JOBS, "fidelity-leaf-spine.yaml", [f"policy={policy}"]),
+@pytest.mark.parametrize("scheme", SCHEME_NAMES)
+def test_leaf_spine_with_two_jobs_agrees_with_the_simulator(scheme, emulation, tmp_path, quiet):
+    check_fidelity(parse_scenario(LEAF_SPINE_TWO_JOBS, "fidelity-leaf-spine.yaml", [f"policy={scheme}"]),
                    tmp_path, quiet)
 
 
@@ -122,7 +122,7 @@ def test_pa_atps_gacks_cost_what_the_simulator_says(transport, emulation, tmp_pa
                             "pyswitch").auto_factor()
     scenario = load_scenario(PA_ATP_FIDELITY.with_name("single-job.yaml"),
                              overrides + [f"time_dilation={2 * planned:g}"])
-    simulated = sim.evaluate(scenario, compute_policy(scenario))["jobs"]["job"]["comm_time_s"]
+    simulated = sim.evaluate(scenario, compute_placement(scenario))["jobs"]["job"]["comm_time_s"]
     summary = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet).summary
     assert summary["status"] == "ok" and summary["aggregation_exact"], summary["error"]
     assert_clean()

@@ -20,7 +20,7 @@ from test_quickstart import assert_clean
 from testbed import sim
 from testbed.fidelity import compare, format_fidelity
 from testbed.metrics.distortion import HOST_DELAY_STEP_SHARE
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def agrees_or_is_marked(overrides, out: Path) -> tuple:
     assert summary["status"] == "ok" and summary["aggregation_exact"], summary["error"]
     assert_clean()
     scenario = load_scenario(RINA_TESTBED, overrides)
-    result = compare(summary, sim.evaluate(scenario, compute_policy(scenario)))
+    result = compare(summary, sim.evaluate(scenario, compute_placement(scenario)))
     assert result["all_within"] or summary["distorted"], \
         "outside the simulator's bounds and not marked distorted:\n" + format_fidelity(result) + \
         f"\nhost delay: {summary['host_delay']['round_trips']}"

@@ -10,12 +10,12 @@ reason asserted here, before the network exists.
 """
 
 import pytest
-from matrix_scenarios import POLICIES, TOPOLOGIES, scenario_text
+from matrix_scenarios import SCHEME_NAMES, TOPOLOGIES, scenario_text
 from support import require_bmv2
 from test_quickstart import assert_clean
 
 from testbed.emulation.orchestrator import run_scenario
-from testbed.errors import PolicyError
+from testbed.errors import PlacementError
 from testbed.scenario import parse_scenario
 
 REFUSED = {
@@ -29,15 +29,15 @@ REFUSED = {
     ("inart-equal", "goat-testbed"): "has one parameter server (ps); inart-equal splits the model among several",
 }
 
-CASES = [(policy, topology) for topology in TOPOLOGIES for policy in POLICIES]
+CASES = [(scheme, topology) for topology in TOPOLOGIES for scheme in SCHEME_NAMES]
 BMV2_CASES = [("ps", "goat-testbed"), ("atp", "goat-testbed"), ("goat", "goat-testbed")]
 
 
-def run_case(policy, topology, target, tmp_path, quiet):
-    scenario = parse_scenario(scenario_text(policy, topology), f"matrix-{policy}-{topology}.yaml")
-    refusal = REFUSED.get((policy, topology))
+def run_case(scheme, topology, target, tmp_path, quiet):
+    scenario = parse_scenario(scenario_text(scheme, topology), f"matrix-{scheme}-{topology}.yaml")
+    refusal = REFUSED.get((scheme, topology))
     if refusal:
-        with pytest.raises(PolicyError, match=refusal.replace("(", r"\(").replace(")", r"\)")) as caught:
+        with pytest.raises(PlacementError, match=refusal.replace("(", r"\(").replace(")", r"\)")) as caught:
             run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
         assert "\n" not in str(caught.value)
         assert not any(tmp_path.iterdir()), "a refused run created files"
@@ -53,12 +53,12 @@ def run_case(policy, topology, target, tmp_path, quiet):
     assert_clean()
 
 
-@pytest.mark.parametrize("policy,topology", CASES, ids=[f"{p}-{t}" for p, t in CASES])
-def test_matrix_pyswitch(policy, topology, emulation, tmp_path, quiet):
-    run_case(policy, topology, "pyswitch", tmp_path, quiet)
+@pytest.mark.parametrize("scheme,topology", CASES, ids=[f"{p}-{t}" for p, t in CASES])
+def test_matrix_pyswitch(scheme, topology, emulation, tmp_path, quiet):
+    run_case(scheme, topology, "pyswitch", tmp_path, quiet)
 
 
-@pytest.mark.parametrize("policy,topology", BMV2_CASES, ids=[f"{p}-{t}" for p, t in BMV2_CASES])
-def test_matrix_bmv2(policy, topology, emulation, tmp_path, quiet):
+@pytest.mark.parametrize("scheme,topology", BMV2_CASES, ids=[f"{p}-{t}" for p, t in BMV2_CASES])
+def test_matrix_bmv2(scheme, topology, emulation, tmp_path, quiet):
     require_bmv2()
-    run_case(policy, topology, "bmv2", tmp_path, quiet)
+    run_case(scheme, topology, "bmv2", tmp_path, quiet)

@@ -7,7 +7,7 @@ from test_quickstart import QUICKSTART, assert_clean
 from testbed import sim
 from testbed.emulation.orchestrator import run_scenario
 from testbed.fidelity import compare, format_fidelity
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import load_scenario
 
 
@@ -40,7 +40,7 @@ def test_paced_at_the_planned_rate_holds_the_fidelity_bounds(emulation, tmp_path
     # 43% of a window there, marked by host delay).
     scenario = load_scenario(QUICKSTART, ["transport=paced", "jobs.0.iterations=4", "metrics.warmup_iterations=1",
                                           "time_dilation=auto"])
-    simulation = sim.evaluate(scenario, compute_policy(scenario))
+    simulation = sim.evaluate(scenario, compute_placement(scenario))
     tables = []
     for attempt in range(2):
         summary = run(scenario, tmp_path / f"run{attempt}", quiet, undistorted=False)

@@ -44,14 +44,14 @@ def inatb(*args, **kwargs):
                           timeout=300, **kwargs)
 
 
-def check_quickstart_command(tmp_path, target, policy):
+def check_quickstart_command(tmp_path, target, scheme):
     proc = inatb("run", str(QUICKSTART), "--out", str(tmp_path), "--target", target, "--set", "jobs.0.iterations=10",
-                 "--set", f"policy={policy}")
+                 "--set", f"policy={scheme}")
     assert proc.returncode == 0, proc.stderr
     assert "aggregation exact" in proc.stderr
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert run_dir.parent.parent == tmp_path
-    for name in ("scenario.yaml", "policy.json", "entries/s1.txt", "metrics.jsonl", "iterations.csv",
+    for name in ("scenario.yaml", "placement.json", "entries/s1.txt", "metrics.jsonl", "iterations.csv",
                  "summary.json", "plots/iteration_time.png", "plots/ps_ingress_rate.png", "logs/s1.log",
                  "logs/ps.log", "iftop/ps.txt"):
         assert (run_dir / name).exists(), name
@@ -65,7 +65,7 @@ def check_quickstart_command(tmp_path, target, policy):
     assert summary["jobs"][0]["iterations_completed"] == 10
     assert "iteration 10/10" in proc.stderr
     planned = inatb("validate", str(QUICKSTART), "--target", target, "--set", "jobs.0.iterations=10",
-                    "--set", f"policy={policy}")
+                    "--set", f"policy={scheme}")
     assert planned.returncode == 0, planned.stderr
     plan_lines = planned.stdout.splitlines()[1:]           # after "<file>: valid": the plan, as the run printed it
     assert plan_lines and all(line in proc.stderr.splitlines() for line in plan_lines), (plan_lines, proc.stderr)
@@ -97,12 +97,12 @@ def test_a_reader_that_goes_away_silences_the_display_not_the_run(emulation, tmp
     assert_clean()
 
 
-@pytest.mark.parametrize("policy", ("ps", "atp", "goat"))
-def test_quickstart_on_bmv2(policy, emulation, tmp_path):
+@pytest.mark.parametrize("scheme", ("ps", "atp", "goat"))
+def test_quickstart_on_bmv2(scheme, emulation, tmp_path):
     """The quickstart on simple_switch running p4/ina.p4: exact, and nothing left (no simple_switch, no
     Thrift port in use, no firewall table)."""
     require_bmv2()
-    summary = check_quickstart_command(tmp_path, "bmv2", policy)
+    summary = check_quickstart_command(tmp_path, "bmv2", scheme)
     assert summary["switches"]["s1"]["forwarded"] > 0
     assert not subprocess.run(["pgrep", "-f", "simple_switch"], capture_output=True).stdout
     assert not any(thrift_port_in_use(port) for port in thrift_ports(load_scenario(QUICKSTART).topology))
@@ -124,11 +124,11 @@ def test_atp_ps_ingress_is_at_most_30_percent_of_ps(target, emulation, tmp_path,
     if target == "bmv2":
         require_bmv2()
     ingress = {}
-    for policy in ("ps", "atp"):
-        scenario = load_scenario(QUICKSTART, [f"policy={policy}", "jobs.0.iterations=5"])
+    for scheme in ("ps", "atp"):
+        scenario = load_scenario(QUICKSTART, [f"policy={scheme}", "jobs.0.iterations=5"])
         result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
-        assert result.summary["aggregation_exact"], policy
-        ingress[policy] = result.summary["ps_ingress_bytes"]
+        assert result.summary["aggregation_exact"], scheme
+        ingress[scheme] = result.summary["ps_ingress_bytes"]
     assert ingress["atp"] <= 0.30 * ingress["ps"], ingress
     assert_clean()
 

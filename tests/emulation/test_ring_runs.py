@@ -29,14 +29,14 @@ def frames_time_s(scenario) -> float:
     return frames * 8 * ring_frame_bytes(scenario.switch.lanes) / rate_bps
 
 
-@pytest.mark.parametrize("policy", ("rar", "h-ar"))
+@pytest.mark.parametrize("scheme", ("rar", "h-ar"))
 @pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
-def test_rinas_testbed_runs_a_ring_all_reduce_exactly(target, policy, emulation, tmp_path, quiet):
+def test_rinas_testbed_runs_a_ring_all_reduce_exactly(target, scheme, emulation, tmp_path, quiet):
     if target == "bmv2":
         require_bmv2()
     # At the dilation the planner picks for this machine and target: each step ends with a round trip, which the
     # processes' waits must not stretch (testbed.budget.PacketBudget.latency_needs).
-    scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=5", f"policy={policy}", "time_dilation=auto"])
+    scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=5", f"policy={scheme}", "time_dilation=auto"])
     result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
     summary, job = result.summary, result.summary["jobs"][0]
     assert summary["status"] == "ok" and summary["aggregation_exact"] is True, summary["error"]
@@ -46,9 +46,9 @@ def test_rinas_testbed_runs_a_ring_all_reduce_exactly(target, policy, emulation,
     # Each step waited its drawn overhead (the scenario's 1 ms +- 0.5 ms), inside the communication time.
     records = [json.loads(line) for w in scenario.jobs[0].workers
                for line in (result.run_dir / "records" / f"{w}.jsonl").read_text().splitlines()]
-    steps = 14 if policy == "rar" else 8
+    steps = 14 if scheme == "rar" else 8
     assert all(0.5 * steps * 1e-3 < r["step_delays_s"] < 1.5 * steps * 1e-3 < r["comm_s"] for r in records)
-    if target == "pyswitch" and policy == "rar":
+    if target == "pyswitch" and scheme == "rar":
         # Link-bound: no less than the frames at the link rate (a step's wait may overlap the frames of the step
         # before on the other links, so the waits are no part of the lower bound: 0.957-0.999x the frames plus
         # the waits measured with both ToRs in one process), and within 1.25x the frames, the steps' waits and the
@@ -69,15 +69,15 @@ def test_a_ring_stays_exact_at_one_percent_loss(emulation, tmp_path, quiet):
     assert_clean()
 
 
-@pytest.mark.parametrize("policy", ("ps", "atp"))
+@pytest.mark.parametrize("scheme", ("ps", "atp"))
 @pytest.mark.parametrize("target", ("pyswitch", "bmv2"))
-def test_a_ps_co_located_with_a_worker_runs_exactly(target, policy, emulation, tmp_path, quiet):
+def test_a_ps_co_located_with_a_worker_runs_exactly(target, scheme, emulation, tmp_path, quiet):
     """Rina §VI-A4's PS baselines: the PS on w1 beside w1's worker. Its agent (``w1-ps``) answers at the host's
     second address; w1's gradient reaches it without crossing a link, and it gets each RESULT multicast to the
     others (atp) by unicast on its host, since no switch sends a copy back out of the PS's port."""
     if target == "bmv2":
         require_bmv2()
-    scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=3", f"policy={policy}", "jobs.0.ps=[w1]",
+    scenario = load_scenario(RINA_TESTBED, ["jobs.0.iterations=3", f"policy={scheme}", "jobs.0.ps=[w1]",
                                             "scale=0.00002"])
     result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
     summary, job = result.summary, result.summary["jobs"][0]
@@ -87,7 +87,7 @@ def test_a_ps_co_located_with_a_worker_runs_exactly(target, policy, emulation, t
         "w1-ps.jsonl"}
     agents = json.loads((result.run_dir / "agents" / "w1-ps.json").read_text())
     assert (agents["host"], agents["ip"], agents["bind_ip"]) == ("w1", "10.253.0.1", "10.253.0.1")
-    assert agents["local_worker_ip"] == ("10.0.0.1" if policy == "atp" else "")
+    assert agents["local_worker_ip"] == ("10.0.0.1" if scheme == "atp" else "")
     assert_clean()
 
 

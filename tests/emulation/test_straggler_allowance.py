@@ -27,16 +27,16 @@ GOAT_TESTBED = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "g
 # Links at a tenth of the testbed's rate (10 Mb/s at 1/1000): what is tested is timers against a 1.2 s wait, not
 # rates, and the slower links let the dilation ``auto`` picks fall from 15-57 to 2-6 (the wait lasts 1.2 s times
 # that on the wall clock).
-@pytest.mark.parametrize("policy, memory, target", [("atp", "5MB", "pyswitch"), ("goat", "20MB", "pyswitch"),
+@pytest.mark.parametrize("scheme, memory, target", [("atp", "5MB", "pyswitch"), ("goat", "20MB", "pyswitch"),
                                                     ("goat", "20MB", "bmv2")])
 def test_fast_workers_resend_while_a_job_without_allowance_waits_and_the_run_stays_a_result(
-        emulation, tmp_path, quiet, policy, memory, target):
+        emulation, tmp_path, quiet, scheme, memory, target):
     if target == "bmv2":
         require_bmv2()
     scenario = load_scenario(GOAT_TESTBED, [
         "jobs.0.model=resnet18", "jobs.0.compute_time=10ms", "jobs.0.iterations=1", "metrics.warmup_iterations=0",
         f"switch.memory={memory}", "topology.link_rate=10Gbps",
-        "topology.workers_per_rack=2", "jobs.0.workers=[w1,w2,w3,w4]", f"policy={policy}",
+        "topology.workers_per_rack=2", "jobs.0.workers=[w1,w2,w3,w4]", f"policy={scheme}",
         "stragglers.compute_delay=[{workers: [w2, w4], distribution: fixed, value: 1.2s}]",
         "jobs.0.straggler_allowance=false"])
     result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
@@ -47,7 +47,7 @@ def test_fast_workers_resend_while_a_job_without_allowance_waits_and_the_run_sta
     assert waits > 0 and waits == job["transport_events"]["retx_before_first_result"]
     flushed = sum(int(s["partial_flushed"]) for s in summary["switches"].values())
     held = sum(int(s["retx_held"]) for s in summary["switches"].values())
-    if policy == "atp":
+    if scheme == "atp":
         assert flushed > 0 and held == 0      # resends flushed partials
     else:
         assert flushed == 0 and held > 0      # the partials waited for the stragglers

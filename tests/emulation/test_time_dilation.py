@@ -16,7 +16,7 @@ from testbed import sim
 from testbed.budget import packet_budget
 from testbed.emulation.orchestrator import run_scenario
 from testbed.fidelity import compare, format_fidelity
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def test_dilation_four_gives_the_virtual_time_metrics_of_dilation_one(emulation,
     # GOAT's testbed fits the packet budget at 1; two cores shared by twelve processes make a run's times
     # vary, so a pair outside 10% is run once more before it fails.
     scenario = load_scenario(GOAT_FIDELITY, ["policy=atp"])
-    simulation = sim.evaluate(scenario, compute_policy(scenario))
+    simulation = sim.evaluate(scenario, compute_placement(scenario))
     misses = []
     for attempt in range(2):
         plain = run(scenario, tmp_path / f"n1-{attempt}", quiet=quiet)
@@ -75,7 +75,7 @@ def check_auto_at_1_1000(scenario, tmp_path, target, quiet):
         if not summary["distorted"]:
             break
     assert not summary["distorted"], summary["distortion_reasons"]
-    fidelity = compare(summary, sim.evaluate(scenario, compute_policy(scenario)))
+    fidelity = compare(summary, sim.evaluate(scenario, compute_placement(scenario)))
     assert fidelity["all_within"], format_fidelity(fidelity)
     return summary
 

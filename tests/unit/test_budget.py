@@ -13,7 +13,7 @@ from testbed.budget import (AGENT_BUDGET_PPS, PACKET_COST_CURVES, PROCESS_IDLE_C
 from testbed.calibration import (REFERENCE_CONTRIBUTIONS_PER_S, REFERENCE_WAKE_ROUND_TRIP_S, Calibration,
                                  measure)
 from testbed.dataplane.wire import ina_frame_bytes
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.provenance import machine_id
 from testbed.scenario import load_scenario
 
@@ -101,17 +101,17 @@ def test_a_jobs_workers_are_predicted_at_its_slowest_workers_rate():
     # GOAT's testbed at 1/1000: w5-w8 share S2's uplink at 25 Mb/s; w1-w4 could send at 100 Mb/s, but the
     # job's RESULTs clock every worker at the slowest's rate, so each agent sends and receives 2 x 25 Mb/s.
     scenario = load_scenario(GOAT_1000)
-    policy = compute_policy(scenario)
-    rates = sim.node_packet_rates(scenario, policy)
+    placement = compute_placement(scenario)
+    rates = sim.node_packet_rates(scenario, placement)
     for w in ("w1", "w5", "ps"):
         assert rates[w] == pytest.approx(2 * frames_per_s(25e6), rel=1e-6)
-    plan = packet_budget(scenario, "pyswitch", policy, cores=2)
+    plan = packet_budget(scenario, "pyswitch", placement, cores=2)
     assert set(plan.switch_pps) == {"s1", "s2", "s3"} and set(plan.agent_pps) == {f"w{i}" for i in range(1, 9)} | {
         "ps"}
     # S1 and S3 share a process (auto: the fewest that need the least dilation), so the packets S3 hands
     # S1 wake no process: N = 7 where a process per switch needs 8.
     assert plan.switch_groups == (("s1", "s3"), ("s2",)) and plan.auto_factor() == 7.0
-    per_switch = packet_budget(load_scenario(GOAT_1000, ["switch.processes=per-switch"]), "pyswitch", policy, cores=2)
+    per_switch = packet_budget(load_scenario(GOAT_1000, ["switch.processes=per-switch"]), "pyswitch", placement, cores=2)
     assert per_switch.switch_groups == (("s1",), ("s2",), ("s3",)) and per_switch.auto_factor() == 8.0
 
 

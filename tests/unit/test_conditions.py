@@ -156,9 +156,9 @@ def test_heterogeneous_links_take_one_distribution():
 
 def test_worker_gets_its_delay_distribution_in_its_run_config():
     from testbed import controller
-    from testbed.policy import compute_policy
+    from testbed.schemes import compute_placement
     s = parse("stragglers: {compute_delay: [{workers: [hl2], distribution: uniform, low: 0.1s, high: 0.3s}]}")
-    plan = controller.plan(s, compute_policy(s))
+    plan = controller.control_plan(s, compute_placement(s))
     by_name = {a.name: a for a in plan.agents}
     assert by_name["hl1"].compute_delay == {}
     assert by_name["hl2"].compute_delay["distribution"] == "uniform"
@@ -294,7 +294,7 @@ def test_a_persistent_delay_is_drawn_once_per_worker_from_the_seed_and_k_of_n_le
     from testbed import controller
     slow = max(d.persistent_s, key=d.persistent_s.get)
     assert controller._compute_delay_of(s, slow) == {"distribution": "fixed", "value_s": d.persistent_s[slow]}
-    from testbed.policy.baselines import estimated_intervals_s
+    from testbed.schemes.baselines import estimated_intervals_s
     intervals = estimated_intervals_s(s.jobs[0], s, None)            # no draw: the workers' own delays
     assert max(intervals, key=intervals.get) == slow
     assert error_of("stragglers: {compute_delay: [{workers: all, persistent: yes please}]}").field == \

@@ -1,10 +1,10 @@
-"""Policy -> entries and agent configs."""
+"""Placement -> entries and agent configs."""
 
 import textwrap
 
 from testbed import controller
 from testbed.dataplane.entries import validate_entry
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import parse_scenario
 
 RACK = textwrap.dedent("""\
@@ -19,13 +19,13 @@ RACK = textwrap.dedent("""\
 
 def plan_for(text, *overrides):
     scenario = parse_scenario(text, "t.yaml", overrides)
-    policy = compute_policy(scenario)
-    return scenario, policy, controller.plan(scenario, policy)
+    placement = compute_placement(scenario)
+    return scenario, placement, controller.control_plan(scenario, placement)
 
 
 def test_atp_aggregates_at_the_first_programmable_switch():
-    scenario, policy, plan = plan_for(RACK)
-    job = policy.jobs["job0"]
+    scenario, placement, plan = plan_for(RACK)
+    job = placement.jobs["job0"]
     assert {job.first_hop[w][0] for w in ("w1", "w2", "w3", "w4")} == {"s1"}
     assert job.fanin(0, "s1") == 4 and job.fanin(0, "ps") == 1
     filters = [e for e in plan.switches["s1"].entries if e.table == "ina_filter"]
@@ -74,15 +74,15 @@ def test_switch_ports_are_shaped_once_at_link_rate():
 def test_multi_ps_jobs_split_submodels_among_their_servers():
     text = RACK.replace("ps]", "ps, p2]").replace("[ps, s2]]", "[ps, s2], [p2, s2]]") \
         .replace("ps: ps", "ps: [ps, p2]").replace("submodels: 2", "submodels: 4")
-    _, policy, plan = plan_for(text)
-    owners = policy.jobs["job0"].ps_of_submodel
+    _, placement, plan = plan_for(text)
+    owners = placement.jobs["job0"].ps_of_submodel
     assert set(owners.values()) == {"ps", "p2"}
     ps_agents = [a for a in plan.agents if a.role == "ps"]
     assert sorted(len(a.submodels) for a in ps_agents) == [2, 2]
 
 
 def test_atp_releases_slots_on_the_ps_result():
-    scenario, policy, plan = plan_for(RACK)
+    scenario, scheme, plan = plan_for(RACK)
     entries = [e for e in plan.switches["s1"].entries if e.table == "ina_result"]
     workers = {scenario.topology.node(w).ip for w in ("w1", "w2", "w3", "w4")}
     group_ip = plan.result_groups[("job0", "ps")]
@@ -98,7 +98,7 @@ def test_atp_releases_slots_on_the_ps_result():
 
 
 def test_results_of_ina_jobs_are_multicast_along_the_default_route_tree():
-    scenario, policy, plan = plan_for(RACK)
+    scenario, scheme, plan = plan_for(RACK)
     topo = scenario.topology
     (group,) = plan.switches["s1"].multicast_groups
     ports = {topo.port("s1", topo.host_link(w)) for w in ("w1", "w2", "w3", "w4")}
@@ -118,7 +118,7 @@ def test_results_of_ina_jobs_are_multicast_along_the_default_route_tree():
 
 
 def test_k_of_n_workers_left_out_send_to_the_ps_which_counts_only_participants():
-    scenario, policy, plan = plan_for(RACK, "policy=ksgd",
+    scenario, scheme, plan = plan_for(RACK, "policy=ksgd",
                                       "jobs.0.policy_options={ksgd: {k: 3, intervals: {w1: 1s, w2: 1s, w3: 1s, "
                                       "w4: 3s}}}")
     agents = {a.name: a for a in plan.agents}
@@ -144,8 +144,8 @@ def test_esa_jobs_share_a_slot_range_per_switch_and_get_their_eviction_entries()
     """Two ESA jobs aggregating at s1 and s2 share one range there (16 + 12 slots), the ATP job keeps its own;
     each ESA job gets its priority (esa_job) and, per sub-model, its priority, fan-in and overflow target
     (esa_evict: ATP's level 2 at s1, the PS at s2)."""
-    scenario, policy, plan = plan_for(ESA_TWO_JOBS)
-    assert policy.shared_slot_ranges(["job0", "job1", "job2"]) == {"s1": ["job0", "job1"], "s2": ["job0", "job1"]}
+    scenario, placement, plan = plan_for(ESA_TWO_JOBS)
+    assert placement.shared_slot_ranges(["job0", "job1", "job2"]) == {"s1": ["job0", "job1"], "s2": ["job0", "job1"]}
     for sw in ("s1", "s2"):
         assert plan.slot_ranges[("job0", sw)] == plan.slot_ranges[("job1", sw)] == (0, 28)
         assert plan.slot_ranges[("job2", sw)] == (28, 8)
@@ -172,13 +172,13 @@ def test_emulation_refuses_esa_with_a_transport_that_reads_gacks():
     import pytest
 
     from testbed.plan import check_emulable
-    from testbed.errors import PolicyError
-    scenario, policy, _ = plan_for(ESA_TWO_JOBS)
-    check_emulable(scenario, policy)
-    scenario, policy, _ = plan_for(ESA_TWO_JOBS, "jobs.1.transport=pa-atp")
-    with pytest.raises(PolicyError, match=r"jobs.job1.transport: esa preempts slots, .* \(pa-atp\); expected one "
+    from testbed.errors import PlacementError
+    scenario, placement, _ = plan_for(ESA_TWO_JOBS)
+    check_emulable(scenario, placement)
+    scenario, placement, _ = plan_for(ESA_TWO_JOBS, "jobs.1.transport=pa-atp")
+    with pytest.raises(PlacementError, match=r"jobs.job1.transport: esa preempts slots, .* \(pa-atp\); expected one "
                                           r"of atp, paced, switchml"):
-        check_emulable(scenario, policy)
+        check_emulable(scenario, placement)
 
 
 def test_a_colocated_ps_answers_at_its_hosts_second_address():
@@ -191,7 +191,7 @@ def test_a_colocated_ps_answers_at_its_hosts_second_address():
                    links: [[w1, t1], [w2, t1], [w3, t2], [w4, t2], [t1, t2]]}
         jobs: [{gradient_size: 1MB, workers: [w1, w2, w3, w4], ps: [w1], policy: atp}]
         """))
-    plan = controller.plan(scenario, compute_policy(scenario))
+    plan = controller.control_plan(scenario, compute_placement(scenario))
     ps = next(a for a in plan.agents if a.role == "ps")
     assert (ps.name, ps.host, ps.ip, ps.bind_ip, ps.local_worker_ip) == ("w1-ps", "w1", "10.253.0.1", "10.253.0.1",
                                                                          "10.0.0.1")

@@ -14,7 +14,7 @@ from testbed.emulation.events import EventLog
 from testbed.emulation.network import rto_min_route_argv
 from testbed.emulation.progress import Progress
 from testbed.errors import ScenarioError
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import AUTO_DILATION, parse_scenario
 
 SCENARIO = textwrap.dedent("""\
@@ -66,7 +66,7 @@ def test_the_networks_world_runs_n_times_slower_and_the_scenario_is_untouched():
 
 def test_the_switches_shape_n_times_slower_and_the_agents_get_n_with_virtual_times():
     virtual = scenario()
-    plan = controller.plan(virtual, compute_policy(virtual), time_dilation=4)
+    plan = controller.control_plan(virtual, compute_placement(virtual), time_dilation=4)
     rates = {s.rate_bps for config in plan.switches.values() for s in config.port_shaping}
     assert rates == {5e6}
     (meter,) = {m for config in plan.switches.values() for m in config.meter_rates}

@@ -12,7 +12,7 @@ import yaml
 
 from testbed import reference, scenario as scenario_mod
 from testbed.metrics.definitions import JOB_METRICS, SUMMARY_METRICS, undefined_keys
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario_keys import SCENARIO_KEYS
 from testbed.sim import evaluate
 from testbed.sim.run import simulated_summary
@@ -86,7 +86,7 @@ def test_every_scenario_key_the_schema_accepts_is_in_the_reference(monkeypatch):
                                              ("papers/goat/simulation-leaf-spine.yaml", [])])
 def test_every_key_of_a_simulated_summary_is_defined(name, overrides):
     scenario = scenario_mod.load_scenario(REPO / "scenarios" / name, overrides)
-    summary = simulated_summary(scenario, evaluate(scenario, compute_policy(scenario)))
+    summary = simulated_summary(scenario, evaluate(scenario, compute_placement(scenario)))
     assert undefined_keys(summary) == []
 
 

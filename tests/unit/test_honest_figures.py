@@ -172,7 +172,7 @@ def hand_run():
     for rows in records.values():
         for iteration, row in enumerate(rows):
             row["iteration"] = iteration
-    job = SimpleNamespace(name="j", policy="atp", transport="atp", workers=["w1", "w2"], ps=["ps"], iterations=2,
+    job = SimpleNamespace(name="j", scheme="atp", transport="atp", workers=["w1", "w2"], ps=["ps"], iterations=2,
                           is_ring=False, completion_agents=["ps"], ps_agents=["ps"], straggler_allowance=True)
     return job, records
 

@@ -15,7 +15,7 @@ from testbed.metrics.host_delay import (FOLD_EVERY, TIMESTAMP_CMSG_BYTES, HostDe
                                         enable_receive_timestamps, kernel_timestamp_s, merge_role,
                                         switch_wait_summary)
 from testbed.metrics.rounds import JobRound, job_rounds, round_trip_host_delay_s, round_trip_summary
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import parse_scenario
 from testbed.sim import synchronous_rates_bps
 
@@ -145,18 +145,18 @@ jobs:
 
 def _agents(text, overrides=()):
     scenario = parse_scenario(text, "s.yaml", list(overrides))
-    return scenario, controller.plan(scenario, compute_policy(scenario)).agents
+    return scenario, controller.control_plan(scenario, compute_placement(scenario)).agents
 
 
-def _policy_and_rates(scenario) -> tuple:
+def _placement_and_rates(scenario) -> tuple:
     """(the scenario's policy, the fluid model's rate per job) that :func:`job_rounds` takes."""
-    policy = compute_policy(scenario)
-    return policy, synchronous_rates_bps(scenario, policy)
+    placement = compute_placement(scenario)
+    return placement, synchronous_rates_bps(scenario, placement)
 
 
 def test_a_ring_jobs_round_is_its_step_on_the_longest_ring_hop():
     scenario, agents = _agents(RING)
-    (job_round,) = job_rounds(scenario, *_policy_and_rates(scenario))
+    (job_round,) = job_rounds(scenario, *_placement_and_rates(scenario))
     frame_bits = 8 * 314          # a ring frame of 64 lanes
     # w2 -> w3 (and w4 -> w1) cross both ToRs: 5, 20 and 5 Mb/s, a frame each way on each.
     round_trip_s = 2 * (frame_bits / 5e6 + frame_bits / 20e6 + frame_bits / 5e6)
@@ -171,7 +171,7 @@ def test_a_ring_jobs_round_is_its_step_on_the_longest_ring_hop():
 def test_a_windowed_jobs_round_is_its_window_or_its_round_trip():
     scenario, agents = _agents(RING, ["policy=ps", "jobs.0.ps=[w4]", "jobs.0.workers=[w1, w2, w3]",
                                       "jobs.0.window=4"])
-    (job_round,) = job_rounds(scenario, *_policy_and_rates(scenario))
+    (job_round,) = job_rounds(scenario, *_placement_and_rates(scenario))
     frame_bits = 8 * 336
     assert job_round.kind == "window" and job_round.sender == "worker" and job_round.receiver == "ps"
     assert job_round.round_s == pytest.approx(max(job_round.round_trip_s, 4 * frame_bits / 5e6))
@@ -211,8 +211,8 @@ def test_a_ring_step_is_the_schemes_own_rar_over_every_worker_h_ar_by_phases_rin
     scenario, agents = _agents(RING)
     total = agents[0].total_fragments
     frame_s = 8 * 314 / 5e6
-    rounds = {policy: job_rounds(s, *_policy_and_rates(s))[0]
-              for policy, s in ((p, parse_scenario(RING, "s.yaml", [f"policy={p}"])) for p in ("rar", "h-ar", "rina"))}
+    rounds = {scheme: job_rounds(s, *_placement_and_rates(s))[0]
+              for scheme, s in ((p, parse_scenario(RING, "s.yaml", [f"policy={p}"])) for p in ("rar", "h-ar", "rina"))}
     # RAR: 6 steps of a quarter each. H-AR over two racks of two: 2 steps of a half within the rack, 2 of a
     # quarter between the racks, 2 of a half again: 2.5 gradients in 6 steps. Rina with both ToRs programmable:
     # two members, 2 steps of a half.

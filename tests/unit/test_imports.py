@@ -53,3 +53,19 @@ def test_the_simulator_and_the_controller_share_the_path_model_without_importing
     graph = import_graph()
     assert graph.has_edge("testbed.sim.fluid", "testbed.paths") and graph.has_edge("testbed.controller", "testbed.paths")
     assert not nx.has_path(graph, "testbed.sim", "testbed.controller")
+
+
+#: What the schema may read: the declarations it validates a scenario against (each scheme's and transport's
+#: options beside its code, the wire's limits, the targets' names, the gradient profiles, the topology
+#: builders, the straggler and flow-size draws), never a stage that consumes a Scenario.
+SCHEMA_READS = ("testbed.errors", "testbed.units", "testbed.topology", "testbed.stragglers", "testbed.gradient_profiles",
+                "testbed.traffic.distributions", "testbed.dataplane.wire", "testbed.dataplane.program",
+                "testbed.dataplane.targets", "testbed.agents.transport", "testbed.schemes")
+
+
+def test_the_schema_reads_declarations_only_and_nothing_that_consumes_a_scenario():
+    graph = import_graph()
+    below = {m for m in nx.descendants(graph, "testbed.scenario") if not m.startswith("testbed.scenario.")}
+    assert below and sorted(m for m in below if not any(m == d or m.startswith(d + ".") for d in SCHEMA_READS)) == []
+    # and what it reads never reads it back (the registries see a Scenario only as an argument)
+    assert not any(nx.has_path(graph, m, "testbed.scenario") for m in below)

@@ -11,7 +11,7 @@ from testbed.agents.ring_acks import ACK_EVERY
 from testbed.dataplane.wire import ina_frame_bytes, ring_frame_bytes
 from testbed.errors import ScenarioError, TopologyError
 from testbed.gradient_profiles import fragments_per_submodel
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import emulation_limits, parse_scenario, require_emulable
 from testbed.sim import evaluate
 from testbed.sim.bom import bom_rate_bps
@@ -105,25 +105,25 @@ jobs:
 
 def test_rina_makes_a_rack_under_a_programmable_tor_one_member_of_the_ring():
     scenario = parse_scenario(RINA_RACKS % "w3, w1, w2, w4")
-    members = compute_policy(scenario).jobs["j"].notes["members"]
+    members = compute_placement(scenario).jobs["j"].notes["members"]
     assert members == [{"workers": ["w3"], "tor": None}, {"workers": ["w1", "w2"], "tor": "t1"},
                        {"workers": ["w4"], "tor": None}]                  # in the order of their first worker
-    streams = rina_streams(compute_policy(scenario).jobs["j"], "scatter-reduce")
+    streams = rina_streams(compute_placement(scenario).jobs["j"], "scatter-reduce")
     assert [(src, dst) for src, dst, _, _ in streams] == [("w3", "w1"), ("w1", "t1"), ("w2", "t1"), ("t1", "w4"),
                                                           ("w4", "w3")]  # shards to the ToR, its sum on
-    first_gather = rina_streams(compute_policy(scenario).jobs["j"], "reduce-gather")
+    first_gather = rina_streams(compute_placement(scenario).jobs["j"], "reduce-gather")
     assert [(src, dst) for src, dst, _, _ in first_gather] == [
         ("w3", "t1"), ("t1", "w1"), ("t1", "w2"),                  # w3's finished chunk, replicated to the rack
         ("w1", "t1"), ("w2", "t1"), ("t1", "w1"), ("t1", "w2"),   # the rack's shards, its finished chunk to it
         ("t1", "w4"), ("w4", "w3")]                               # ... and on from its ToR
-    gather = rina_streams(compute_policy(scenario).jobs["j"], "all-gather")
+    gather = rina_streams(compute_placement(scenario).jobs["j"], "all-gather")
     assert [(src, dst) for src, dst, _, _ in gather] == [("w3", "t1"), ("t1", "w1"), ("t1", "w2"), ("w1", "w4"),
                                                          ("w4", "w3")]   # the ToR replicates to its rack
 
 
 def test_rina_in_the_simulator_by_hand():
     scenario = parse_scenario(RINA_RACKS % "w1, w2, w3, w4")
-    result = evaluate(scenario, compute_policy(scenario))["jobs"]["j"]
+    result = evaluate(scenario, compute_placement(scenario))["jobs"]["j"]
     frame, header = ina_frame_bytes(scenario.switch.lanes), ina_frame_bytes(0)
     ack_share = ring_frame_bytes(0) / ACK_EVERY / ring_frame_bytes(scenario.switch.lanes)
     # Three members (w1 and w2 under t1, w3, w4): two ScatterReduce steps, the first AllGather step, one
@@ -151,10 +151,10 @@ def test_rina_in_the_simulator_by_hand():
     # RAR's six steps of a quarter of the model at 1 Gb/s / (1 + the ACK share) take less: here one rack
     # of two saves two steps of its ring and costs a step at half the rate
     rar = parse_scenario((RINA_RACKS % "w1, w2, w3, w4").replace("policy: rina", "policy: rar"))
-    assert evaluate(rar, compute_policy(rar))["jobs"]["j"]["comm_time_s"] < result["comm_time_s"]
+    assert evaluate(rar, compute_placement(rar))["jobs"]["j"]["comm_time_s"] < result["comm_time_s"]
     # both ToRs programmable: two members, one ScatterReduce step and the first AllGather step
     both = parse_scenario((RINA_RACKS % "w1, w2, w3, w4").replace("{name: t2, programmable: false}", "t2"))
-    two = evaluate(both, compute_policy(both))["jobs"]["j"]
+    two = evaluate(both, compute_placement(both))["jobs"]["j"]
     half = -(-sum(fragments_per_submodel(both.jobs[0].submodel_elements, both.switch.lanes)) // 2)
     assert two["sent_fragments"] == half * (4 + 4)
 
@@ -162,10 +162,10 @@ def test_rina_in_the_simulator_by_hand():
 def test_the_emulation_runs_rina_but_refuses_a_ring_of_one_member():
     assert emulation_limits(parse_scenario(RINA_RACKS % "w1, w2, w3, w4")) == []
     one_rack = parse_scenario(RINA_RACKS % "w1, w2")
-    assert emulation_limits(one_rack) == ["<scenario>:9: jobs.0.workers: policy rina: every worker is under one "
+    assert emulation_limits(one_rack) == ["<scenario>:9: jobs.0.workers: scheme rina: every worker is under one "
                                           "programmable ToR (t1), a ring of one member; the emulated Rina needs two "
                                           "members at least (workers under another ToR)"]
-    with pytest.raises(ScenarioError, match="jobs.0.workers: valid for `inatb simulate` only: policy rina"):
+    with pytest.raises(ScenarioError, match="jobs.0.workers: valid for `inatb simulate` only: scheme rina"):
         require_emulable(one_rack)
     assert emulation_limits(parse_scenario((RINA_RACKS % "w1, w2").replace("switches: [t1,", "switches: "
                                                                             "[{name: t1, programmable: false},"))) == []
@@ -178,12 +178,12 @@ def test_a_ps_may_share_a_host_with_one_of_its_jobs_workers_in_the_simulator():
     text = FAT_TREE % ("all", ALL_HOSTS)
     scenario = parse_scenario(text.replace("policy: rar", "ps: [h16], policy: atp"))
     assert scenario.jobs[0].ps == ["h16"] and "h16" in scenario.jobs[0].workers
-    assert evaluate(scenario, compute_policy(scenario))["jobs"]["j"]["comm_time_s"] > 0
+    assert evaluate(scenario, compute_placement(scenario))["jobs"]["j"]["comm_time_s"] > 0
     counts = {}
     for events in (10 ** 9, 0):                    # the event-driven fragment model and the analytic one agree
         small = parse_scenario(text.replace("policy: rar", "ps: [h16], policy: atp").replace("98MB", "1MB")
                                + f"simulation: {{max_fragment_events: {events}}}\n")
-        result = evaluate(small, compute_policy(small))
+        result = evaluate(small, compute_placement(small))
         counts[result["fragment_model"].split()[0]] = result["ps_ingress_fragments"]
     assert len(set(counts.values())) == 1 and set(counts) == {"event", "analytic"}
     assert not any("jobs.0.ps" in line for line in emulation_limits(scenario))
@@ -201,7 +201,7 @@ def test_a_colocated_ps_sends_no_result_back_over_its_own_link():
     text = (RINA_RACKS % "w1, w2, w3, w4").replace("switches: [t1, {name: t2, programmable: false}]",
                                                    "switches: [t1, t2]\n  result_multicast: all")
     scenario = parse_scenario(text.replace("policy: rina", "ps: [w4], policy: atp"))
-    result = evaluate(scenario, compute_policy(scenario))
+    result = evaluate(scenario, compute_placement(scenario))
     # t2 aggregates w3 with t1's aggregate and sends one stream to the PS on w4; the RESULTs go out over
     # w4's link and back to w1-w3 only, so every worker sends at the link's rate.
     assert result["min_sending_rate_bps"] == pytest.approx(1e9, rel=1e-9)
@@ -217,7 +217,7 @@ def test_atp_with_every_level_sends_at_the_bandwidth_occupation_models_rate_on_t
     for levels in (2, "all"):
         scenario = parse_scenario(text.replace("policy: rar", f"ps: [h16], policy: atp, "
                                                               f"policy_options: {{atp: {{levels: {levels}}}}}"))
-        result = evaluate(scenario, compute_policy(scenario))
+        result = evaluate(scenario, compute_placement(scenario))
         rates[levels] = result["jobs"]["j"]["min_sending_rate_bps"]
         assert result["jobs"]["j"]["bom_rate_bps"] == pytest.approx(10e9)
     assert rates["all"] == pytest.approx(10e9, rel=1e-9) and rates[2] < 0.5 * 10e9
@@ -227,10 +227,10 @@ def test_rinas_controller_gives_each_rina_tor_its_rack_and_each_worker_its_membe
     """Rina §IV-B: t1's rack (w1, w2) is one member, w3 and w4 autonomous; t1 sums the rack's shards in the
     job's slots, pulls w2 (its agent w1 sends the tasks), and sends finished chunks to w1, w2 and toward w3."""
     from testbed.agents.rina import repair_runs
-    from testbed.controller import plan
+    from testbed.controller import control_plan
 
     scenario = parse_scenario(RINA_RACKS % "w1, w2, w3, w4")
-    control = plan(scenario, compute_policy(scenario))
+    control = control_plan(scenario, compute_placement(scenario))
     topo = scenario.topology
     t1 = control.switches["t1"]
     groups = {g.group_id: set(g.ports) for g in t1.multicast_groups}

@@ -13,7 +13,7 @@ import pytest
 
 from testbed import controller, sim
 from testbed.dataplane import program
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import load_scenario
 from testbed.dataplane.wire import ina_frame_bytes
 
@@ -21,10 +21,10 @@ PAPERS = Path(__file__).resolve().parents[2] / "scenarios" / "papers"
 GBPS = 1e9
 
 
-def simulate(paper, policy, *overrides):
-    scenario = load_scenario(PAPERS / paper / "motivation.yaml", [f"policy={policy}", *overrides])
-    result = compute_policy(scenario)
-    controller.plan(scenario, result)          # every policy must be valid input to the controller
+def simulate(paper, scheme, *overrides):
+    scenario = load_scenario(PAPERS / paper / "motivation.yaml", [f"policy={scheme}", *overrides])
+    result = compute_placement(scenario)
+    controller.control_plan(scenario, result)          # every policy must be valid input to the controller
     return scenario, result, sim.evaluate(scenario, result)
 
 
@@ -41,15 +41,15 @@ def test_goat_fig2_atp_with_asynchronous_arrivals_sends_7_fragments_to_the_ps_an
 def test_goat_fig2_atp_counts_are_the_same_when_slots_wait_for_the_ps_result():
     """ATP proper releases a slot when the PS's result passes back (the paper's S1 forwards B2 that way)."""
     scenario = load_scenario(PAPERS / "goat" / "motivation.yaml", ["policy=atp"])
-    policy = compute_policy(scenario)
-    policy.jobs["fig2"].release_mode = program.RELEASE_ON_RESULT
-    r = sim.evaluate(scenario, policy)
+    placement = compute_placement(scenario)
+    placement.jobs["fig2"].release_mode = program.RELEASE_ON_RESULT
+    r = sim.evaluate(scenario, placement)
     assert (r["ps_ingress_fragments"], r["switch_egress_fragments"]) == (7, 17)
 
 
 def test_goat_fig2_goat_sends_3_fragments_to_the_ps_and_13_from_switches():
-    _, policy, r = simulate("goat", "goat")
-    job = policy.jobs["fig2"]
+    _, placement, r = simulate("goat", "goat")
+    job = placement.jobs["fig2"]
     # KRGS puts one sub-model on each switch (memory: one fragment each).
     assert sorted(sw for sw in job.next_hop) == ["s1", "s2", "s3"]
     assert all(len(hops) == 1 for hops in job.next_hop.values())
@@ -69,10 +69,10 @@ def test_goat_fig2_synchronous_arrivals_let_atp_aggregate_everything():
 # --- GRID Fig. 1: minimum gradient sending rate ------------------------------------------------------
 
 def test_grid_fig1_geryon_reaches_1_gbps():
-    _, policy, r = simulate("grid", "geryon")
+    _, placement, r = simulate("grid", "geryon")
     assert r["min_sending_rate_bps"] == pytest.approx(1 * GBPS, rel=1e-9)
     # W4 leaves L1 (S1-S3) for S1-S2-S3, as in the paper.
-    assert policy.jobs["fig1"].paths == {"w4>ps": ["w4", "s1", "s2", "s3", "ps"]}
+    assert placement.jobs["fig1"].paths == {"w4>ps": ["w4", "s1", "s2", "s3", "ps"]}
     assert sorted(r["bottleneck_links"]) == ["s1>s3", "s2>s3"]
 
 
@@ -84,18 +84,18 @@ def test_grid_fig1_atp_reaches_9_over_4_plus_0_75_over_4_gbps():
 
 
 def test_grid_fig1_grid_reaches_at_least_atp_and_the_lp_optimum_of_3_gbps():
-    _, policy, r = simulate("grid", "grid")
+    _, placement, r = simulate("grid", "grid")
     assert r["min_sending_rate_bps"] >= (9 / 4 + 0.75 / 4) * GBPS
     # 3 Gb/s is the LP optimum (the workers' own links bound it) and the rounded policy keeps it.
-    assert policy.jobs["fig1"].notes["lp_rate_bps"] == pytest.approx(3 * GBPS, rel=1e-6)
+    assert placement.jobs["fig1"].notes["lp_rate_bps"] == pytest.approx(3 * GBPS, rel=1e-6)
     assert r["min_sending_rate_bps"] == pytest.approx(3 * GBPS, rel=1e-9)
 
 
 # --- InArt Fig. 1: two PSs ------------------------------------------------------------------------------
 
 def test_inart_fig1_lbmm_reaches_4_over_3():
-    _, policy, r = simulate("inart", "lbmm")
-    assert policy.jobs["fig1"].notes["split"] == {"s1": 0.5, "s2": 0.5}
+    _, placement, r = simulate("inart", "lbmm")
+    assert placement.jobs["fig1"].notes["split"] == {"s1": 0.5, "s2": 0.5}
     assert r["min_sending_rate_bps"] == pytest.approx(4 / 3 * GBPS, rel=1e-9)
 
 
@@ -105,10 +105,10 @@ def test_inart_fig1_atp_reaches_2():
 
 
 def test_inart_fig1_inart_reaches_2_5():
-    _, policy, r = simulate("inart", "inart")
+    _, placement, r = simulate("inart", "inart")
     # 2.5 is the optimum of InArt's integral problem (Eq. 1) here, reached by the 0.6/0.4 split
     # (or its mirror image); the LP relaxation's optimum (Eq. 5) is higher, 2.625.
-    notes = policy.jobs["fig1"].notes
+    notes = placement.jobs["fig1"].notes
     assert sorted(notes["split"].values()) == pytest.approx([0.4, 0.6])
     assert notes["lp_rate_bps"] == pytest.approx(2.625 * GBPS, rel=1e-6)
     assert r["min_sending_rate_bps"] == pytest.approx(2.5 * GBPS, rel=1e-9)

@@ -13,15 +13,15 @@ import pytest
 from testbed import controller, paths
 from testbed.agents import ps as ps_agent
 from testbed.agents.common import ECN_CE, open_endpoint
-from testbed.agents.config import AgentConfig, SubmodelPlan
+from testbed.agents.config import AgentConfig, SubmodelAssignment
 from testbed.agents.gradients import expected_sum, worker_fragments
 from testbed.agents.transport.pa_atp import aecn_threshold_factor
 from testbed.dataplane import program
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT, InaHeader,
                                     ina_frame_bytes)
-from testbed.errors import PolicyError
-from testbed.policy import compute_policy
+from testbed.errors import PlacementError
+from testbed.schemes import compute_placement
 from testbed.scenario import parse_scenario
 
 LANES = 4
@@ -33,7 +33,7 @@ PS_IP = "127.0.0.19"
 def ps_config(transport):
     return AgentConfig(role="ps", name="ps", ip=PS_IP, job="j", job_id=3, seed=11, iterations=1, lanes=LANES,
                        scale_bits=8, gradient_bound=1.0, total_workers=2,
-                       submodels=[SubmodelPlan(0, 8, 2, "ps", PS_IP)], total_fragments=2, layout=LAYOUT,
+                       submodels=[SubmodelAssignment(0, 8, 2, "ps", PS_IP)], total_fragments=2, layout=LAYOUT,
                        workers=WORKERS, ps_id=100, transport=transport, deadline_s=5.0)
 
 
@@ -167,8 +167,8 @@ THREE_JOBS = textwrap.dedent("""\
 
 def test_controller_opts_in_pa_atp_jobs_only_with_sessions_and_threshold():
     scenario = parse_scenario(THREE_JOBS, "t.yaml", ())
-    policy = compute_policy(scenario)
-    plan = controller.plan(scenario, policy)
+    placement = compute_placement(scenario)
+    plan = controller.control_plan(scenario, placement)
     topo = scenario.topology
     s1 = plan.switches["s1"]
     opted = [(e.match, dict(e.params)) for e in s1.entries if e.table == "pa_job"]
@@ -205,5 +205,5 @@ def test_controller_refuses_more_pa_atp_jobs_than_the_switch_tracks():
         """) + "".join(f"  - {{name: j{k}, workers: [h{2 * k}, h{2 * k + 1}], ps: p{k}, policy: atp, window: 4, "
                        f"submodel_elements: [64000], transport: pa-atp}}\n" for k in range(jobs))
     scenario = parse_scenario(text, "t.yaml", ())
-    with pytest.raises(PolicyError, match=f"tracks the progress of {program.PA_JOBS} per switch"):
-        controller.plan(scenario, compute_policy(scenario))
+    with pytest.raises(PlacementError, match=f"tracks the progress of {program.PA_JOBS} per switch"):
+        controller.control_plan(scenario, compute_placement(scenario))

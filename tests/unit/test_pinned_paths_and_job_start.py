@@ -9,7 +9,7 @@ import pytest
 from testbed import controller, sim
 from testbed.sim.routes import Routes, link_name
 from testbed.errors import ScenarioError, TopologyError
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import parse_scenario
 
 BASE = textwrap.dedent("""\
@@ -28,7 +28,7 @@ def parse(*overrides, text=BASE):
 
 def route_ports(scenario, switch="s1"):
     """{(src host, dst address): egress port} of the exact ``route`` entries at ``switch``."""
-    plan = controller.plan(scenario, compute_policy(scenario))
+    plan = controller.control_plan(scenario, compute_placement(scenario))
     by_ip = {n.ip: n.name for n in scenario.topology.nodes.values()}
     return {(by_ip[e.match[0]], e.match[1]): dict(e.params)["port"]
             for e in plan.switches[switch].entries if e.table == "route"}
@@ -58,7 +58,7 @@ def test_pinned_hosts_send_on_their_path_everywhere_others_are_spread():
 
 def route_entries(scenario, switch):
     """{(src host, dst host or switch): (action, params)} of the exact ``route`` entries at ``switch``."""
-    plan = controller.plan(scenario, compute_policy(scenario))
+    plan = controller.control_plan(scenario, compute_placement(scenario))
     by_ip = {n.ip: n.name for n in scenario.topology.nodes.values()}
     return {(by_ip[e.match[0]], by_ip[e.match[1]]): (e.action, dict(e.params))
             for e in plan.switches[switch].entries if e.table == "route"}
@@ -95,7 +95,7 @@ def test_ecmp_flow_over_parallel_links_on_scattered_ports_is_a_one_line_error():
           - {name: a, workers: [w1, w2], ps: ps, policy: atp, submodel_elements: [64000]}
         """))
     with pytest.raises(TopologyError) as info:
-        controller.plan(scenario, compute_policy(scenario))
+        controller.control_plan(scenario, compute_placement(scenario))
     assert str(info.value) == ("topology.ecmp: flow needs the links from s1 to s2 on consecutive ports, "
                                "they are on 2, 5")
 
@@ -120,7 +120,7 @@ def test_bad_pins_and_starts_are_one_line_errors(override, field, words):
 def test_a_job_starts_late_and_its_workers_are_told():
     scenario = parse()
     assert [job.start_s for job in scenario.jobs] == [0.0, 1.5]
-    plan = controller.plan(scenario, compute_policy(scenario))
+    plan = controller.control_plan(scenario, compute_placement(scenario))
     starts = {a.name: a.start_s for a in plan.agents}
     assert starts == {"hl1": 0.0, "hl2": 0.0, "hr1": 0.0, "hl3": 1.5, "hl4": 1.5, "hr2": 1.5}
 
@@ -128,8 +128,8 @@ def test_a_job_starts_late_and_its_workers_are_told():
 def test_the_simulator_crosses_the_parallel_link_the_controller_installs_for_each_flow():
     for overrides in ((), ("topology.pinned_paths.hl1=2", "topology.pinned_paths.hl3=2")):
         scenario = parse(*overrides)
-        policy = compute_policy(scenario)
-        routes = Routes(scenario.topology, policy)
+        placement = compute_placement(scenario)
+        routes = Routes(scenario.topology, placement)
         ports = core_ports(scenario)
         by_ip = {n.ip: n.name for n in scenario.topology.nodes.values()}
         checked = 0
@@ -151,7 +151,7 @@ def test_flows_pinned_to_one_path_share_its_rate_in_the_simulator():
     def evaluate(*pins):
         scenario = parse(*pins, "jobs=[{name: a, workers: [hl1, hl2], ps: hr1, policy: atp, "
                          "submodel_elements: [64000]}]", "simulation.results=false")
-        return sim.evaluate(scenario, compute_policy(scenario))
+        return sim.evaluate(scenario, compute_placement(scenario))
 
     shared = evaluate("topology.pinned_paths.hl1=1", "topology.pinned_paths.hl2=1")
     assert shared["min_sending_rate_bps"] == pytest.approx(2e6, rel=1e-9)

@@ -1,4 +1,4 @@
-"""A scenario's plan is made once (testbed/plan.py): the policy is solved once per command, for the run and the
+"""A scenario's plan is made once (testbed/plan.py): the placement is solved once per command, for the run and the
 simulator alike (``simulate`` and a simulated sweep point too), and ``validate`` plans what ``run`` would."""
 
 import dataclasses
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from report_fixtures import job_summary, write_run
 
-from testbed import cli, policy as policy_mod
+from testbed import cli, schemes
 from testbed.emulation import orchestrator
 from testbed.errors import EnvironmentMissingError
 from testbed.plan import make_plan, resolve_target
@@ -22,17 +22,17 @@ GRID_MOTIVATION = REPO / "scenarios" / "papers" / "grid" / "motivation.yaml"   #
 def solves(monkeypatch):
     """How many times a command solves GRID's LP: the registry's GRID, counting the jobs it places."""
     calls = []
-    grid = policy_mod.SCHEMES["grid"]
+    grid = schemes.SCHEMES["grid"]
 
     def counting(job, scenario):
         calls.append(scenario.name)
         return grid.place(job, scenario)
 
-    monkeypatch.setitem(policy_mod.SCHEMES, "grid", dataclasses.replace(grid, place=counting))
+    monkeypatch.setitem(schemes.SCHEMES, "grid", dataclasses.replace(grid, place=counting))
     return calls
 
 
-def test_a_plan_solves_its_policy_once_for_the_run_and_the_simulator(solves):
+def test_a_plan_solves_its_placement_once_for_the_run_and_the_simulator(solves):
     scenario = load_scenario(GRID_MOTIVATION, ["scale=0.001"])
     plan = make_plan(scenario, "pyswitch")
     assert plan.target == "pyswitch" and plan.time_dilation >= 1
@@ -42,7 +42,7 @@ def test_a_plan_solves_its_policy_once_for_the_run_and_the_simulator(solves):
     assert solves == [scenario.name]
 
 
-def test_fidelity_runs_and_simulates_one_policy(solves, monkeypatch, tmp_path, capsys):
+def test_fidelity_runs_and_simulates_one_placement(solves, monkeypatch, tmp_path, capsys):
     """``inatb fidelity`` on an LP scheme: one solve, the run given the plan the simulator evaluated."""
     ran = []
 
@@ -50,7 +50,7 @@ def test_fidelity_runs_and_simulates_one_policy(solves, monkeypatch, tmp_path, c
         ran.append(plan)
         run_dir = write_run(tmp_path / "run")
         summary = {**json.loads((run_dir / "summary.json").read_text()), "switch_egress_fragments": 0,
-                   "jobs": [{**job_summary(name="fig1", policy="grid"), "ps_ingress_fragments_per_iteration": 1.0}]}
+                   "jobs": [{**job_summary(name="fig1", scheme="grid"), "ps_ingress_fragments_per_iteration": 1.0}]}
         return orchestrator.RunResult(run_dir, summary)
 
     monkeypatch.setattr(orchestrator, "run_scenario", fake_run)
@@ -61,9 +61,9 @@ def test_fidelity_runs_and_simulates_one_policy(solves, monkeypatch, tmp_path, c
     assert "min_sending_rate_bps" in capsys.readouterr().err
 
 
-def test_simulate_and_a_simulated_sweep_point_solve_the_plans_one_policy(solves, tmp_path, capsys):
+def test_simulate_and_a_simulated_sweep_point_solve_the_plans_one_placement(solves, tmp_path, capsys):
     """``inatb simulate`` and a simulated run (a sweep's ``simulate: true`` point) consume a scenario plan:
-    its policy solved once, its simulation that policy's."""
+    its placement solved once, its simulation that placement's."""
     jobs = len(load_scenario(GRID_MOTIVATION).jobs)
     assert cli.main(["simulate", str(GRID_MOTIVATION)]) == 0
     assert len(solves) == jobs and "minimum sending rate" in capsys.readouterr().out

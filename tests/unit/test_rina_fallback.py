@@ -13,14 +13,14 @@ import pytest
 from testbed.agents.ring_generation import (HaltRequest, RingHalted, await_next_generation, generation_path,
                                             halted_path)
 from testbed.atomic_io import write_text_atomic
-from testbed.controller import plan, rina_fallback_configs
+from testbed.controller import control_plan, rina_fallback_configs
 from testbed.dataplane.wire import WireError, rina_generation_iteration, rina_iteration
 from testbed.emulation.events import InjectionScheduler
 from testbed.emulation.failover import RingFallback
-from testbed.errors import PolicyError, ScenarioError
+from testbed.errors import PlacementError, ScenarioError
 from testbed.metrics.summary import job_metrics, load_records
-from testbed.policy import compute_policy
-from testbed.policy.ring import fallback_members
+from testbed.schemes import compute_placement
+from testbed.schemes.ring import fallback_members
 from testbed.reports.text import format_summary
 from testbed.scenario import parse_scenario
 from testbed.sim import evaluate
@@ -39,8 +39,8 @@ stragglers: {failures: %s}
 """
 
 
-def two_racks(failures="[]", policy="rina"):
-    return parse_scenario(TWO_RACKS % (policy, failures))
+def two_racks(failures="[]", scheme="rina"):
+    return parse_scenario(TWO_RACKS % (scheme, failures))
 
 
 def test_after_a_workers_error_the_ring_goes_on_as_rina_iv_c2_says():
@@ -62,7 +62,7 @@ def test_after_a_workers_error_the_ring_goes_on_as_rina_iv_c2_says():
 
 def test_the_next_generations_configs_leave_the_failed_worker_out_and_keep_the_other_rack():
     scenario = two_racks()
-    configs = plan(scenario, compute_policy(scenario)).agents
+    configs = control_plan(scenario, compute_placement(scenario)).agents
     topo = scenario.topology
     ip = {w: topo.node(w).ip for w in scenario.jobs[0].workers}
     # generation 0: [t1's rack (w1 w2 w3), t2's rack (w4 w5), w6, w7]; w1 fails in iteration 2
@@ -91,15 +91,15 @@ def test_the_next_generations_configs_leave_the_failed_worker_out_and_keep_the_o
     assert rest["w1"].contributors == [0, 2, 3, 4, 5, 6]
 
 
-@pytest.mark.parametrize("failures,policy,expected", [
-    ("[{worker: w1, at: 1s}]", "rar", "stragglers.failures.0.worker: w1 is a worker of job j (policy rar)"),
+@pytest.mark.parametrize("failures,scheme,expected", [
+    ("[{worker: w1, at: 1s}]", "rar", "stragglers.failures.0.worker: w1 is a worker of job j (scheme rar)"),
     ("[{worker: w6, at: 1s}, {worker: w7, at: 2s}, {worker: w1, at: 3s}, {worker: w2, at: 4s}, {worker: w3, at: 5s}]",
      "rina", "stragglers.failures.4.worker: after w3's error job j would be a ring of one member"),
 ])
-def test_a_failure_the_emulation_would_not_run_as_rina_says_is_refused_before_the_run(failures, policy, expected):
-    scenario = two_racks(failures, policy)
-    with pytest.raises(PolicyError) as err:
-        plan(scenario, compute_policy(scenario))
+def test_a_failure_the_emulation_would_not_run_as_rina_says_is_refused_before_the_run(failures, scheme, expected):
+    scenario = two_racks(failures, scheme)
+    with pytest.raises(PlacementError) as err:
+        control_plan(scenario, compute_placement(scenario))
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 
@@ -118,16 +118,16 @@ jobs:
 stragglers: {failures: [{worker: w1, at: 1s}]}
 """
     scenario = parse_scenario(text)
-    with pytest.raises(PolicyError, match="stragglers.failures.0.worker: after w1's error the next member of t2's "
+    with pytest.raises(PlacementError, match="stragglers.failures.0.worker: after w1's error the next member of t2's "
                                           "Rina rack is reached through another port of t2"):
-        plan(scenario, compute_policy(scenario))
+        control_plan(scenario, compute_placement(scenario))
 
 
 def test_a_failure_is_a_worker_at_a_time_once():
     scenario = two_racks("[{worker: w1, at: 1.5s}]")
     (inj,) = scenario.stragglers.injections
     assert (inj.kind, inj.target, inj.at_s, inj.duration_s) == ("failure", ("w1",), 1.5, 0.0)
-    assert evaluate(scenario, compute_policy(scenario))["not_modelled"] == ["stragglers: failures"]
+    assert evaluate(scenario, compute_placement(scenario))["not_modelled"] == ["stragglers: failures"]
     for failures, field in (("[{worker: w9, at: 1s}]", "stragglers.failures.0.worker"),
                             ("[{worker: w1, at: 1s, duration: 1s}]", "stragglers.failures.0"),
                             ("[{worker: w1, at: 1s}, {worker: w1, at: 2s}]", "stragglers.failures.1.worker")):
@@ -159,13 +159,13 @@ def test_a_halt_request_stops_the_ring_at_its_next_wake_up_once():
 
 def test_a_stopped_agent_says_what_it_completed_and_resumes_with_its_next_config(tmp_path):
     scenario = two_racks()
-    config = next(c for c in plan(scenario, compute_policy(scenario)).agents if c.name == "w2")
+    config = next(c for c in control_plan(scenario, compute_placement(scenario)).agents if c.name == "w2")
     config.run_dir = str(tmp_path)
     (tmp_path / "agents").mkdir()
     with pytest.raises(TimeoutError, match="no config of ring generation 1"):
         await_next_generation(config, 3, timeout_s=0.05)
     assert json.loads(halted_path(tmp_path, "w2", 1).read_text()) == {"completed": 3}
-    (after,) = [c for c in rina_fallback_configs(plan(scenario, compute_policy(scenario)).agents, "w1", 256, 3)
+    (after,) = [c for c in rina_fallback_configs(control_plan(scenario, compute_placement(scenario)).agents, "w1", 256, 3)
                 if c.name == "w2"]
 
     def orchestrator():
@@ -179,7 +179,7 @@ def test_a_stopped_agent_says_what_it_completed_and_resumes_with_its_next_config
 
 def test_the_orchestrator_redoes_the_iteration_the_ring_had_not_completed_everywhere(tmp_path):
     scenario = two_racks()
-    configs = {c.name: c for c in plan(scenario, compute_policy(scenario)).agents}
+    configs = {c.name: c for c in control_plan(scenario, compute_placement(scenario)).agents}
     (tmp_path / "agents").mkdir()
     completed = {"w2": 3, "w3": 3, "w4": 2, "w5": 3, "w6": 3, "w7": 3}
     signalled = []
@@ -203,7 +203,7 @@ def test_a_worker_that_ends_instead_of_stopping_fails_the_fallback(tmp_path):
     from testbed.errors import EmulationError
 
     scenario = two_racks()
-    configs = {c.name: c for c in plan(scenario, compute_policy(scenario)).agents}
+    configs = {c.name: c for c in control_plan(scenario, compute_placement(scenario)).agents}
     fallback = RingFallback(tmp_path, configs, {"j": 256}, lambda name, signum: None,
                             lambda name: 1 if name == "w3" else None, timeout_s=5)
     with pytest.raises(EmulationError, match="w3 ended \\(exit 1\\) before it stopped for ring generation 1"):

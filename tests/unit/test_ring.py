@@ -1,4 +1,4 @@
-"""Ring all-reduce (policy rar): its schedule, its scenario rules, its agents' plan and its metrics."""
+"""Ring all-reduce (scheme rar): its schedule, its scenario rules, its agents' plan and its metrics."""
 
 import textwrap
 from pathlib import Path
@@ -12,10 +12,10 @@ from testbed.agents.ring_acks import Ack, DelayedAcks
 from testbed.agents.ring_schedule import (RingStep, chunk_bounds, fragments_sent, har_steps, job_phases,
                                           rar_steps, worker_steps)
 from testbed.dataplane.wire import RING_HEADER_BYTES, ring_frame_bytes
-from testbed.errors import PolicyError, ScenarioError
+from testbed.errors import PlacementError, ScenarioError
 from testbed.metrics.summary import job_metrics
 from testbed.gradient_profiles import fragments_per_submodel
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import load_scenario, parse_scenario
 
 RINA_TESTBED = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "rina" / "testbed.yaml"
@@ -104,11 +104,11 @@ def test_a_ring_job_has_workers_and_no_ps():
 
 
 @pytest.mark.parametrize("override, message", [
-    ("jobs.0.ps=hr3", "jobs.0.ps: policy rar is a ring all-reduce of the workers: it has no parameter server"),
-    ("jobs.0.workers=[hl1]", "jobs.0.workers: a ring all-reduce (policy rar) needs at least 2 workers"),
+    ("jobs.0.ps=hr3", "jobs.0.ps: scheme rar is a ring all-reduce of the workers: it has no parameter server"),
+    ("jobs.0.workers=[hl1]", "jobs.0.workers: a ring all-reduce (scheme rar) needs at least 2 workers"),
     ("jobs.0.transport=pa-atp", "jobs.0.transport: expected one of atp, got 'pa-atp'"),
-    ("jobs.0.aggregation_switches=[s2]", "jobs.0.aggregation_switches: policy rar aggregates nowhere"),
-    ("jobs.1.policy=rar", "jobs.1.ps: policy rar is a ring all-reduce"),
+    ("jobs.0.aggregation_switches=[s2]", "jobs.0.aggregation_switches: scheme rar aggregates nowhere"),
+    ("jobs.1.policy=rar", "jobs.1.ps: scheme rar is a ring all-reduce"),
     ("jobs.0.policy=atp", "jobs.0.ps: missing (required)"),
 ])
 def test_a_ring_job_is_refused_what_it_cannot_have(override, message):
@@ -118,9 +118,9 @@ def test_a_ring_job_is_refused_what_it_cannot_have(override, message):
 
 def test_the_controller_plans_ring_agents_and_no_aggregation_for_them():
     scenario = parse_scenario(RING, "ring.yaml")
-    policy = compute_policy(scenario)
-    assert policy.jobs["ring"].scheme == "rar" and policy.jobs["ring"].notes["ring"] == ["hl1", "hl2", "hr1", "hr2"]
-    plan = controller.plan(scenario, policy)
+    placement = compute_placement(scenario)
+    assert placement.jobs["ring"].scheme == "rar" and placement.jobs["ring"].notes["ring"] == ["hl1", "hl2", "hr1", "hr2"]
+    plan = controller.control_plan(scenario, placement)
     ring = [a for a in plan.agents if a.job == "ring"]
     assert [(a.role, a.name, a.worker_index) for a in ring] == [("ring", w, i) for i, w in
                                                               enumerate(["hl1", "hl2", "hr1", "hr2"])]
@@ -137,7 +137,7 @@ def ring_record(iteration, iteration_s, exact=True, mismatched=0):
 
 
 def test_a_ring_jobs_completion_time_and_exactness_come_from_its_workers():
-    job = SimpleNamespace(name="ring", policy="rar", transport="atp", workers=["a", "b"], ps=[], ps_agents=[],
+    job = SimpleNamespace(name="ring", scheme="rar", transport="atp", workers=["a", "b"], ps=[], ps_agents=[],
                           iterations=2, is_ring=True, completion_agents=["a", "b"], straggler_allowance=True)
     records = {"a": [ring_record(0, 0.2), ring_record(1, 0.4)], "b": [ring_record(0, 0.3), ring_record(1, 0.3)]}
     m = job_metrics(job, records)
@@ -185,7 +185,7 @@ def test_a_run_is_acknowledged_when_its_delay_runs_out_per_step():
 def test_the_simulator_models_a_ring():
     alone = RING.split("  - {name: ina")[0]
     scenario = parse_scenario(alone, "ring.yaml")
-    result = sim.evaluate(scenario, compute_policy(scenario))
+    result = sim.evaluate(scenario, compute_placement(scenario))
     ring = result["jobs"]["ring"]
     total = sum(fragments_per_submodel(scenario.jobs[0].submodel_elements, scenario.switch.lanes))
     assert ring["ring"] and ring["sent_fragments"] == 6 * total           # 2 (N - 1) chunks of N workers
@@ -200,7 +200,7 @@ def test_the_simulator_models_a_ring():
     assert "ring all-reduce, " in sim.format_simulation(result)
     # Beside an INA job crossing the same two paths, the ring's two crossings share them with it.
     both = parse_scenario(RING, "ring.yaml")
-    result = sim.evaluate(both, compute_policy(both))
+    result = sim.evaluate(both, compute_placement(both))
     assert result["jobs"]["ina"]["ps_ingress_fragments"] > 0 and not result["jobs"]["ina"]["ring"]
     assert result["jobs"]["ring"]["min_sending_rate_bps"] < rate_bps
 
@@ -208,21 +208,21 @@ def test_the_simulator_models_a_ring():
 def test_h_ar_forms_its_racks_under_the_tors_and_refuses_uneven_ones():
     text = RING.split("  - {name: ina")[0].replace("policy: rar", "policy: h-ar")
     scenario = parse_scenario(text, "ring.yaml")
-    policy = compute_policy(scenario)
-    assert policy.jobs["ring"].notes["racks"] == [[0, 1], [2, 3]]          # hl1, hl2 under s1; hr1, hr2 under s2
-    plan = controller.plan(scenario, policy)
+    placement = compute_placement(scenario)
+    assert placement.jobs["ring"].notes["racks"] == [[0, 1], [2, 3]]          # hl1, hl2 under s1; hr1, hr2 under s2
+    plan = controller.control_plan(scenario, placement)
     assert {(a.schedule, tuple(map(tuple, a.racks))) for a in plan.agents} == {("h-ar", ((0, 1), (2, 3)))}
-    with pytest.raises(PolicyError, match=r"h-ar: job ring needs as many workers under every ToR .* s1: 3, s2: 1"):
-        compute_policy(parse_scenario(text, "ring.yaml", ["jobs.0.workers=[hl1, hl2, hl3, hr1]"]))
+    with pytest.raises(PlacementError, match=r"h-ar: job ring needs as many workers under every ToR .* s1: 3, s2: 1"):
+        compute_placement(parse_scenario(text, "ring.yaml", ["jobs.0.workers=[hl1, hl2, hl3, hr1]"]))
     # The simulator rates its three phases apart: within the racks (one link each way per worker), then
     # between them, where hl1 -> hr1 and hl2 -> hr2 take the dumbbell's two paths.
     assert [p.peers for p in job_phases("h-ar", 4, 8, [[0, 1], [2, 3]])] == [(1, 0, 3, 2), (2, 3, 0, 1),
                                                                               (1, 0, 3, 2)]
-    ring = sim.evaluate(scenario, policy)["jobs"]["ring"]
+    ring = sim.evaluate(scenario, placement)["jobs"]["ring"]
     total = sum(fragments_per_submodel(scenario.jobs[0].submodel_elements, scenario.switch.lanes))
     assert ring["ring"] and ring["sent_fragments"] == 6 * total and 0 < ring["comm_time_s"] < 1
     rar = parse_scenario(RING, "ring.yaml")
-    assert {a.schedule for a in controller.plan(rar, compute_policy(rar)).agents if a.role == "ring"} == {"rar"}
+    assert {a.schedule for a in controller.control_plan(rar, compute_placement(rar)).agents if a.role == "ring"} == {"rar"}
 
 
 def test_h_ars_middle_phase_needs_the_rack_to_rack_capacity_rings_do_not():
@@ -232,9 +232,9 @@ def test_h_ars_middle_phase_needs_the_rack_to_rack_capacity_rings_do_not():
     one_link = ["topology.links=[[w1, t1], [w2, t1], [w3, t1], [w4, t1], [w5, t2], [w6, t2], [w7, t2], [w8, t2], "
                 "[t1, t2]]"]
 
-    def comm_s(policy, overrides=()):
-        scenario = load_scenario(RINA_TESTBED, [f"policy={policy}", *overrides])
-        return sim.evaluate(scenario, compute_policy(scenario))["jobs"]["job"]["comm_time_s"]
+    def comm_s(scheme, overrides=()):
+        scenario = load_scenario(RINA_TESTBED, [f"policy={scheme}", *overrides])
+        return sim.evaluate(scenario, compute_placement(scenario))["jobs"]["job"]["comm_time_s"]
 
     assert comm_s("rar") == pytest.approx(comm_s("rar", one_link), rel=1e-9)
     assert comm_s("h-ar") < comm_s("rar") < comm_s("h-ar", one_link)
@@ -245,11 +245,11 @@ def test_a_rings_step_overhead_reaches_its_agents_and_the_simulator():
     with_overhead = parse_scenario(base, "ring.yaml", ["jobs.0.policy_options={rar: {step_overhead: 2ms, "
                                                        "step_jitter: 1ms}}"])
     plain = parse_scenario(base, "ring.yaml")
-    agents = controller.plan(with_overhead, compute_policy(with_overhead)).agents
+    agents = controller.control_plan(with_overhead, compute_placement(with_overhead)).agents
     assert {(a.step_overhead_s, a.step_jitter_s) for a in agents} == {(0.002, 0.001)}
-    assert {(a.step_overhead_s, a.step_jitter_s) for a in controller.plan(plain, compute_policy(plain)).agents} == \
+    assert {(a.step_overhead_s, a.step_jitter_s) for a in controller.control_plan(plain, compute_placement(plain)).agents} == \
         {(0.0, 0.0)}
-    comm = [sim.evaluate(s, compute_policy(s))["jobs"]["ring"]["comm_time_s"] for s in (with_overhead, plain)]
+    comm = [sim.evaluate(s, compute_placement(s))["jobs"]["ring"]["comm_time_s"] for s in (with_overhead, plain)]
     assert comm[0] - comm[1] == pytest.approx(6 * 0.002)           # the mean, per step: 2 (N - 1) steps
     with pytest.raises(ScenarioError, match="jobs.0.policy_options.rar.step_overhead"):
         parse_scenario(base, "ring.yaml", ["jobs.0.policy_options={rar: {step_overhead: -1ms}}"])

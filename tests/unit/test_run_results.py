@@ -9,7 +9,7 @@ from pathlib import Path
 from testbed.emulation.results import RunObservations, summarise
 from testbed.metrics.summary import run_summary
 from testbed.plan import make_plan
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import load_scenario
 from testbed.sim import evaluate
 from testbed.sim.run import simulated_summary
@@ -60,7 +60,7 @@ def test_the_summary_is_computed_from_the_records_not_copied(tmp_path):
 def test_emulated_and_simulated_summaries_share_the_producers_keys(tmp_path):
     _, recorded, _ = summary_again(tmp_path)
     scenario = load_scenario(RECORDED / "scenario.yaml")
-    simulated = simulated_summary(scenario, evaluate(scenario, compute_policy(scenario)))
+    simulated = simulated_summary(scenario, evaluate(scenario, compute_placement(scenario)))
     common = set(run_summary(scenario, "any", []))
     assert common <= set(recorded) and common <= set(simulated)
     assert simulated["target"] == "simulator" and recorded["target"] == "pyswitch"

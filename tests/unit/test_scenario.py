@@ -125,7 +125,7 @@ def test_set_overrides_dotted_paths_and_policy_shortcut():
     s = parse(BASE, ["jobs.0.iterations=3", "scale=0.0001", "policy=ps"])
     assert s.jobs[0].iterations == 3
     assert s.scale == 0.0001
-    assert s.jobs[0].policy == "ps"
+    assert s.jobs[0].scheme == "ps"
 
 
 def test_set_override_errors():

@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from testbed.errors import ScenarioError
-from testbed.scenario import POLICIES, RING_POLICIES, parse_scenario
+from testbed.scenario import SCHEME_NAMES, RING_SCHEMES, parse_scenario
 
 BASE = textwrap.dedent("""\
     version: 1
@@ -29,8 +29,8 @@ def error(text, *overrides):
 
 
 def test_every_ps_policy_is_accepted():
-    for name in set(POLICIES) - set(RING_POLICIES):       # a ring's job has no ps (tests/unit/test_ring.py)
-        assert parse(BASE, f"policy={name}").jobs[0].policy == name
+    for name in set(SCHEME_NAMES) - set(RING_SCHEMES):       # a ring's job has no ps (tests/unit/test_ring.py)
+        assert parse(BASE, f"policy={name}").jobs[0].scheme == name
 
 
 def test_policy_options_are_resolved_per_scheme_with_units():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from testbed import controller, sim
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.errors import ScenarioError
 from testbed.scenario import load_scenario, parse_scenario
 from testbed.sim.fragments import FragmentModel
@@ -40,7 +40,7 @@ KEYS = {"min_sending_rate_bps", "worker_sending_rate_bps", "ps_ingress_fragments
 
 def run(text, *overrides):
     scenario = parse_scenario(text, "t.yaml", overrides)
-    return sim.evaluate(scenario, compute_policy(scenario))
+    return sim.evaluate(scenario, compute_placement(scenario))
 
 
 def test_result_has_the_documented_keys_and_is_json():
@@ -104,8 +104,8 @@ def test_max_min_rates_let_unconstrained_workers_go_faster():
 
 def test_event_and_analytic_fragment_counts_agree_without_collisions():
     scenario = parse_scenario(STAR, "t.yaml", ["policy=atp"])
-    policy = compute_policy(scenario)
-    model = FragmentModel(scenario, policy, Routes(scenario.topology, policy))
+    placement = compute_placement(scenario)
+    model = FragmentModel(scenario, placement, Routes(scenario.topology, placement))
     event, analytic = model.run(), model.analytic()
     assert event["switch_egress"] == analytic["switch_egress"]
     assert event["ps_ingress"] == analytic["ps_ingress"]
@@ -139,8 +139,8 @@ def test_host_link_pacing_lets_a_fast_worker_run_slots_ahead_of_a_slow_one():
     equal = run(STAR + "simulation: {worker_pacing: host_link}\n", "policy=atp", emit)
     assert equal["ps_ingress_fragments"] == 30                                             # equal links: 1 each
     scenario = parse_scenario(slow + "simulation: {worker_pacing: host_link}\n", "t.yaml", ["policy=atp"])
-    policy = compute_policy(scenario)
-    gaps = FragmentModel(scenario, policy, Routes(scenario.topology, policy)).send_gaps()
+    placement = compute_placement(scenario)
+    gaps = FragmentModel(scenario, placement, Routes(scenario.topology, placement)).send_gaps()
     assert gaps == {"w1": 1.0, "w2": 2.0, "w3": 1.0, "w4": 1.0}
     with pytest.raises(ScenarioError, match="simulation.worker_pacing"):
         parse_scenario(STAR + "simulation: {worker_pacing: rate}\n", "t.yaml")
@@ -161,7 +161,7 @@ def test_switchmls_pool_caps_a_workers_rate_at_one_pool_per_unloaded_round_trip(
 
     def rates(*overrides):
         scenario = load_scenario(PA_ATP_FIDELITY, ["topology.result_multicast=programmable", *overrides])
-        result = sim.evaluate(scenario, compute_policy(scenario))
+        result = sim.evaluate(scenario, compute_placement(scenario))
         return {name: job["min_sending_rate_bps"] for name, job in result["jobs"].items()}
 
     assert rates("transport=switchml") == {"job-a": pytest.approx(4e6 / 3), "job-b": pytest.approx(4e6 / 3)}
@@ -178,10 +178,10 @@ def test_result_multicast_all_lets_a_switch_without_ina_replicate_results():
 
     def plan_and_rate(*overrides):
         scenario = load_scenario(PA_ATP_FIDELITY, list(overrides))
-        policy = compute_policy(scenario)
-        plan = controller.plan(scenario, policy)
+        placement = compute_placement(scenario)
+        plan = controller.control_plan(scenario, placement)
         s1 = [e.action for e in plan.switches["s1"].entries if e.table == "ina_result"]
-        return s1, len(plan.switches["s1"].multicast_groups), sim.evaluate(scenario, policy)["min_sending_rate_bps"]
+        return s1, len(plan.switches["s1"].multicast_groups), sim.evaluate(scenario, placement)["min_sending_rate_bps"]
 
     assert plan_and_rate("topology.result_multicast=programmable") == ([], 0, pytest.approx(4e6 / 3))
     assert plan_and_rate() == (["ina_multicast"] * 2, 2, pytest.approx(2e6))      # the scenario says all
@@ -197,7 +197,7 @@ def test_an_asynchronous_transports_overflow_is_reported_as_not_modelled(transpo
         overrides = ["transport=atp", "jobs.0.transport_options={slot_bound: false}",
                      "jobs.1.transport_options={slot_bound: false}"]
     scenario = load_scenario(PA_ATP_FIDELITY, overrides)
-    result = sim.evaluate(scenario, compute_policy(scenario))
+    result = sim.evaluate(scenario, compute_placement(scenario))
     assert [j["overflow_modelled"] for j in result["jobs"].values()] == [modelled, modelled]
     assert ("sends past the job's slots by design: its workers' overflow to the PS is not modelled"
             in sim.format_simulation(result)) is not modelled
@@ -211,7 +211,7 @@ def test_gacks_share_the_links_toward_the_workers_with_the_results(transport, ra
     # bytes) per fragment.
     scenario = load_scenario(PA_ATP_FIDELITY.with_name("single-job.yaml"), [f"transport={transport}",
                                                                             "background=[]"])
-    result = sim.evaluate(scenario, compute_policy(scenario))
+    result = sim.evaluate(scenario, compute_placement(scenario))
     assert ina_frame_bytes(scenario.switch.lanes) == 336
     assert result["min_sending_rate_bps"] == pytest.approx(rate_bps, rel=1e-9)
     if rate_bps < 4e6:
@@ -224,10 +224,10 @@ def test_goats_simulation_suite_shows_atps_overhead_growing_with_the_rates_sprea
     base = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "goat" / "simulation-leaf-spine.yaml"
     workers = "jobs.0.workers=[" + ",".join(f"h{i}" for i in range(1, 16)) + "]"
 
-    def overhead(policy, std):
-        scenario = load_scenario(base, [workers, "scale=0.002", f"policy={policy}",
+    def overhead(scheme, std):
+        scenario = load_scenario(base, [workers, "scale=0.002", f"policy={scheme}",
                                         f"stragglers.heterogeneous_links.normal.std={std}"])
-        result = sim.evaluate(scenario, compute_policy(scenario))
+        result = sim.evaluate(scenario, compute_placement(scenario))
         assert result["fragment_model"] == "event"
         return result["communication_overhead_bytes"], result["ps_ingress_bytes"]
 
@@ -238,7 +238,7 @@ def test_goats_simulation_suite_shows_atps_overhead_growing_with_the_rates_sprea
 
 
 def test_simulate_json_stays_json_when_an_lp_solver_runs(capfd):
-    # HiGHS prints a banner on standard output when PuLP creates it, whatever msg says (testbed/policy/lp.py).
+    # HiGHS prints a banner on standard output when PuLP creates it, whatever msg says (testbed/schemes/lp.py).
     from testbed.cli import main
     motivation = Path(__file__).resolve().parents[2] / "scenarios" / "papers" / "inart" / "motivation.yaml"
     assert main(["simulate", str(motivation), "--set", "policy=inart", "--json"]) == 0
@@ -274,8 +274,8 @@ ESA_TWO_JOBS = textwrap.dedent("""\
 ])
 def test_esa_jobs_share_slots_and_the_higher_priority_evicts_in_the_fragment_model(priority_b, ps_ingress):
     scenario = parse_scenario(ESA_TWO_JOBS, "t.yaml", [f"jobs.1.policy_options.esa.priority={priority_b}"])
-    policy = compute_policy(scenario)
-    assert policy.shared_slot_ranges(["a", "b"]) == {"s1": ["a", "b"]}
-    counts = FragmentModel(scenario, policy, Routes(scenario.topology, policy)).run()
+    placement = compute_placement(scenario)
+    assert placement.shared_slot_ranges(["a", "b"]) == {"s1": ["a", "b"]}
+    counts = FragmentModel(scenario, placement, Routes(scenario.topology, placement)).run()
     assert counts["ps_ingress"] == ps_ingress
     assert counts["switch_egress"] == {("s1", "a"): ps_ingress[("pa", "a")], ("s1", "b"): ps_ingress[("pb", "b")]}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from testbed.errors import PolicyError, ScenarioError
+from testbed.errors import PlacementError, ScenarioError
 from testbed.sweep import derive_seed, load_sweep, run_sweep
 from testbed.sweep.executors import LocalExecutor
 from testbed.sweep.spec import PaperClaim
@@ -120,17 +120,17 @@ class FakeRunner:
         self.calls = []
 
     def __call__(self, scenario, out_root, target, stream):
-        policy = scenario.jobs[0].policy
+        scheme = scenario.jobs[0].scheme
         if self.interrupt_after is not None and len(self.calls) == self.interrupt_after:
             raise KeyboardInterrupt
-        self.calls.append((policy, scenario.seed))
-        if policy in self.refuse:
-            raise PolicyError(f"{policy}: refused here")
+        self.calls.append((scheme, scenario.seed))
+        if scheme in self.refuse:
+            raise PlacementError(f"{scheme}: refused here")
         run_dir = Path(out_root) / scenario.name / f"run-{time.time_ns()}"    # run ids sort by time
         run_dir.mkdir(parents=True)
-        status = "failed" if policy in self.fail else "ok"
+        status = "failed" if scheme in self.fail else "ok"
         summary = {"status": status, "error": "boom" if status == "failed" else None, "distorted": False,
-                   "iteration_time_s": {"ps": 2.0, "atp": 1.0, "goat": 1.0}[policy] + scenario.seed % 7 / 100,
+                   "iteration_time_s": {"ps": 2.0, "atp": 1.0, "goat": 1.0}[scheme] + scenario.seed % 7 / 100,
                    "jobs": [{"name": "nested values stay out of the table"}]}
         (run_dir / "summary.json").write_text(json.dumps(summary))
         stream.write("run\n")
@@ -220,7 +220,7 @@ def test_a_composed_plots_run_title_names_its_repetition_when_points_repeat():
 def test_a_simulated_sweep_puts_the_simulators_figures_in_the_table_under_the_runs_names(tmp_path):
     from testbed.cli import main
     from testbed.sim import evaluate
-    from testbed.policy import compute_policy
+    from testbed.schemes import compute_placement
     from testbed.scenario import load_scenario
     path = sweep_file(tmp_path, "simulate: true\naxes: {policy: [ps, atp]}\n"
                                 "metrics: [training_throughput_iter_per_s]\n")
@@ -232,7 +232,7 @@ def test_a_simulated_sweep_puts_the_simulators_figures_in_the_table_under_the_ru
     assert {r["target"] for r in rows} == {"simulator"} and {r["distorted"] for r in rows} == {"False"}
     for row in rows:
         scenario = load_scenario(QUICKSTART, [f"policy={row['policy']}"])
-        job = evaluate(scenario, compute_policy(scenario))["jobs"][scenario.jobs[0].name]
+        job = evaluate(scenario, compute_placement(scenario))["jobs"][scenario.jobs[0].name]
         simulated = job["comm_time_s"]
         assert float(row["comm_time_s"]) == pytest.approx(simulated)
         # Byte counts are totals over the job's iterations, as a run's summary has them.

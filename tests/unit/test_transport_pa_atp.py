@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from testbed.agents.config import AgentConfig, SubmodelPlan
+from testbed.agents.config import AgentConfig, SubmodelAssignment
 from testbed.agents.transport import TRANSPORTS, make_transport
 from testbed.agents.transport.pa_atp import (DEFAULT_AECN_WEIGHT, DEFAULT_ECN_WEIGHT, DEFAULT_INITIAL_CWD,
                                              HOLD_RTOS, PaAtpTransport, StrawAsynTransport, aecn_threshold_factor)
@@ -472,7 +472,7 @@ def test_option_conflict_awd_options_without_awd():
 def worker(transport):
     config = AgentConfig(role="worker", name="w1", ip="10.0.0.1", job="j", job_id=3, seed=1, iterations=2,
                          lanes=64, scale_bits=20, gradient_bound=1.0, total_workers=2,
-                         submodels=[SubmodelPlan(0, 640, 10, "ps", "10.0.0.9", ps_node=9, agg_node=7,
+                         submodels=[SubmodelAssignment(0, 640, 10, "ps", "10.0.0.9", ps_node=9, agg_node=7,
                                                  agg_ip="10.255.0.1", fanin=2, slot_base=0, slot_count=16)],
                          total_fragments=10, layout=[(640, 10)], window=16, transport=transport)
     w = Worker(config, sock=None, records=None)

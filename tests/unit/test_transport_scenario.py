@@ -8,7 +8,7 @@ import pytest
 from testbed import controller
 from testbed.agents.config import AgentConfig
 from testbed.errors import ScenarioError
-from testbed.policy import compute_policy
+from testbed.schemes import compute_placement
 from testbed.scenario import TRANSPORT_NAMES, emulation_limits, parse_scenario, require_emulable
 
 BASE = textwrap.dedent("""\
@@ -44,7 +44,7 @@ def test_the_five_transports_by_name():
         assert job_with(f"transport: {name}\n").transport == name
 
 
-def test_default_transport_follows_the_policy():
+def test_default_transport_follows_the_placement():
     assert job_with("").transport == "atp" and job_with("").transport_options == {}
     assert job_with("", "policy=switchml").transport == "switchml"
     assert job_with("", "policy=ps").transport == "atp"
@@ -111,7 +111,7 @@ def test_bad_transport_fields_are_one_line_errors_naming_file_line_and_field(ext
 
 def test_the_controller_passes_transport_and_options_to_every_worker():
     scenario = parse(BASE + "    transport: pa-atp\n    transport_options: {initial_cwd: 4, awd_limit: false}\n")
-    plan = controller.plan(scenario, compute_policy(scenario))
+    plan = controller.control_plan(scenario, compute_placement(scenario))
     workers = [a for a in plan.agents if a.role == "worker"]
     assert len(workers) == 2
     for config in workers:
@@ -123,7 +123,7 @@ def test_the_controller_passes_transport_and_options_to_every_worker():
 def switchml_options(*overrides):
     """The transport options the controller gives each worker of BASE under policy switchml."""
     scenario = parse(BASE, "policy=switchml", *overrides)
-    plan = controller.plan(scenario, compute_policy(scenario))
+    plan = controller.control_plan(scenario, compute_placement(scenario))
     workers = [a for a in plan.agents if a.role == "worker"]
     assert {a.transport for a in workers} == {"switchml"}
     return [a.transport_options for a in workers]
@@ -161,18 +161,18 @@ def test_paced_sends_at_its_given_rate_scaled_or_at_the_rate_its_scheme_plans():
     from testbed import sim
     given = parse(BASE + "    transport: paced\n    transport_options: {rate: 20Gbps}\n")
     assert given.jobs[0].transport_options == {"rate_bps": 20e6}
-    policy = compute_policy(given)
-    assert {a.transport_options["rate_bps"] for a in controller.plan(given, policy).agents if a.role == "worker"} \
+    placement = compute_placement(given)
+    assert {a.transport_options["rate_bps"] for a in controller.control_plan(given, placement).agents if a.role == "worker"} \
         == {20e6}
-    assert sim.evaluate(given, policy)["min_sending_rate_bps"] == pytest.approx(20e6)   # 100 Mb/s links: capped
+    assert sim.evaluate(given, placement)["min_sending_rate_bps"] == pytest.approx(20e6)   # 100 Mb/s links: capped
     planned = parse(BASE + "    transport: paced\n")
-    policy = compute_policy(planned)
-    modelled = sim.evaluate(planned, policy)["min_sending_rate_bps"]
-    assert controller.planned_rates_bps(planned, policy) == {planned.jobs[0].name: pytest.approx(modelled)}
-    assert [a.transport_options["rate_bps"] for a in controller.plan(planned, policy).agents if a.role == "worker"] \
+    placement = compute_placement(planned)
+    modelled = sim.evaluate(planned, placement)["min_sending_rate_bps"]
+    assert controller.planned_rates_bps(planned, placement) == {planned.jobs[0].name: pytest.approx(modelled)}
+    assert [a.transport_options["rate_bps"] for a in controller.control_plan(planned, placement).agents if a.role == "worker"] \
         == pytest.approx([modelled, modelled])
     assert "jobs.0.transport_options.rate" in str(error("transport: paced\ntransport_options: {rate: fast}\n"))
-    assert controller.planned_rates_bps(parse(BASE), compute_policy(parse(BASE))) == {}
+    assert controller.planned_rates_bps(parse(BASE), compute_placement(parse(BASE))) == {}
 
 
 @pytest.mark.parametrize("name", ["pa-atp", "strawasyn"])
@@ -182,6 +182,6 @@ def test_pa_atp_transports_run_now_that_the_data_plane_sends_gacks_and_aecn(name
     scenario = parse(BASE + f"    transport: {name}\n")
     assert emulation_limits(scenario) == []
     require_emulable(scenario)
-    plan = controller.plan(scenario, compute_policy(scenario))
+    plan = controller.control_plan(scenario, compute_placement(scenario))
     assert [e.action for e in plan.switches["s1"].entries if e.table == "pa_job"] == ["pa_enable"]
 

@@ -26,7 +26,7 @@ def drain(t, now_s):
     return sent
 
 
-def test_registry_and_defaults_by_policy():
+def test_registry_and_defaults_by_placement():
     assert set(TRANSPORTS) == {"atp", "switchml", "strawasyn", "pa-atp", "paced"}
     assert default_transport("switchml") == "switchml"
     assert {default_transport(p) for p in ("ps", "atp", "goat", "grid", "inart")} == {"atp"}

@@ -3,7 +3,7 @@ for byte what packing each header with ``INA_HEADER`` gives, shadow copies and r
 
 import numpy as np
 
-from testbed.agents.config import AgentConfig, SubmodelPlan
+from testbed.agents.config import AgentConfig, SubmodelAssignment
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.worker import Worker
 from testbed.dataplane.wire import (FLAG_DATA, FLAG_RETX, FLAG_SHADOW, INA_HEADER, INA_HEADER_BYTES, fragment_seqs,
@@ -16,15 +16,15 @@ LAYOUT = [(40, 5), (24, 3)]                 # two sub-models, interleaved seqs
 def config():
     return AgentConfig(role="worker", name="w2", ip="10.0.0.2", job="j", job_id=6, seed=4, iterations=3,
                        lanes=LANES, scale_bits=16, gradient_bound=1.0, total_workers=4, worker_index=2,
-                       submodels=[SubmodelPlan(0, 40, 5, "ps", "10.0.0.9", ps_node=9, agg_node=7,
+                       submodels=[SubmodelAssignment(0, 40, 5, "ps", "10.0.0.9", ps_node=9, agg_node=7,
                                                agg_ip="10.255.0.1", fanin=4, slot_base=10, slot_count=4),
-                                  SubmodelPlan(1, 24, 3, "ps", "10.0.0.9", ps_node=9, agg_node=8,
+                                  SubmodelAssignment(1, 24, 3, "ps", "10.0.0.9", ps_node=9, agg_node=8,
                                                agg_ip="10.255.0.2", fanin=2, slot_base=40, slot_count=4,
                                                shadow_pool=2)],
                        total_fragments=8, layout=LAYOUT, window=4, transport="atp")
 
 
-def plan_of(cfg, seq: int) -> SubmodelPlan:
+def plan_of(cfg, seq: int) -> SubmodelAssignment:
     return next(p for p, seqs in zip(cfg.submodels, fragment_seqs([n for _, n in LAYOUT])) if seq in seqs)
 
 

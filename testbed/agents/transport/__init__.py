@@ -17,9 +17,9 @@
   control (InArt §5.3's workers replay their gradient at one rate); the rate
   is ``transport_options.rate`` or, by default, the scheme's planned rate.
 
-Transports are not policies: a policy decides where fragments are
-aggregated, a transport when each worker sends them; any PS-based policy
-runs with any transport (a ring policy's workers with those
+Transports are not schemes: a scheme decides where fragments are
+aggregated, a transport when each worker sends them; any PS-based scheme
+runs with any transport (a ring scheme's workers with those
 ``testbed.scenario.RING_TRANSPORTS`` lists). Each class declares the ``transport_options`` it takes
 (``OPTIONS``), which the scenario validates. All share
 :class:`.base.Transport`: the sliding window over seq, RTT estimation,
@@ -36,9 +36,9 @@ TRANSPORTS = {cls.name: cls for cls in (AtpTransport, SwitchMLTransport, StrawAs
                                         PacedTransport)}
 
 
-def default_transport(policy: str) -> str:
+def default_transport(scheme: str) -> str:
     """The transport each paper pairs with a scheme: SwitchML's own, ATP's for every other."""
-    return "switchml" if policy == "switchml" else "atp"
+    return "switchml" if scheme == "switchml" else "atp"
 
 
 def make_transport(name: str, **params):

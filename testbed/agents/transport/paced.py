@@ -9,7 +9,7 @@ over the round trip is the window's, not the pacer's.
 
 ``transport_options.rate``: the rate (scaled like link rates), or, when left
 out, the rate the scheme plans for the job: the synchronous rate the
-flow-level simulator gives its slowest worker under the job's policy (InArt's
+flow-level simulator gives its slowest worker under the job's placement (InArt's
 and GRID's LPs maximise exactly that rate; for the other schemes it is the
 max-min fair rate on their routes). The controller fills it in
 (``paths.transport_options_of``), so a run measures whether the network

@@ -79,7 +79,7 @@ Per packet, in the order the P4 program applies them:
      other contribution that finds its own tag in a free slot overflows: its
      siblings already left the switch, so a new partial would only wait for
      another timeout;
-   - *overflow* goes where the policy sends it (``bypass_hop``, ATP's
+   - *overflow* goes where the placement sends it (``bypass_hop``, ATP's
      level-2 switch; else the PS): to ``overflow_dst``, and to a switch
      with ``agg_node``, ``fanin`` and ``slot`` rewritten to that switch's
      (``overflow_*``), so it aggregates the packet as its own contribution;
@@ -723,7 +723,7 @@ class Ingress:
 
     @classmethod
     def _overflow(cls, buf, flags, overflow, seq):
-        """On to the overflow target (the policy's bypass_hop): ATP's level-2 switch, addressed as a contribution
+        """On to the overflow target (the placement's bypass_hop): ATP's level-2 switch, addressed as a contribution
         of its own (its agg_node, fan-in and slot), or the PS with the header as it is (slot count 0)."""
         dst, agg_node, fanin, slot_base, slot_count = overflow
         if slot_count:

@@ -1,4 +1,4 @@
-"""Schemes asked to serve what they cannot: one-line PolicyError naming the scheme and what is missing;
+"""Schemes asked to serve what they cannot: one-line PlacementError naming the scheme and what is missing;
 infeasible problems: InfeasibleError, quickly."""
 
 import textwrap
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from testbed.errors import InfeasibleError, PolicyError
-from testbed.policy import compute_policy
+from testbed.errors import InfeasibleError, PlacementError
+from testbed.schemes import compute_placement
 from testbed.scenario import parse_scenario
 
 BASE = textwrap.dedent("""\
@@ -30,10 +30,10 @@ INA_SCHEMES = ("atp", "esa", "switchml", "goat", "goat-async", "grid", "inart", 
 ALL_SCHEMES = INA_SCHEMES + ("ps", "geryon", "lbmm", "ksgd")
 
 
-def policy_error(text, policy, *overrides):
-    scenario = parse_scenario(text, "t.yaml", [f"policy={policy}", *overrides])
-    with pytest.raises(PolicyError) as info:
-        compute_policy(scenario)
+def placement_error(text, scheme, *overrides):
+    scenario = parse_scenario(text, "t.yaml", [f"policy={scheme}", *overrides])
+    with pytest.raises(PlacementError) as info:
+        compute_placement(scenario)
     message = str(info.value)
     assert "\n" not in message
     return message
@@ -42,14 +42,14 @@ def policy_error(text, policy, *overrides):
 @pytest.mark.parametrize("scheme", INA_SCHEMES)
 def test_ina_schemes_need_a_programmable_switch(scheme):
     text = BASE.replace("switches: [s1, s2]", "switches: [s1, s2]\n  programmable: none")
-    message = policy_error(text, scheme)
+    message = placement_error(text, scheme)
     assert message.startswith(f"{scheme}: job j") and "no programmable switch" in message
 
 
 @pytest.mark.parametrize("scheme", ALL_SCHEMES)
 def test_schemes_name_the_worker_without_a_path_to_its_ps(scheme):
     text = BASE.replace("[p2, s2], [s1, s2]]", "[p2, s2]]")        # the racks are not connected
-    message = policy_error(text, scheme)
+    message = placement_error(text, scheme)
     assert message.startswith(f"{scheme}: ")
     assert ("no path from worker w1 to PS" in message) or ("single rack" in message)
 
@@ -57,7 +57,7 @@ def test_schemes_name_the_worker_without_a_path_to_its_ps(scheme):
 @pytest.mark.parametrize("scheme", ("lbmm", "inart", "inart-equal"))
 def test_multi_ps_schemes_refuse_a_single_ps(scheme):
     text = BASE.replace("ps: [p1, p2]", "ps: p1")
-    message = policy_error(text, scheme)
+    message = placement_error(text, scheme)
     assert message.startswith(f"{scheme}: job j has one parameter server (p1)")
 
 
@@ -70,7 +70,7 @@ def test_goat_model_larger_than_all_memory_is_infeasible_quickly():
     scenario = parse_scenario(text, "t.yaml", ["policy=goat"])
     start = time.perf_counter()
     with pytest.raises(InfeasibleError) as info:
-        compute_policy(scenario)
+        compute_placement(scenario)
     assert time.perf_counter() - start < 2.0
     assert "\n" not in str(info.value) and str(info.value).startswith("goat: job j")
     assert "exceeds the memory" in str(info.value) or "fits neither" in str(info.value)
@@ -79,10 +79,10 @@ def test_goat_model_larger_than_all_memory_is_infeasible_quickly():
 def test_goat_async_refuses_intervals_that_miss_a_worker():
     text = BASE.replace("ps: [p1, p2]", "ps: p1") + \
         "    policy_options: {goat-async: {intervals: {w1: 1s, w2: 2s}}}\n"
-    message = policy_error(text, "goat-async")
+    message = placement_error(text, "goat-async")
     assert "no entry for worker w3" in message
 
 
 def test_ksgd_k_larger_than_the_workers_is_an_error():
     text = BASE + "    policy_options: {ksgd: {k: 5}}\n"
-    assert "k = 5 exceeds its 3 workers" in policy_error(text, "ksgd")
+    assert "k = 5 exceeds its 3 workers" in placement_error(text, "ksgd")

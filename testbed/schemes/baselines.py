@@ -1,7 +1,7 @@
 """Baseline schemes: ``ps``, ``atp``, ``esa``, ``switchml``, ``geryon``, ``lbmm``, ``ksgd``.
 
 Sub-models go to a job's PSs in contiguous, size-balanced order
-(:func:`~testbed.policy.common.split_submodels`) unless the scheme decides
+(:func:`~testbed.schemes.common.split_submodels`) unless the scheme decides
 the split itself (LBMM here, InArt in ``inart.py``).
 
 ``ps`` (BytePS-style, no INA): every worker sends every sub-model to its PS.
@@ -62,7 +62,7 @@ in the slot, which goes on toward the occupant's overflow target (its level
 2, or its PS) (``collision = "preempt"``), in the data plane of both
 targets as in the simulator. ESA shares a switch's memory between jobs:
 the ESA jobs aggregating at a switch share one slot range there, as large
-as their ranges apart (``Policy.shared_slot_ranges``). ESA ranks jobs
+as their ranges apart (``Placement.shared_slot_ranges``). ESA ranks jobs
 (nearer completion first, with aging); here ``policy_options.esa.priority``
 (default 0, higher wins) ranks jobs, and within one job and iteration the
 lower ``seq`` (the older fragment, the aging rule) wins
@@ -71,7 +71,7 @@ In a single-job run where fragments arrive in ``seq`` order ESA behaves as
 ATP.
 
 ``switchml`` (SwitchML, NSDI'21): one rack: every worker's first programmable
-switch must be the same switch (else PolicyError); a slot pool of
+switch must be the same switch (else PlacementError); a slot pool of
 ``policy_options.switchml.pool`` slots (default: the window, at most half the
 switch's slots); workers are self-clocked (a worker reuses a slot only after
 its result returned), so fragments wait for their slot instead of bypassing
@@ -102,7 +102,7 @@ move of a sub-model off the most loaded PS. Flows are then placed in worker
 order, each on the candidate path that keeps the common rate of the flows
 placed so far highest ("the link with the lightest load"; ties: fewer
 saturated links, the shorter path), then improved by moves as in ``geryon``.
-A job with one PS is a PolicyError.
+A job with one PS is a PlacementError.
 
 ``ksgd`` (K-sync SGD, Dutta et al. AISTATS'18): PS aggregation without INA;
 the PS uses the first K workers' gradients each iteration: ``participants``
@@ -116,23 +116,23 @@ import math
 import numpy as np
 
 from testbed.dataplane import program
-from testbed.errors import PolicyError
-from testbed.policy.base import JobPolicy, Scheme
-from testbed.policy.common import (RATE_TOLERANCE, LoadModel, NetworkView, Stream, allowed_switches,
+from testbed.errors import PlacementError
+from testbed.schemes.base import JobPlacement, Scheme
+from testbed.schemes.common import (RATE_TOLERANCE, LoadModel, NetworkView, Stream, allowed_switches,
                                    check_reachable, options, ps_shares, require_multiple_ps, require_path,
                                    rng_for, split_submodels, tree_loads, window_slots)
 
-__all__ = ["ps_policy", "atp_policy", "esa_policy", "switchml_policy", "geryon_policy", "lbmm_policy",
-           "ksgd_policy", "split_submodels", "estimated_intervals_s"]
+__all__ = ["ps_placement", "atp_placement", "esa_placement", "switchml_placement", "geryon_placement", "lbmm_placement",
+           "ksgd_placement", "split_submodels", "estimated_intervals_s"]
 
 
 # --- ps ------------------------------------------------------------------------------
 
-def ps_policy(job, scenario, scheme: str = "ps") -> JobPolicy:
+def ps_placement(job, scenario, scheme: str = "ps") -> JobPlacement:
     owner = split_submodels(job)
     check_reachable(NetworkView(scenario), scheme, job, owner)
     first_hop = {w: {g: owner[g] for g in owner} for w in job.workers}
-    return JobPolicy(job.name, scheme, owner, first_hop, notes={"ina": False})
+    return JobPlacement(job.name, scheme, owner, first_hop, notes={"ina": False})
 
 
 # --- atp / esa ----------------------------------------------------------------------
@@ -260,7 +260,7 @@ def _flow_tree(net, job, owner, first, second, capacity):
 
 def _atp_like(job, scenario, scheme, levels, admission="fragment"):
     if admission == "flow" and levels == "all":
-        raise PolicyError(f"{scheme}: job {job.name}: admission flow takes levels 1 or 2, not all")
+        raise PlacementError(f"{scheme}: job {job.name}: admission flow takes levels 1 or 2, not all")
     net = NetworkView(scenario)
     owner = split_submodels(job)
     first, upper = _atp_levels(net, job, scheme, owner, levels)
@@ -274,17 +274,17 @@ def _atp_like(job, scenario, scheme, levels, admission="fragment"):
         first_hop, next_hop, bypass = _fragment_tree(first, upper, owner)
     slots = {s: window_slots(scenario, job) for s in next_hop}
     release = options(job, scheme).get("release", "result")
-    return JobPolicy(job.name, scheme, owner, first_hop, next_hop, bypass_hop=bypass, slots=slots,
+    return JobPlacement(job.name, scheme, owner, first_hop, next_hop, bypass_hop=bypass, slots=slots,
                      release_mode=program.RELEASE_ON_RESULT if release == "result" else program.RELEASE_ON_EMIT,
                      notes=notes)
 
 
-def atp_policy(job, scenario) -> JobPolicy:
+def atp_placement(job, scenario) -> JobPlacement:
     opts = options(job, "atp")
     return _atp_like(job, scenario, "atp", opts.get("levels", 2), opts.get("admission", "fragment"))
 
 
-def esa_policy(job, scenario) -> JobPolicy:
+def esa_placement(job, scenario) -> JobPlacement:
     opts = options(job, "esa")
     jp = _atp_like(job, scenario, "esa", opts.get("levels", 2))
     jp.collision = "preempt"
@@ -294,22 +294,22 @@ def esa_policy(job, scenario) -> JobPolicy:
 
 # --- switchml ---------------------------------------------------------------------------
 
-def switchml_policy(job, scenario) -> JobPolicy:
+def switchml_placement(job, scenario) -> JobPlacement:
     net = NetworkView(scenario)
     owner = split_submodels(job)
     first, _ = _atp_levels(net, job, "switchml", owner, 1)
     racks = sorted({node for hops in first.values() for g, node in hops.items() if node != owner[g]})
     direct = sorted({w for w, hops in first.items() if any(node == owner[g] for g, node in hops.items())})
     if direct:
-        raise PolicyError(f"switchml: job {job.name}: no programmable switch between worker {direct[0]} and its PS")
+        raise PlacementError(f"switchml: job {job.name}: no programmable switch between worker {direct[0]} and its PS")
     if len(racks) != 1:
-        raise PolicyError(f"switchml: job {job.name}: workers sit under {len(racks)} aggregation switches "
+        raise PlacementError(f"switchml: job {job.name}: workers sit under {len(racks)} aggregation switches "
                           f"({', '.join(racks)}); SwitchML aggregates in a single rack")
     tor = racks[0]
     pool = min(options(job, "switchml").get("pool", window_slots(scenario, job)), scenario.switch.slots // 2)
     first_hop = {w: {g: tor for g in owner} for w in job.workers}
     next_hop = {tor: {g: owner[g] for g in owner}}
-    jp = JobPolicy(job.name, "switchml", owner, first_hop, next_hop, slots={tor: 2 * pool},
+    jp = JobPlacement(job.name, "switchml", owner, first_hop, next_hop, slots={tor: 2 * pool},
                    release_mode=program.RELEASE_SHADOW, notes={"rack": tor, "synchronous": True, "pool": pool})
     jp.collision = "wait"
     return jp
@@ -375,13 +375,13 @@ def _route_flows(net, job, owner, scheme, k, greedy):
     return paths, model.rate(loads)[0], moves
 
 
-def geryon_policy(job, scenario) -> JobPolicy:
+def geryon_placement(job, scenario) -> JobPlacement:
     net = NetworkView(scenario)
     owner = split_submodels(job)
     k = options(job, "geryon").get("paths", 4)
     paths, rate, moves = _route_flows(net, job, owner, "geryon", k, greedy=False)
     first_hop = {w: {g: owner[g] for g in owner} for w in job.workers}
-    return JobPolicy(job.name, "geryon", owner, first_hop, paths=paths,
+    return JobPlacement(job.name, "geryon", owner, first_hop, paths=paths,
                      notes={"ina": False, "predicted_rate_bps": rate, "path_moves": moves, "paths_per_flow": k})
 
 
@@ -422,7 +422,7 @@ def min_min_split(job, ingress_bps: dict) -> dict:
     return dict(sorted(owner.items()))
 
 
-def lbmm_policy(job, scenario) -> JobPolicy:
+def lbmm_placement(job, scenario) -> JobPlacement:
     require_multiple_ps(job, "lbmm")
     net = NetworkView(scenario)
     ingress = {}
@@ -432,7 +432,7 @@ def lbmm_policy(job, scenario) -> JobPolicy:
     owner = min_min_split(job, ingress)
     paths, rate, moves = _route_flows(net, job, owner, "lbmm", options(job, "lbmm").get("paths", 4), greedy=True)
     first_hop = {w: {g: owner[g] for g in owner} for w in job.workers}
-    return JobPolicy(job.name, "lbmm", owner, first_hop, paths=paths,
+    return JobPlacement(job.name, "lbmm", owner, first_hop, paths=paths,
                      notes={"ina": False, "predicted_rate_bps": rate, "split": ps_shares(job, owner),
                             "path_moves": moves})
 
@@ -471,16 +471,16 @@ def fastest_workers(job, intervals_s: dict, k: int) -> list:
     return sorted(ranked[:k], key=job.workers.index)
 
 
-def ksgd_policy(job, scenario) -> JobPolicy:
+def ksgd_placement(job, scenario) -> JobPlacement:
     opts = options(job, "ksgd")
     k = opts.get("k", math.ceil(len(job.workers) / 2))
     if k > len(job.workers):
-        raise PolicyError(f"ksgd: job {job.name}: k = {k} exceeds its {len(job.workers)} workers")
+        raise PlacementError(f"ksgd: job {job.name}: k = {k} exceeds its {len(job.workers)} workers")
     intervals = opts.get("intervals_s") or estimated_intervals_s(job, scenario, rng_for(scenario, job, "ksgd"))
     missing = [w for w in job.workers if w not in intervals]
     if missing:
-        raise PolicyError(f"ksgd: job {job.name}: policy_options.ksgd.intervals has no entry for worker {missing[0]}")
-    jp = ps_policy(job, scenario, "ksgd")
+        raise PlacementError(f"ksgd: job {job.name}: policy_options.ksgd.intervals has no entry for worker {missing[0]}")
+    jp = ps_placement(job, scenario, "ksgd")
     jp.participants = fastest_workers(job, intervals, k)
     jp.notes.update({"k": k, "intervals_s": dict(intervals)})
     return jp
@@ -488,13 +488,13 @@ def ksgd_policy(job, scenario) -> JobPolicy:
 
 #: This family's schemes and the ``policy_options`` each takes.
 SCHEMES = (
-    Scheme("ps", ps_policy),
-    Scheme("atp", atp_policy, {"levels": ("int_or", 1, 2, "all"), "admission": ("choice", ("fragment", "flow")),
+    Scheme("ps", ps_placement),
+    Scheme("atp", atp_placement, {"levels": ("int_or", 1, 2, "all"), "admission": ("choice", ("fragment", "flow")),
                                "release": ("choice", ("result", "emit"))}),
-    Scheme("switchml", switchml_policy, {"pool": ("int", 1, 1 << 20)}),
-    Scheme("esa", esa_policy, {"levels": ("int", 1, 2), "priority": ("int", 0, 65535),
+    Scheme("switchml", switchml_placement, {"pool": ("int", 1, 1 << 20)}),
+    Scheme("esa", esa_placement, {"levels": ("int", 1, 2), "priority": ("int", 0, 65535),
                                "release": ("choice", ("result", "emit"))}),
-    Scheme("geryon", geryon_policy, {"paths": ("int", 1, 16)}),
-    Scheme("lbmm", lbmm_policy, {"paths": ("int", 1, 16)}),
-    Scheme("ksgd", ksgd_policy, {"k": ("int", 1, 64), "intervals": ("worker_durations",)}),
+    Scheme("geryon", geryon_placement, {"paths": ("int", 1, 16)}),
+    Scheme("lbmm", lbmm_placement, {"paths": ("int", 1, 16)}),
+    Scheme("ksgd", ksgd_placement, {"k": ("int", 1, 64), "intervals": ("worker_durations",)}),
 )

@@ -8,7 +8,7 @@ HiGHS is missing or fails, PuLP's bundled CBC runs instead. ``"highs"`` and
 ``"cbc"`` force one solver.
 
 Every solve returns a :class:`SolveRecord` (solver, status, wall time, size)
-that the scheme copies into ``JobPolicy.notes``. An infeasible LP raises
+that the scheme copies into ``JobPlacement.notes``. An infeasible LP raises
 :class:`~testbed.errors.InfeasibleError`; a solve that hits its time limit
 raises it too, naming the limit, so a scheme never hangs.
 
@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import pulp
 
-from testbed.errors import InfeasibleError, PolicyError
+from testbed.errors import InfeasibleError, PlacementError
 
 DEFAULT_TIME_LIMIT_S = 120.0
 #: The ``policy_options`` of every scheme that solves an LP: the solver and its time limit.
@@ -94,12 +94,12 @@ def solve(problem: pulp.LpProblem, scheme: str, what: str, solver: str = "auto",
         if status == "Infeasible":
             raise InfeasibleError(f"{scheme}: {what} has no feasible solution ({name})")
         if status == "Unbounded":
-            raise PolicyError(f"{scheme}: {what} is unbounded ({name}); a capacity is missing")
+            raise PlacementError(f"{scheme}: {what} is unbounded ({name}); a capacity is missing")
         if elapsed >= time_limit_s * 0.95:
             raise InfeasibleError(f"{scheme}: {what}: {name} found no solution within {time_limit_s:g} s "
                                   f"(policy_options.{scheme}.time_limit)")
         failures.append(f"{name}: status {status}")
-    raise PolicyError(f"{scheme}: {what}: no LP solver succeeded ({'; '.join(failures)})")
+    raise PlacementError(f"{scheme}: {what}: no LP solver succeeded ({'; '.join(failures)})")
 
 
 def variable(problem: pulp.LpProblem, name: str, low: float = 0.0, high: float = None) -> pulp.LpVariable:

@@ -1,10 +1,10 @@
 """Ring all-reduce schemes (Rina §II-B 2, §III-A): no PS and no aggregation in the network.
 
-The policy routes and aggregates nothing: no sub-model has a PS, no worker a
+A ring scheme's placement routes and aggregates nothing: no sub-model has a PS, no worker a
 first hop. Its notes say how the workers form their rings, which
 :mod:`testbed.agents.ring_schedule` turns into steps and
 :mod:`testbed.agents.ring` runs over the switches' default routes, as plain
-traffic. ``testbed.scenario.RING_POLICIES`` lists these schemes (a job of
+traffic. ``testbed.scenario.RING_SCHEMES`` lists these schemes (a job of
 one has no ``ps``).
 
 - ``rar``: one ring of the job's workers in the order the scenario lists
@@ -27,12 +27,12 @@ one has no ``ps``).
   testbed/agents/rina.py runs the members).
 """
 
-from testbed.errors import PolicyError
-from testbed.policy.base import JobPolicy, Scheme
+from testbed.errors import PlacementError
+from testbed.schemes.base import JobPlacement, Scheme
 
 
-def rar_policy(job, scenario) -> JobPolicy:
-    return JobPolicy(job.name, "rar", {}, {w: {} for w in job.workers}, notes={"ina": False, "ring": list(job.workers)})
+def rar_placement(job, scenario) -> JobPlacement:
+    return JobPlacement(job.name, "rar", {}, {w: {} for w in job.workers}, notes={"ina": False, "ring": list(job.workers)})
 
 
 def racks_of(job, topology) -> dict:
@@ -43,17 +43,17 @@ def racks_of(job, topology) -> dict:
     return racks
 
 
-def har_policy(job, scenario) -> JobPolicy:
+def har_placement(job, scenario) -> JobPlacement:
     racks = racks_of(job, scenario.topology)
     if len({len(r) for r in racks.values()}) > 1:
         described = ", ".join(f"{tor}: {len(r)}" for tor, r in racks.items())
-        raise PolicyError(f"h-ar: job {job.name} needs as many workers under every ToR (the rack-to-rack "
+        raise PlacementError(f"h-ar: job {job.name} needs as many workers under every ToR (the rack-to-rack "
                           f"all-reduce pairs them by position); it has {described}")
-    return JobPolicy(job.name, "h-ar", {}, {w: {} for w in job.workers},
+    return JobPlacement(job.name, "h-ar", {}, {w: {} for w in job.workers},
                      notes={"ina": False, "racks": list(racks.values())})
 
 
-def rina_policy(job, scenario) -> JobPolicy:
+def rina_placement(job, scenario) -> JobPlacement:
     topology = scenario.topology
     members = []
     for tor, indices in racks_of(job, topology).items():
@@ -65,12 +65,12 @@ def rina_policy(job, scenario) -> JobPolicy:
     members = [m for _, m in sorted(members, key=lambda pair: pair[0])]
     # Each Rina rack's ToR reserves the job a contiguous range of slots (Rina §V-1): one per fragment in flight.
     slots = {m["tor"]: min(job.window, scenario.switch.slots) for m in members if m["tor"]}
-    return JobPolicy(job.name, "rina", {}, {w: {} for w in job.workers}, slots=slots,
+    return JobPlacement(job.name, "rina", {}, {w: {} for w in job.workers}, slots=slots,
                      notes={"ina": any(m["tor"] for m in members), "members": members})
 
 
 def fallback_members(members: list, failed: str) -> list:
-    """Rina's members after the error of worker ``failed`` (§IV-C2), ``members`` as the policy's notes have
+    """Rina's members after the error of worker ``failed`` (§IV-C2), ``members`` as the placement's notes have
     them (per member its ``workers`` and its ``tor``, None for an autonomous worker):
 
     - a Rina rack's agent: "the other workers in the corresponding rack can default to regular RAR": they
@@ -98,7 +98,7 @@ def fallback_members(members: list, failed: str) -> list:
 RING_OPTIONS = {"step_overhead": ("duration",), "step_jitter": ("duration",)}
 #: This family's schemes: rings of workers (all-reduce) without a PS.
 SCHEMES = (
-    Scheme("rar", rar_policy, dict(RING_OPTIONS), ring=True),
-    Scheme("h-ar", har_policy, dict(RING_OPTIONS), ring=True),
-    Scheme("rina", rina_policy, dict(RING_OPTIONS), ring=True),
+    Scheme("rar", rar_placement, dict(RING_OPTIONS), ring=True),
+    Scheme("h-ar", har_placement, dict(RING_OPTIONS), ring=True),
+    Scheme("rina", rina_placement, dict(RING_OPTIONS), ring=True),
 )

@@ -2,7 +2,7 @@
 
 ``inart`` = L-InArt (the model split) then R-InArt (INA points and paths);
 ``inart-equal`` = R-InArt with the model split equally (InArt §5.1.2's first
-benchmark). A job with one PS is a PolicyError for both.
+benchmark). A job with one PS is a PlacementError for both.
 
 L-InArt (§4.2, Alg. 1). Eq. 2 keeps the switch and PS capacity constraints
 of Eq. 1, relaxes y, z to [0, 1] and drops links and paths; it multiplies
@@ -24,7 +24,7 @@ point; among its optimal splits we take the one closest (L1) to the split
 proportional to PS ingress, by a second LP with f held at its optimum.
 
 Sub-models are whole layers, so the split is realised by assigning
-sub-models to PSs (:func:`~testbed.policy.common.realize_split`). With
+sub-models to PSs (:func:`~testbed.schemes.common.realize_split`). With
 ``split_search`` (default on) R-InArt also runs for the neighbouring
 realisable splits (one sub-model moved between two PSs): every candidate's
 LP is solved, the L-InArt split and up to three neighbours whose LP optimum
@@ -37,7 +37,7 @@ closest to equal is 0.5, whose R-InArt result is 2.4; its neighbour 0.6/0.4
 
 R-InArt (§4.3, Alg. 2) is the path-based LP of Eq. 5 with the split fixed,
 linearised by substituting rates, then randomized rounding of aggregation
-points and paths: :mod:`testbed.policy.routing_lp` (candidate paths
+points and paths: :mod:`testbed.schemes.routing_lp` (candidate paths
 ``policy_options.<scheme>.paths``, default 3; best of ``roundings``
 draws, default 8; single-move improvement, ``improve``, default on). InArt's
 "aggregated in-network once at most" holds: each (worker, PS) flow has one
@@ -49,11 +49,11 @@ V_2 (the switch), as the loads in Fig. 1(c) show; our scenario and test use V2.
 
 import pulp
 
-from testbed.policy import lp
-from testbed.policy.common import (NetworkView, allowed_switches, options, ps_shares, realize_split,
+from testbed.schemes import lp
+from testbed.schemes.common import (NetworkView, allowed_switches, options, ps_shares, realize_split,
                                    require_multiple_ps, rng_for)
-from testbed.policy.base import Scheme
-from testbed.policy.routing_lp import ROUTING_OPTIONS, relax, round_to_policy, route_and_round
+from testbed.schemes.base import Scheme
+from testbed.schemes.routing_lp import ROUTING_OPTIONS, relax, round_to_placement, route_and_round
 
 DEFAULT_PATHS = 3
 #: Neighbouring splits whose LP optimum is within this fraction of the best are rounded (at most SHORTLIST_SIZE,
@@ -144,7 +144,7 @@ def _r_inart(job, scenario, scheme, owner, allowed, opts, rng, net):
                            default_paths=DEFAULT_PATHS)
 
 
-def inart_policy(job, scenario):
+def inart_placement(job, scenario):
     require_multiple_ps(job, "inart")
     opts = options(job, "inart")
     net = NetworkView(scenario)
@@ -164,31 +164,31 @@ def inart_policy(job, scenario):
     for k, (problem, solution) in enumerate(relaxed):
         entry = {"split": {ps: problem.share.get(ps, 0.0) for ps in job.ps}, "lp_rate_bps": solution.rate_bps}
         if k in shortlist:
-            policy, rate = round_to_policy(problem, solution, "inart", scenario, opts, rng)
+            placement, rate = round_to_placement(problem, solution, "inart", scenario, opts, rng)
             entry["rate_bps"] = rate
             if best is None or rate > best[1] * (1 + 1e-12):
-                best = (policy, rate)
+                best = (placement, rate)
         tried.append(entry)
-    policy = best[0]
-    policy.notes.update({"l_inart_split": split, "l_inart_rate_bps": eq2_rate,
+    placement = best[0]
+    placement.notes.update({"l_inart_split": split, "l_inart_rate_bps": eq2_rate,
                          "l_inart_solver": records[0].solver, "l_inart_solve_s": sum(r.solve_s for r in records),
                          "splits_tried": tried, "solve_s": solve_s})
-    return policy
+    return placement
 
 
-def inart_equal_policy(job, scenario):
+def inart_equal_placement(job, scenario):
     require_multiple_ps(job, "inart-equal")
     opts = options(job, "inart-equal")
     net = NetworkView(scenario)
     allowed = allowed_switches(job, scenario.topology, "inart-equal")
     owner = realize_split(job, {ps: 1.0 / len(job.ps) for ps in job.ps})
-    policy, _ = _r_inart(job, scenario, "inart-equal", owner, allowed, opts, rng_for(scenario, job, "inart-equal"),
+    placement, _ = _r_inart(job, scenario, "inart-equal", owner, allowed, opts, rng_for(scenario, job, "inart-equal"),
                          net)
-    return policy
+    return placement
 
 
 #: This family's schemes and the ``policy_options`` each takes.
 SCHEMES = (
-    Scheme("inart", inart_policy, {**ROUTING_OPTIONS, "split_search": ("bool",)}),
-    Scheme("inart-equal", inart_equal_policy, dict(ROUTING_OPTIONS)),
+    Scheme("inart", inart_placement, {**ROUTING_OPTIONS, "split_search": ("bool",)}),
+    Scheme("inart-equal", inart_equal_placement, dict(ROUTING_OPTIONS)),
 )

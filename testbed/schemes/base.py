@@ -1,6 +1,6 @@
-"""The Policy: what a scheme decides, as plain data (serialised to ``policy.json``).
+"""The Placement: what a scheme decides, as plain data (serialised to ``placement.json``).
 
-Per job (:class:`JobPolicy`):
+Per job (:class:`JobPlacement`):
 
 - ``ps_of_submodel``: which parameter server owns each sub-model (InArt's
   model split; one PS owns all in the single-PS schemes);
@@ -27,9 +27,9 @@ Per job (:class:`JobPolicy`):
   ``preempt`` (ESA: the higher priority keeps the slot), ``wait``
   (SwitchML's self-clocked workers never collide). Jobs that preempt share
   one slot range at every switch where two or more of them aggregate
-  (:meth:`Policy.shared_slot_ranges`), so they meet in its slots;
+  (:meth:`Placement.shared_slot_ranges`), so they meet in its slots;
 
-Fan-in is derived, not stored (:meth:`JobPolicy.fanin`), so the policy
+Fan-in is derived, not stored (:meth:`JobPlacement.fanin`), so the placement
 cannot contradict itself. A switch compares the contribution ``count`` it has
 summed (workers) with the fan-in, so a switch's fan-in is the number of
 (participating) workers whose gradients reach it through the tree; in a
@@ -43,11 +43,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-POLICY_FORMAT_VERSION = 1
+PLACEMENT_FORMAT_VERSION = 1
 
 
 @dataclass
-class JobPolicy:
+class JobPlacement:
     job: str
     scheme: str
     ps_of_submodel: dict                 # submodel -> PS host
@@ -136,12 +136,12 @@ class JobPolicy:
 
 
 @dataclass
-class Policy:
-    jobs: dict                     # job name -> JobPolicy
+class Placement:
+    jobs: dict                     # job name -> JobPlacement
     seed: int = 0
 
     def to_json(self) -> str:
-        return json.dumps({"version": POLICY_FORMAT_VERSION, "seed": self.seed,
+        return json.dumps({"version": PLACEMENT_FORMAT_VERSION, "seed": self.seed,
                            "jobs": {n: j.to_dict() for n, j in self.jobs.items()}}, indent=2, sort_keys=True)
 
     def shared_slot_ranges(self, job_order) -> dict:
@@ -158,15 +158,15 @@ class Policy:
         return {sw: names for sw, names in pooled.items() if len(names) > 1}
 
     @classmethod
-    def from_json(cls, text: str) -> "Policy":
+    def from_json(cls, text: str) -> "Placement":
         d = json.loads(text)
-        return cls({n: JobPolicy.from_dict(j) for n, j in d["jobs"].items()}, d.get("seed", 0))
+        return cls({n: JobPlacement.from_dict(j) for n, j in d["jobs"].items()}, d.get("seed", 0))
 
 
 @dataclass(frozen=True)
 class Scheme:
-    """A scheme as the registry (``testbed.policy.SCHEMES``) and the scenario's checker know it, declared beside
-    its code: ``name`` (a job's ``policy:``), ``place(job, scenario) -> JobPolicy``, the ``policy_options``
+    """A scheme as the registry (``testbed.schemes.SCHEMES``) and the scenario's checker know it, declared beside
+    its code: ``name`` (a job's ``policy:``), ``place(job, scenario) -> JobPlacement``, the ``policy_options``
     it takes (option -> kind as :mod:`testbed.scenario.schema` reads it: ("int", low, high), ("number", low,
     high), ("bool",), ("choice", values), ("int_or", low, high, word), ("duration",) -> stored as
     ``<key>_s``, ("worker_durations",) -> ``<key>_s`` = {worker: seconds}; defaults and meaning live in

@@ -42,7 +42,7 @@ picks one path with probability ``q_path / o``. Where the papers are silent:
 we draw ``roundings`` times (default 8, seeded from the scenario seed); with
 ``improve`` (default on) each draw is improved by single changes (a flow's
 option, an aggregate's path) while they raise the common rate
-(:class:`~testbed.policy.common.LoadModel`; ties: fewer saturated resources),
+(:class:`~testbed.schemes.common.LoadModel`; ties: fewer saturated resources),
 then by a tabu search over flow changes (the best change not made in the last
 few steps, even when it lowers the rate, keeping the best assignment seen),
 within an evaluation budget shared by the draws; the best result is kept.
@@ -58,9 +58,9 @@ import pulp
 
 from testbed.dataplane import program
 from testbed.errors import InfeasibleError
-from testbed.policy import lp
-from testbed.policy.base import JobPolicy
-from testbed.policy.common import LoadModel, Stream, require_path, window_slots
+from testbed.schemes import lp
+from testbed.schemes.base import JobPlacement
+from testbed.schemes.common import LoadModel, Stream, require_path, window_slots
 
 #: The ``policy_options`` of the schemes that route with this LP (GRID, R-InArt).
 ROUTING_OPTIONS = {"paths": ("int", 1, 16), "roundings": ("int", 1, 1000), "improve": ("bool",), **lp.LP_OPTIONS}
@@ -408,7 +408,7 @@ def best_assignment(problem, solution, rng, roundings: int, do_improve: bool):
     return best[0], best_rounded, best[1], total_moves
 
 
-def to_job_policy(problem: RoutingProblem, assignment: Assignment, scheme: str, scenario, notes: dict) -> JobPolicy:
+def to_job_placement(problem: RoutingProblem, assignment: Assignment, scheme: str, scenario, notes: dict) -> JobPlacement:
     net, job, owner = problem.net, problem.job, problem.owner
     first_hop = {w: {} for w in job.workers}
     next_hop, paths = {}, {}
@@ -431,7 +431,7 @@ def to_job_policy(problem: RoutingProblem, assignment: Assignment, scheme: str, 
         for g, ps in owner.items():
             first_hop[w].setdefault(g, ps)
     slots = {v: window_slots(scenario, job) for v in next_hop}
-    return JobPolicy(job.name, scheme, dict(owner), first_hop, next_hop, paths=paths, slots=slots,
+    return JobPlacement(job.name, scheme, dict(owner), first_hop, next_hop, paths=paths, slots=slots,
                      release_mode=program.RELEASE_ON_EMIT, notes=notes)
 
 
@@ -442,18 +442,18 @@ def relax(net, job, scenario, scheme, owner, share, allowed, opts, default_paths
     return problem, solution
 
 
-def round_to_policy(problem, solution, scheme, scenario, opts, rng):
-    """Round and improve: (JobPolicy with the LP record in its notes, final rate)."""
+def round_to_placement(problem, solution, scheme, scenario, opts, rng):
+    """Round and improve: (JobPlacement with the LP record in its notes, final rate)."""
     roundings = opts.get("roundings", 8)
     assignment, rounded, final, moves = best_assignment(problem, solution, rng, roundings, opts.get("improve", True))
     notes = {**solution.record.as_notes(), "solver": solution.record.solver, "solve_s": solution.record.solve_s,
              "lp_rate_bps": solution.rate_bps, "rounded_rate_bps": rounded, "predicted_rate_bps": final,
              "roundings": roundings, "improvement_moves": moves,
              "split": {ps: problem.share.get(ps, 0.0) for ps in problem.job.ps}, "seed": scenario.seed}
-    return to_job_policy(problem, assignment, scheme, scenario, notes), final
+    return to_job_placement(problem, assignment, scheme, scenario, notes), final
 
 
 def route_and_round(net, job, scenario, scheme, owner, share, allowed, opts, rng, default_paths=4):
-    """Build, solve, round, improve; returns (JobPolicy, final rate)."""
+    """Build, solve, round, improve; returns (JobPlacement, final rate)."""
     problem, solution = relax(net, job, scenario, scheme, owner, share, allowed, opts, default_paths)
-    return round_to_policy(problem, solution, scheme, scenario, opts, rng)
+    return round_to_placement(problem, solution, scheme, scenario, opts, rng)

@@ -1,4 +1,4 @@
-"""The pieces of the control-plane algorithms, and the invariants every scheme's policy keeps."""
+"""The pieces of the control-plane algorithms, and the invariants every scheme's placement keeps."""
 
 import math
 import textwrap
@@ -10,12 +10,12 @@ from support import ATP_CHAIN_TOPOLOGY
 from testbed import controller
 from testbed.dataplane import program
 from testbed.dataplane.entries import validate_entry
-from testbed.errors import PolicyError, ScenarioError
-from testbed.policy import SCHEMES, Policy, compute_policy
-from testbed.policy import goat, inart, routing_lp
-from testbed.policy.baselines import min_min_split
-from testbed.policy.common import NetworkView, allowed_switches, ps_shares, realize_split, split_submodels
-from testbed.scenario import RING_POLICIES, parse_scenario
+from testbed.errors import PlacementError, ScenarioError
+from testbed.schemes import SCHEMES, Placement, compute_placement
+from testbed.schemes import goat, inart, routing_lp
+from testbed.schemes.baselines import min_min_split
+from testbed.schemes.common import NetworkView, allowed_switches, ps_shares, realize_split, split_submodels
+from testbed.scenario import RING_SCHEMES, parse_scenario
 
 TWO_RACKS = textwrap.dedent("""\
     version: 1
@@ -38,8 +38,8 @@ TWO_RACKS = textwrap.dedent("""\
     """)
 
 
-def scenario_with(policy, text=TWO_RACKS, *overrides):
-    return parse_scenario(text, "t.yaml", [f"policy={policy}", *overrides])
+def scenario_with(scheme, text=TWO_RACKS, *overrides):
+    return parse_scenario(text, "t.yaml", [f"policy={scheme}", *overrides])
 
 
 # --- registry ------------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def scenario_with(policy, text=TWO_RACKS, *overrides):
 def test_the_registry_holds_every_scheme_of_the_papers_and_the_checker_reads_it():
     assert list(SCHEMES) == ["ps", "atp", "switchml", "esa", "geryon", "lbmm", "ksgd", "goat", "goat-async",
                              "grid", "inart", "inart-equal", "rar", "h-ar", "rina"]
-    assert [name for name, scheme in SCHEMES.items() if scheme.ring] == list(RING_POLICIES) == ["rar", "h-ar", "rina"]
+    assert [name for name, scheme in SCHEMES.items() if scheme.ring] == list(RING_SCHEMES) == ["rar", "h-ar", "rina"]
     with pytest.raises(ScenarioError, match="expected one of ps, atp, switchml"):
         scenario_with("nosuch")
     with pytest.raises(ScenarioError, match="roundings"):          # an option the scheme declares, out of bounds
@@ -55,11 +55,11 @@ def test_the_registry_holds_every_scheme_of_the_papers_and_the_checker_reads_it(
 
 
 # Ring schemes have no PS (tests/unit/test_ring.py).
-@pytest.mark.parametrize("name", sorted(set(SCHEMES) - {"switchml"} - set(RING_POLICIES)))
+@pytest.mark.parametrize("name", sorted(set(SCHEMES) - {"switchml"} - set(RING_SCHEMES)))
 def test_every_scheme_yields_a_valid_controller_plan_and_round_trips_json(name):
     scenario = scenario_with(name)
-    policy = compute_policy(scenario)
-    job = policy.jobs["j"]
+    placement = compute_placement(scenario)
+    job = placement.jobs["j"]
     owners = set(job.ps_of_submodel.values())
     programmable = {s.name for s in scenario.topology.programmable_switches()}
     for w, hops in job.first_hop.items():
@@ -75,24 +75,24 @@ def test_every_scheme_yields_a_valid_controller_plan_and_round_trips_json(name):
                 seen.add(node)
                 node = job.next_hop[node][g]
             assert node == job.ps_of_submodel[g]
-    again = Policy.from_json(policy.to_json())
-    assert again.to_json() == policy.to_json()
-    plan = controller.plan(scenario, again)
+    again = Placement.from_json(placement.to_json())
+    assert again.to_json() == placement.to_json()
+    plan = controller.control_plan(scenario, again)
     for config in plan.switches.values():
         for entry in config.entries:
             validate_entry(entry)
 
 
 def test_schemes_are_deterministic_for_a_seed():
-    def decisions(policy):
-        job = policy.jobs["j"]
+    def decisions(placement):
+        job = placement.jobs["j"]
         return (job.ps_of_submodel, job.first_hop, job.next_hop, job.bypass_hop, job.paths, job.slots,
                 job.participants)
 
     for name in ("goat", "goat-async", "grid", "inart", "atp"):
-        assert decisions(compute_policy(scenario_with(name))) == decisions(compute_policy(scenario_with(name)))
+        assert decisions(compute_placement(scenario_with(name))) == decisions(compute_placement(scenario_with(name)))
     # Another seed may round differently, but stays a valid policy.
-    compute_policy(scenario_with("grid", TWO_RACKS.replace("seed: 7", "seed: 8")))
+    compute_placement(scenario_with("grid", TWO_RACKS.replace("seed: 7", "seed: 8")))
 
 
 # --- GOAT KRGS ------------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def test_assignment_probabilities_sum_to_one(y_row, x_row, chosen):
 def test_krgs_respects_switch_memory_after_rounding():
     text = TWO_RACKS.replace("slots: 64", "slots: 25")        # 25 fragments per switch
     scenario = scenario_with("goat", text)
-    job = compute_policy(scenario).jobs["j"]
+    job = compute_placement(scenario).jobs["j"]
     fragments = {0: 10, 1: 10, 2: 20, 3: 10}
     for sw, hops in job.next_hop.items():
         assert sum(fragments[g] for g in hops) <= 25
@@ -161,7 +161,7 @@ def test_krgs_respects_switch_memory_after_rounding():
 
 
 def test_goat_eq1_objective_prefers_switches_near_the_workers():
-    job = compute_policy(scenario_with("goat", TWO_RACKS, "jobs.0.policy_options.goat.objective=eq1")).jobs["j"]
+    job = compute_placement(scenario_with("goat", TWO_RACKS, "jobs.0.policy_options.goat.objective=eq1")).jobs["j"]
     assert {job.first_hop["w1"][0], job.first_hop["w3"][0]} <= {"t1", "t2", "c1"}
     assert job.notes["objective"] == "eq1"
 
@@ -169,13 +169,13 @@ def test_goat_eq1_objective_prefers_switches_near_the_workers():
 @pytest.mark.parametrize("scheme, depth", [("ps", 1), ("goat", 2), ("atp", 3)])
 def test_aggregation_depth_counts_the_nodes_a_gradient_passes_up_to_its_ps(scheme, depth):
     """PS: the PS alone; GOAT: one switch, then the PS; ATP: the ToR, the level-2 switch, the PS."""
-    assert compute_policy(scenario_with(scheme, TWO_RACKS)).jobs["j"].aggregation_depth() == depth
+    assert compute_placement(scenario_with(scheme, TWO_RACKS)).jobs["j"].aggregation_depth() == depth
 
 
 @pytest.mark.parametrize("scheme", ["goat", "goat-async"])
 def test_goat_switches_hold_their_partials_unless_told_to_flush_them(scheme):
-    assert compute_policy(scenario_with(scheme, TWO_RACKS)).jobs["j"].release_mode == program.RELEASE_HOLD
-    job = compute_policy(scenario_with(scheme, TWO_RACKS, f"jobs.0.policy_options.{scheme}.release=emit")).jobs["j"]
+    assert compute_placement(scenario_with(scheme, TWO_RACKS)).jobs["j"].release_mode == program.RELEASE_HOLD
+    job = compute_placement(scenario_with(scheme, TWO_RACKS, f"jobs.0.policy_options.{scheme}.release=emit")).jobs["j"]
     assert job.release_mode == program.RELEASE_ON_EMIT
 
 
@@ -203,9 +203,9 @@ def test_psi_is_infinite_when_k_cannot_converge():
     assert goat.psi(4, 4) < goat.psi(2, 4)
 
 
-def test_goat_async_policy_takes_the_k_fastest_as_participants():
+def test_goat_async_takes_the_k_fastest_as_participants():
     text = TWO_RACKS + "    policy_options: {goat-async: {intervals: {w1: 1s, w2: 1s, w3: 1s, w4: 30s}}}\n"
-    job = compute_policy(scenario_with("goat-async", text)).jobs["j"]
+    job = compute_placement(scenario_with("goat-async", text)).jobs["j"]
     assert job.participants == ["w1", "w2", "w3"]
     assert job.notes["k"] == 3
     for sw in job.next_hop:                    # K_t^s: a switch waits for its participating workers only
@@ -216,7 +216,7 @@ def test_goat_async_policy_takes_the_k_fastest_as_participants():
 
 def test_ksgd_takes_k_fastest_workers():
     text = TWO_RACKS + "    policy_options: {ksgd: {k: 2, intervals: {w1: 3s, w2: 1s, w3: 2s, w4: 9s}}}\n"
-    job = compute_policy(scenario_with("ksgd", text)).jobs["j"]
+    job = compute_placement(scenario_with("ksgd", text)).jobs["j"]
     assert job.participants == ["w2", "w3"]
     assert not job.next_hop
 
@@ -240,7 +240,7 @@ def test_routing_rounding_probabilities_sum_to_one_per_flow():
 
 
 def test_grid_notes_record_solver_lp_optimum_and_final_rate():
-    job = compute_policy(scenario_with("grid")).jobs["j"]
+    job = compute_placement(scenario_with("grid")).jobs["j"]
     notes = job.notes
     assert notes["solver"] in ("HiGHS (ipm)", "CBC")
     assert notes["lp_status"] == "Optimal"
@@ -279,7 +279,7 @@ def test_min_min_balances_by_ps_ingress():
 # --- ATP ----------------------------------------------------------------------------------------------------
 
 def test_atp_two_levels_aggregate_partial_aggregates_and_overflow_near_the_ps():
-    job = compute_policy(scenario_with("atp")).jobs["j"]
+    job = compute_placement(scenario_with("atp")).jobs["j"]
     assert job.first_hop["w1"][0] == "t1" and job.first_hop["w3"][0] == "t2"
     assert job.next_hop["t1"][0] == "c1" and job.next_hop["c1"][0] == "p1"
     assert job.bypass_hop["t1"][0] == "c1"
@@ -288,7 +288,7 @@ def test_atp_two_levels_aggregate_partial_aggregates_and_overflow_near_the_ps():
 
 
 def test_atp_one_level_sends_aggregates_straight_to_the_ps():
-    job = compute_policy(scenario_with("atp", TWO_RACKS, "jobs.0.policy_options.atp.levels=1")).jobs["j"]
+    job = compute_placement(scenario_with("atp", TWO_RACKS, "jobs.0.policy_options.atp.levels=1")).jobs["j"]
     assert job.next_hop["t1"][0] == "p1" and not job.bypass_hop
     assert job.fanin(0, "p1") == 2
 
@@ -302,23 +302,23 @@ CHAIN = "version: 1\nscale: 1\n" + ATP_CHAIN_TOPOLOGY + textwrap.dedent("""\
 def test_atp_every_level_aggregates_at_each_programmable_switch_on_the_way():
     """Two levels skip a1 (level 2 is the switch nearest the PS); every level chains t1, t2 -> a1 -> c1 -> p1, an
     INA switch and the workers behind it one worker to the next (Rina §III-B, Lemma 2)."""
-    two = compute_policy(scenario_with("atp", CHAIN)).jobs["j"]
+    two = compute_placement(scenario_with("atp", CHAIN)).jobs["j"]
     assert two.next_hop["t1"][0] == two.next_hop["t2"][0] == "c1" and "a1" not in two.next_hop
-    every = compute_policy(scenario_with("atp", CHAIN, "jobs.0.policy_options.atp.levels=all")).jobs["j"]
+    every = compute_placement(scenario_with("atp", CHAIN, "jobs.0.policy_options.atp.levels=all")).jobs["j"]
     assert {sw: hops[0] for sw, hops in every.next_hop.items()} == {"t1": "a1", "t2": "a1", "a1": "c1", "c1": "p1"}
     assert {sw: set(hops.values()) for sw, hops in every.bypass_hop.items()} == {"t1": {"a1"}, "t2": {"a1"}}
     assert [every.fanin(0, n) for n in ("t1", "a1", "c1", "p1")] == [2, 4, 4, 1]
     assert every.aggregation_depth() == 4 and two.aggregation_depth() == 3
-    with pytest.raises(PolicyError, match="admission flow takes levels 1 or 2, not all"):
-        compute_policy(scenario_with("atp", CHAIN, "jobs.0.policy_options.atp={levels: all, admission: flow}"))
+    with pytest.raises(PlacementError, match="admission flow takes levels 1 or 2, not all"):
+        compute_placement(scenario_with("atp", CHAIN, "jobs.0.policy_options.atp={levels: all, admission: flow}"))
 
 
 def test_switchml_needs_one_rack():
     text = TWO_RACKS.replace("[w3, t2], [w4, t2]", "[w3, t1], [w4, t1]")
-    job = compute_policy(scenario_with("switchml", text)).jobs["j"]
+    job = compute_placement(scenario_with("switchml", text)).jobs["j"]
     assert set(job.next_hop) == {"t1"} and job.collision == "wait"
-    with pytest.raises(PolicyError, match="single rack"):
-        compute_policy(scenario_with("switchml"))
+    with pytest.raises(PlacementError, match="single rack"):
+        compute_placement(scenario_with("switchml"))
 
 
 def test_switchml_takes_two_shadow_copies_per_pool_slot_and_the_controller_says_so():
@@ -326,10 +326,10 @@ def test_switchml_takes_two_shadow_copies_per_pool_slot_and_the_controller_says_
     at most s, each worker told the pool; RESULTs mark the copy resulted (ina_shadow_result)."""
     text = TWO_RACKS.replace("[w3, t2], [w4, t2]", "[w3, t1], [w4, t1]")
     scenario = scenario_with("switchml", text, "jobs.0.policy_options.switchml.pool=6")
-    policy = compute_policy(scenario)
-    job = policy.jobs["j"]
+    placement = compute_placement(scenario)
+    job = placement.jobs["j"]
     assert job.slots == {"t1": 12} and job.release_mode == program.RELEASE_SHADOW and job.notes["pool"] == 6
-    plan = controller.plan(scenario, policy)
+    plan = controller.control_plan(scenario, placement)
     workers = [a for a in plan.agents if a.role == "worker"]
     assert {(p.shadow_pool, p.slot_count) for a in workers for p in a.submodels} == {(6, 12)}
     assert {a.window for a in workers} == {min(6, scenario.jobs[0].window)}
@@ -338,4 +338,4 @@ def test_switchml_takes_two_shadow_copies_per_pool_slot_and_the_controller_says_
     assert all(dict(e.params)["pool"] == 6 for e in results)
     # The pool is at most half the switch's slots.
     small = scenario_with("switchml", text, "switch.slots=8", "jobs.0.policy_options.switchml.pool=6")
-    assert compute_policy(small).jobs["j"].slots == {"t1": 8}
+    assert compute_placement(small).jobs["j"].slots == {"t1": 8}

@@ -10,7 +10,7 @@ ingress bandwidth; then randomized rounding with the LP values as
 probabilities. GRID's title and §Motivation add routing ("per-worker choice
 of ... path"; Fig. 1's Geryon and GRID schedule paths), which the authors'
 LP leaves out; we solve the path-based version in
-:mod:`testbed.policy.routing_lp` (shared with InArt's R-InArt, whose LP is
+:mod:`testbed.schemes.routing_lp` (shared with InArt's R-InArt, whose LP is
 GRID's with several PSs), where link bandwidth is a constraint per directed
 link and the PS's ingress limit is its access link.
 
@@ -28,20 +28,20 @@ capacity): the LP optimum is 3 Gb/s (the worker links' rate) and rounding
 reaches it: W1-W3 aggregate at S1, W4 at S2 over S1-S2, W5-W8 as in ATP.
 """
 
-from testbed.policy.common import (NetworkView, allowed_switches, options, ps_shares, rng_for,
+from testbed.schemes.common import (NetworkView, allowed_switches, options, ps_shares, rng_for,
                                    split_submodels)
-from testbed.policy.base import Scheme
-from testbed.policy.routing_lp import ROUTING_OPTIONS, route_and_round
+from testbed.schemes.base import Scheme
+from testbed.schemes.routing_lp import ROUTING_OPTIONS, route_and_round
 
 
-def grid_policy(job, scenario):
+def grid_placement(job, scenario):
     net = NetworkView(scenario)
     allowed = allowed_switches(job, scenario.topology, "grid")
     owner = split_submodels(job)
-    policy, _ = route_and_round(net, job, scenario, "grid", owner, ps_shares(job, owner), allowed,
+    placement, _ = route_and_round(net, job, scenario, "grid", owner, ps_shares(job, owner), allowed,
                                 options(job, "grid"), rng_for(scenario, job, "grid"), default_paths=4)
-    return policy
+    return placement
 
 
 #: This family's scheme and the ``policy_options`` it takes.
-SCHEMES = (Scheme("grid", grid_policy, dict(ROUTING_OPTIONS)),)
+SCHEMES = (Scheme("grid", grid_placement, dict(ROUTING_OPTIONS)),)

@@ -56,7 +56,7 @@ delays with no allowance for them) leave the PS's load unchanged.
 
 GOAT-Async (§V-C, Alg. 2): from each worker's history interval p_w (time from
 parameters out to its gradient in; ``policy_options.goat-async.intervals``,
-else one draw of :func:`~testbed.policy.baselines.estimated_intervals_s`), for
+else one draw of :func:`~testbed.schemes.baselines.estimated_intervals_s`), for
 each K in 1..|W| simulate M rounds (``rounds``, default |W| as §V-C suggests):
 the round takes h = the K-th smallest estimate; a worker still in flight
 (estimate > h; the text's "p_w >= h" would also count the K-th worker as in
@@ -76,12 +76,12 @@ import numpy as np
 import pulp
 
 from testbed.dataplane import program
-from testbed.errors import InfeasibleError, PolicyError
+from testbed.errors import InfeasibleError, PlacementError
 from testbed.gradient_profiles import fragments_per_submodel
-from testbed.policy import lp
-from testbed.policy.base import JobPolicy, Scheme
-from testbed.policy.baselines import estimated_intervals_s, fastest_workers
-from testbed.policy.common import NetworkView, allowed_switches, options, require_path, rng_for, split_submodels
+from testbed.schemes import lp
+from testbed.schemes.base import JobPlacement, Scheme
+from testbed.schemes.baselines import estimated_intervals_s, fastest_workers
+from testbed.schemes.common import NetworkView, allowed_switches, options, require_path, rng_for, split_submodels
 
 EXACT_KNAPSACK_ITEMS = 12
 SUPPORT_EPS = 1e-9
@@ -264,7 +264,7 @@ def _repair_memory(chosen, x_val, size, switch_memory, owner):
 
 
 def krgs(job, scenario, scheme="goat"):
-    """Alg. 1: returns the JobPolicy (one-level trees toward the PS)."""
+    """Alg. 1: returns the JobPlacement (one-level trees toward the PS)."""
     opts = options(job, scheme)
     net = NetworkView(scenario)
     switches = allowed_switches(job, scenario.topology, scheme)
@@ -312,10 +312,10 @@ def krgs(job, scenario, scheme="goat"):
              "switches_per_submodel": {g: sorted(v) for g, v in chosen.items()},
              "roundings": max(1, opts.get("roundings", 1)), "seed": scenario.seed}
     release = program.RELEASE_HOLD if opts.get("release", "hold") == "hold" else program.RELEASE_ON_EMIT
-    return JobPolicy(job.name, scheme, owner, first_hop, next_hop, slots=slots, release_mode=release, notes=notes)
+    return JobPlacement(job.name, scheme, owner, first_hop, next_hop, slots=slots, release_mode=release, notes=notes)
 
 
-def goat_policy(job, scenario) -> JobPolicy:
+def goat_placement(job, scenario) -> JobPlacement:
     return krgs(job, scenario, "goat")
 
 
@@ -345,7 +345,7 @@ def search_participants(intervals, rounds: int = None, loss_gap=1.0, epsilon=1.0
     """Alg. 2: (K minimising psi(K) x mean round time, table of (K, H))."""
     n = len(intervals)
     if n == 0:
-        raise PolicyError("goat-async: no workers")
+        raise PlacementError("goat-async: no workers")
     rounds = rounds or n
     best, table = None, []
     for k in range(1, n + 1):
@@ -357,19 +357,19 @@ def search_participants(intervals, rounds: int = None, loss_gap=1.0, epsilon=1.0
         if best is None or total <= best[1]:
             best = (k, total)
     if best is None:
-        raise PolicyError(f"goat-async: epsilon x K <= sigma2 for every K <= {n}; no participant count converges "
+        raise PlacementError(f"goat-async: epsilon x K <= sigma2 for every K <= {n}; no participant count converges "
                           f"(policy_options.goat-async.epsilon / sigma2)")
     return best[0], table
 
 
-def goat_async_policy(job, scenario) -> JobPolicy:
+def goat_async_placement(job, scenario) -> JobPlacement:
     opts = options(job, "goat-async")
     jp = krgs(job, scenario, "goat-async")
     intervals = opts.get("intervals_s") or estimated_intervals_s(job, scenario,
                                                                  rng_for(scenario, job, "goat-async/history"))
     missing = [w for w in job.workers if w not in intervals]
     if missing:
-        raise PolicyError(f"goat-async: job {job.name}: policy_options.goat-async.intervals has no entry "
+        raise PlacementError(f"goat-async: job {job.name}: policy_options.goat-async.intervals has no entry "
                           f"for worker {missing[0]}")
     k, table = search_participants([intervals[w] for w in job.workers], opts.get("rounds"),
                                    opts.get("loss_gap", 1.0), opts.get("epsilon", 1.0), opts.get("sigma2", 0.5))
@@ -383,8 +383,8 @@ KRGS_OPTIONS = {"objective": ("choice", ("eq4", "eq1")), "roundings": ("int", 1,
                 "release": ("choice", ("hold", "emit")), **lp.LP_OPTIONS}
 #: This family's schemes and the ``policy_options`` each takes.
 SCHEMES = (
-    Scheme("goat", goat_policy, dict(KRGS_OPTIONS)),
-    Scheme("goat-async", goat_async_policy, {**KRGS_OPTIONS, "intervals": ("worker_durations",),
+    Scheme("goat", goat_placement, dict(KRGS_OPTIONS)),
+    Scheme("goat-async", goat_async_placement, {**KRGS_OPTIONS, "intervals": ("worker_durations",),
                                              "rounds": ("int", 1, 100000), "loss_gap": ("number", 0, None),
                                              "epsilon": ("number", 0, None), "sigma2": ("number", 0, None)}),
 )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from testbed.errors import PolicyError
+from testbed.errors import PlacementError
 from testbed.topology import DefaultRoutes
 
 #: Relative tolerance for "fits" and "saturated" comparisons of rates.
@@ -84,7 +84,7 @@ def allowed_switches(job, topo, scheme: str) -> list:
     """Switches the job may aggregate on (``aggregation_switches`` or every programmable one), in topology order."""
     names = job.aggregation_switches or [s.name for s in topo.programmable_switches()]
     if not names:
-        raise PolicyError(f"{scheme}: job {job.name}: no programmable switch in topology {topo.name}")
+        raise PlacementError(f"{scheme}: job {job.name}: no programmable switch in topology {topo.name}")
     return list(names)
 
 
@@ -92,7 +92,7 @@ def require_path(net: NetworkView, scheme: str, job, src: str, dst: str) -> list
     path = net.default_path(src, dst)
     if path is None:
         role = "worker" if src in job.workers else "node"
-        raise PolicyError(f"{scheme}: job {job.name}: no path from {role} {src} to PS {dst}")
+        raise PlacementError(f"{scheme}: job {job.name}: no path from {role} {src} to PS {dst}")
     return path
 
 
@@ -104,7 +104,7 @@ def check_reachable(net: NetworkView, scheme: str, job, owner: dict):
 
 def require_multiple_ps(job, scheme: str):
     if len(job.ps) < 2:
-        raise PolicyError(f"{scheme}: job {job.name} has one parameter server ({job.ps[0]}); "
+        raise PlacementError(f"{scheme}: job {job.name} has one parameter server ({job.ps[0]}); "
                           f"{scheme} splits the model among several (give the job a list of ps)")
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Time the control-plane algorithms on the papers' simulation topologies (a script, not a test).
 
-    python benchmarks/bench_policy_solve.py [--out results/bench_policy_solve.json] [--schemes goat,inart-equal]
+    python benchmarks/bench_placement_solve.py [--out results/bench_placement_solve.json] [--schemes goat,inart-equal]
 
 Topologies (built through the scenario schema, as ``inatb`` would):
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from testbed.policy import compute_policy  # noqa: E402
+from testbed.schemes import compute_placement  # noqa: E402
 from testbed.scenario import parse_scenario  # noqa: E402
 
 SWITCH_MEMORY_SLOTS = 64 * 10**6 // (64 * 4)    # 64 MB of 64-lane int32 fragments
@@ -107,9 +107,9 @@ def run_case(label, text, scheme):
     topo = scenario.topology
     job = scenario.jobs[0]
     start = time.perf_counter()
-    policy = compute_policy(scenario)
+    placement = compute_placement(scenario)
     wall_s = time.perf_counter() - start
-    notes = policy.jobs[job.name].notes
+    notes = placement.jobs[job.name].notes
     return {
         "topology": label, "scheme": scheme,
         "switches": len(topo.switches()), "programmable": len(topo.programmable_switches()),
@@ -138,7 +138,7 @@ def table(rows) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="results/bench_policy_solve.json", help="JSON output file")
+    parser.add_argument("--out", default="results/bench_placement_solve.json", help="JSON output file")
     parser.add_argument("--schemes", default="", help="comma-separated subset of schemes to run")
     args = parser.parse_args(argv)
     wanted = {s for s in args.schemes.split(",") if s}
