@@ -2,7 +2,7 @@
 
 Order of a run (each step's output is kept in the run directory):
 
-1. the plan comes made (:func:`testbed.plan.make_plan`: the policy, the control plan, the time
+1. the plan comes made (:func:`testbed.plan.make_plan`: the placement, the control plan, the time
    dilation; nothing here computes them); write what will run (:func:`results.write_inputs`);
 2. take the run lock, record the run's state, build the Mininet network with the target's switch nodes,
    install every switch config through its SwitchRuntime;
@@ -72,7 +72,7 @@ class RunResult:
 class Run:
     """One emulated run of a plan (:class:`testbed.plan.RunPlan`); ``execute`` always leaves the machine
     clean. Under a time dilation N the network side builds and times the slowed ``world``; the agents, the
-    policy and every figure reported keep the scenario's virtual values (testbed/dilation.py)."""
+    placement and every figure reported keep the scenario's virtual values (testbed/dilation.py)."""
 
     def __init__(self, plan, out_root: Path, stream=sys.stderr):
         self.plan = plan
@@ -154,8 +154,9 @@ class Run:
                                                                          for ps in job.ps])
         self.launcher.start_agents(control.agents)
         self.injection_effects = InjectionEffects(world, self.network, self.runtimes, self.launcher.agents)
-        self.monitor = Monitor(self, left_out={a.name for a in control.agents
-                                               if a.role == "worker" and not a.participant})
+        self.monitor = Monitor(self.plan, self.run_dir, network=self.network, runtimes=self.runtimes,
+                               launcher=self.launcher, injection_effects=self.injection_effects,
+                               interrupts=self.interrupts, say=self.say, stream=self.stream)
         self.launcher.wait_agents_ready(check=lambda: (self.interrupts.check(), self.monitor.check_agents()))
         start_epoch = self.seen.start_epoch_s = time.time() + START_LEAD_S
         self.events = EventLog(self.run_dir / "events.jsonl", start_epoch, self.time_dilation)
@@ -173,7 +174,7 @@ class Run:
             self.injections.begin(time.monotonic() + (start_epoch - time.time()))
         self.cpu = CpuSampler(self._process_ids(), interval_s=CPU_SAMPLE_INTERVAL_S)
         self.cpu.start()
-        self.monitor.watch(ps_port_interfaces(scenario))
+        self.monitor.watch(ps_port_interfaces(scenario), self.fallback, self.events)
         self.seen.end_epoch_s = time.time()
         self.cpu.stop()
         self._collect_switch_stats()
