@@ -82,6 +82,13 @@ def neighbor_argv(ifname: str, address: str, mac: str):
     return ["ip", "neigh", "replace", address, "lladdr", mac, "dev", ifname, "nud", "permanent"]
 
 
+def add_neighbors(network: EmulatedNetwork, host_neighbors) -> None:
+    """Each ``(host, address, MAC)`` of ``host_neighbors`` (the control plan's) as a static neighbour of the
+    host's interface."""
+    for host, address, mac in host_neighbors:
+        run_in(network.host(host), neighbor_argv(f"{host}-eth0", address, mac), "adding a neighbour")
+
+
 def rto_min_route_argv(ifname: str, address: str, rto_min_ms: int):
     """The host's connected route again, with a minimum TCP RTO (``rto_min``) for every connection over it."""
     return ["ip", "route", "replace", HOST_NETWORK, "dev", ifname, "proto", "kernel", "scope", "link", "src", address,

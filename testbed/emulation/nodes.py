@@ -29,6 +29,17 @@ def log_tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
+def switch_node_params(plan, log_dir: Path, run_state) -> dict:
+    """The parameters every switch node of ``plan``'s run takes: where it logs, where its control socket
+    lives (the run state's directory), the program's lanes and slots, the run state that records what it
+    starts, and for pyswitch the switches that share each process."""
+    params = dict(log_dir=str(log_dir), control_dir=str(run_state.dir), lanes=plan.scenario.switch.lanes,
+                  slots=plan.scenario.switch.slots, run_state=run_state)
+    if plan.target == "pyswitch" and plan.budget.switch_groups is not None:
+        params["process_groups"] = plan.budget.switch_groups
+    return params
+
+
 def pyswitch_argv(members, lanes: int, slots: int) -> list:
     """The command of one pyswitch process running ``members`` (switch nodes: ``name``, ``ports``,
     ``control_path``): ``python -I -m testbed.dataplane.pyswitch.process --switch NAME=CONTROL ...

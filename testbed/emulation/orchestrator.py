@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.budget import switch_process_phrase
 from testbed.dataplane.runtime import install
 from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.events import EventLog, InjectionScheduler
@@ -34,9 +33,10 @@ from testbed.emulation.injections import InjectionEffects
 from testbed.emulation.interrupts import InterruptLatch, interrupts_deferred
 from testbed.emulation.launch import READY_TIMEOUT_S, Launcher
 from testbed.emulation.monitor import Monitor
-from testbed.emulation.network import build_network, mininet_log_to, neighbor_argv, run_in, stop_network
-from testbed.emulation.nodes import SWITCH_TARGETS
-from testbed.emulation.progress import ReaderSafeStream
+from testbed.emulation.network import add_neighbors, build_network, mininet_log_to, stop_network
+from testbed.emulation.nodes import SWITCH_TARGETS, switch_node_params
+from testbed.emulation.progress import ReaderSafeStream, building_line
+from testbed.emulation.readings import process_ids, read_host_losses, read_switches
 from testbed.emulation.results import (RunObservations, log_compute_delays, make_run_dir, ps_port_interfaces,
                                        summarise, write_inputs)
 from testbed.emulation.state import RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded, \
@@ -44,7 +44,6 @@ from testbed.emulation.state import RunLock, RunState, cleanup_stale, delete_int
 from testbed.emulation.thrift_guard import ThriftGuard
 from testbed.errors import EmulationError, RunStalled
 from testbed.metrics.cpu import CpuSampler
-from testbed.metrics.losses import host_losses
 from testbed.metrics.summary import load_records, new_run_id
 from testbed.plan import describe, make_plan
 
@@ -172,80 +171,35 @@ class Run:
             self.injections = InjectionScheduler(world.stragglers.injections, self.injection_effects.apply,
                                                  self.injection_effects.revert, self.events)
             self.injections.begin(time.monotonic() + (start_epoch - time.time()))
-        self.cpu = CpuSampler(self._process_ids(), interval_s=CPU_SAMPLE_INTERVAL_S)
+        self.cpu = CpuSampler(process_ids(self.network, scenario.topology, self.launcher.agents),
+                              interval_s=CPU_SAMPLE_INTERVAL_S)
         self.cpu.start()
         self.monitor.watch(ps_port_interfaces(scenario), self.fallback, self.events)
         self.seen.end_epoch_s = time.time()
         self.cpu.stop()
-        self._collect_switch_stats()
-        for job in scenario.jobs:
-            for host in list(job.workers) + list(job.ps):
-                self.seen.host_losses[host] = host_losses(self.network.host(host), f"{host}-eth0", run_in)
+        self._read_switches()
+        read_host_losses(self.seen, self.network, scenario.jobs)
 
     def _build_network(self):
         """The network of the world's topology with the target's switches, each switch's entries installed
         and the hosts' neighbours set."""
-        scenario = self.scenario
         for line in describe(self.plan):     # what ``inatb validate`` prints of the same plan
             self.say(line)
-        slowed = f", time dilation {self.time_dilation:g}" if self.time_dilation != 1 else ""
-        switches = len(scenario.topology.switches())
-        groups = self.plan.budget.switch_groups if self.target == "pyswitch" else None
-        shared = f" in {len(groups)} process{'es' if len(groups) > 1 else ''}" \
-            if groups and len(groups) < switches else ""
-        hosts = len(scenario.topology.hosts())
-        self.say(f"building {switches} {self.target} switch{'es' if switches != 1 else ''}{shared}, "
-                 f"{hosts} host{'s' if hosts != 1 else ''}{slowed} ({self.run_dir})")
-        params = dict(log_dir=str(self.run_dir / "logs"), control_dir=str(self.state.dir),
-                      lanes=scenario.switch.lanes, slots=scenario.switch.slots, run_state=self.state)
-        if groups is not None:
-            params["process_groups"] = groups
+        self.say(building_line(self.plan, self.run_dir))
         if self.target == "bmv2":
             # Thrift has no authentication: only root on this machine may reach the switches' ports.
-            self.thrift_guard = ThriftGuard(self.run_id, thrift_ports(scenario.topology))
+            self.thrift_guard = ThriftGuard(self.run_id, thrift_ports(self.scenario.topology))
             self.thrift_guard.install()
-        self.network = build_network(self.world.topology, SWITCH_TARGETS[self.target], params, self.state)
-        for sw in scenario.topology.switches():
+        self.network = build_network(self.world.topology, SWITCH_TARGETS[self.target],
+                                     switch_node_params(self.plan, self.run_dir / "logs", self.state), self.state)
+        for sw in self.scenario.topology.switches():
             self.runtimes[sw.name] = self.network.switch(sw.name).runtime()
         for name, config in self.plan.control.switches.items():
             install(config, self.runtimes[name])
-        for host, address, mac in self.plan.control.host_neighbors:
-            run_in(self.network.host(host), neighbor_argv(f"{host}-eth0", address, mac), "adding a neighbour")
+        add_neighbors(self.network, self.plan.control.host_neighbors)
 
-    def _switch_processes(self) -> dict:
-        """Every switch process of the run by its pid: ``{pid: (its switches' names, in topology order)}``."""
-        switches_of_pid = {}
-        for sw in self.scenario.topology.switches():
-            proc = getattr(self.network.switch(sw.name), "proc", None)
-            if proc is not None:
-                switches_of_pid.setdefault(proc.pid, []).append(sw.name)
-        return {pid: tuple(names) for pid, names in switches_of_pid.items()}
-
-    def _process_ids(self) -> dict:
-        """Every switch and agent process of the run: ``{"switch s1": pid, "worker w1": pid, ...}``; switches
-        sharing a process (``switch.processes``) are one entry, ``"switch process of s1 and 3 more"``."""
-        pids = {switch_process_phrase(names): pid for pid, names in self._switch_processes().items()}
-        for name, agent in self.launcher.agents.items():
-            pids[f"{agent.role} {name}"] = agent.proc.pid
-        return pids
-
-    def _collect_switch_stats(self):
-        """The switches' counters, read once (on a failed run too: they say where packets went), and each
-        switch process's host delay (a pyswitch process's meter, a bmv2 switch's ``switch_wait`` register)."""
-        seen = self.seen
-        for name, runtime in self.runtimes.items():
-            if name not in seen.switch_stats:
-                seen.switch_stats[name] = runtime.counters()
-        if self.network is None or seen.switch_host_delay:
-            return
-        processes = list(self._switch_processes().values())
-        in_process = {name for names in processes for name in names}
-        # a switch without a process (ebpf): its own switch_wait register
-        processes += [(sw.name,) for sw in self.scenario.topology.switches() if sw.name not in in_process]
-        for names in processes:
-            runtime = self.runtimes.get(names[0])
-            if runtime is not None:
-                seen.switch_host_delay[switch_process_phrase(names)] = runtime.host_delay()
+    def _read_switches(self):
+        read_switches(self.seen, self.runtimes, self.network, self.scenario.topology)
 
     # -- the end --------------------------------------------------------------------------
     def _teardown(self):
@@ -259,7 +213,7 @@ class Run:
     def _teardown_steps(self):
         steps = [("injections", lambda: self.injections and self.injections.stop()),
                  ("cpu sampler", lambda: self.cpu and self.cpu.stop()),
-                 ("switch counters", self._collect_switch_stats),
+                 ("switch counters", self._read_switches),
                  ("counter sampler", lambda: self.monitor and self.monitor.stop()),
                  ("agents and meters", lambda: self.launcher and self.launcher.stop_all()),
                  ("switch runtimes", lambda: [r.close() for r in self.runtimes.values()]),

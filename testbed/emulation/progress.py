@@ -25,6 +25,18 @@ def line_count(path: Path) -> int:
         return 0
 
 
+def building_line(plan, run_dir) -> str:
+    """The line a run says as it builds its network: switches (and the processes pyswitch shares among
+    them), hosts, the time dilation, the run directory."""
+    topology = plan.scenario.topology
+    switches, hosts = len(topology.switches()), len(topology.hosts())
+    groups = plan.budget.switch_groups if plan.target == "pyswitch" else None
+    shared = f" in {len(groups)} process{'es' if len(groups) > 1 else ''}" if groups and len(groups) < switches else ""
+    slowed = f", time dilation {plan.time_dilation:g}" if plan.time_dilation != 1 else ""
+    return (f"building {switches} {plan.target} switch{'es' if switches != 1 else ''}{shared}, "
+            f"{hosts} host{'s' if hosts != 1 else ''}{slowed} ({run_dir})")
+
+
 class ReaderSafeStream:
     """A text stream for a run's display that outlives its reader: once a write or flush finds the pipe
     closed (``BrokenPipeError``), the display goes quiet (``reader_gone``) and the run goes on; the results
