@@ -2,7 +2,8 @@
 
 A program's object is built from its source, the running kernel's types (``bpftool btf dump ... format c``
 as the build's ``vmlinux.h``) and compile-time definitions (``-D``), and cached under
-``<cache>/bpf`` per kernel release, source and definitions, so a second run builds nothing. The BPF DCTCP
+``<cache>/bpf`` per kernel release, source and definitions, so a second run builds nothing (the most
+recently used objects of each program are kept: :func:`testbed.cache.prune`). The BPF DCTCP
 (:mod:`testbed.traffic.dctcp_bpf`) and the ebpf switch target (:mod:`testbed.dataplane.ebpf`) build here.
 
 Commands are built apart from running them (``*_argv``); :func:`build` and :func:`run` run them.
@@ -10,11 +11,12 @@ Commands are built apart from running them (``*_argv``); :func:`build` and :func
 
 import hashlib
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from testbed.cache import cache_dir as _cache_root
+from testbed.cache import cache_dir as _cache_root, mark_used, prune
 
 KERNEL_BTF = Path("/sys/kernel/btf/vmlinux")
 #: The tools a build needs (the set-up command installs their packages).
@@ -28,6 +30,10 @@ class BpfBuildError(RuntimeError):
 
 def cache_dir() -> Path:
     return _cache_root() / "bpf"
+
+
+#: A cached object's name after its stem: ``-`` and the first 16 hex digits of its key.
+OBJECT_NAME = re.compile(r"-[0-9a-f]{16}\.bpf\.o")
 
 
 def object_path(cache: Path, stem: str, kernel_release: str, source_text: bytes, defines: tuple = ()) -> Path:
@@ -85,7 +91,9 @@ def build(source: Path, stem: str, defines: tuple = (), cache: Path = None, erro
     text = source.read_bytes()
     cache = cache or cache_dir()
     obj = object_path(cache, stem, platform.release(), text, tuple(defines))
-    if not obj.exists():
+    if obj.exists():
+        mark_used(obj)
+    else:
         cache.mkdir(parents=True, exist_ok=True)
         header_dir = cache / f"include-{obj.stem}"
         header_dir.mkdir(exist_ok=True)
@@ -97,4 +105,5 @@ def build(source: Path, stem: str, defines: tuple = (), cache: Path = None, erro
             partial.replace(obj)
         finally:
             shutil.rmtree(header_dir, ignore_errors=True)
+        prune(path for path in cache.glob(f"{stem}-*.bpf.o") if OBJECT_NAME.fullmatch(path.name[len(stem):]))
     return obj

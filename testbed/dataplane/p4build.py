@@ -9,6 +9,7 @@ Design:
   SHA-256 of every source file under ``p4/`` (names and bytes), the ``-D``
   defines and p4c's version line. Editing any ``.p4`` file, changing
   ``INA_LANES``/``INA_SLOTS`` or upgrading p4c recompiles; nothing else does.
+  The most recently used builds are kept (:func:`testbed.cache.prune`).
 - A failed compile raises :class:`P4CompileError` (a DataplaneError) with
   the command and the tail of p4c's stderr; a missing p4c raises
   EnvironmentMissingError saying how to get it.
@@ -26,12 +27,13 @@ Design:
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from testbed.cache import cache_dir
+from testbed.cache import cache_dir, mark_used, prune
 from testbed.dataplane import program
 from testbed.dataplane.wire import DEFAULT_LANES
 from testbed.errors import DataplaneError, EnvironmentMissingError
@@ -67,6 +69,10 @@ def p4c_argv(source: Path, out_dir: Path, defines: dict, p4c: str = "p4c") -> li
 def source_files(p4_dir: Path = P4_DIR) -> list:
     """Every file that can reach the compiler: the ``.p4`` files under ``p4_dir``."""
     return sorted(p for p in Path(p4_dir).rglob("*.p4") if p.is_file())
+
+
+#: A cache directory's name: :func:`cache_key`, a SHA-256 in hex.
+CACHE_KEY_NAME = re.compile(r"[0-9a-f]{64}")
 
 
 def cache_key(sources, defines: dict, p4c_version: str) -> str:
@@ -119,6 +125,7 @@ def compile_program(lanes: int = DEFAULT_LANES, slots: int = program.DEFAULT_SLO
     target_dir = Path(cache_dir or default_cache_dir()) / key
     json_path = target_dir / (Path(source).stem + ".json")
     if json_path.is_file():
+        mark_used(target_dir)
         return json_path
     target_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target_dir.parent, prefix=".build-") as tmp:
@@ -134,6 +141,8 @@ def compile_program(lanes: int = DEFAULT_LANES, slots: int = program.DEFAULT_SLO
         target_dir.mkdir(parents=True, exist_ok=True)
         # Same-filesystem rename: a concurrent build of the same key leaves one complete file.
         os.replace(built, json_path)
+    # Only what this function made (its directories' names are cache keys) is ever pruned.
+    prune(d for d in target_dir.parent.iterdir() if d.is_dir() and CACHE_KEY_NAME.fullmatch(d.name))
     return json_path
 
 
