@@ -17,7 +17,7 @@ def cache_dir() -> Path:
 
 #: How many entries of one kind the cache keeps, the most recently used: a test suite's or a sweep's builds
 #: (one per kernel, source and definitions) fit, and the cache does not grow with every edit of a source.
-KEEP_RECENT_ENTRIES = 16
+KEEP_RECENT_ENTRIES = 32
 
 
 def mark_used(entry: Path) -> None:
