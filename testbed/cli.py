@@ -1,6 +1,6 @@
 """``inatb``: the command line. The only place that turns typed errors into exit codes.
 
-Commands: run, validate, simulate, fidelity, sweep, reproduce, report, compare, cleanup, doctor.
+Commands: run, validate, simulate, fidelity, sweep, reproduce, report, compare, cleanup, doctor; ``--version``.
 """
 
 import argparse
@@ -185,10 +185,26 @@ EXIT_CODES = (
 )
 
 
+class _PrintVersion(argparse.Action):
+    """``--version``: what :func:`testbed.provenance.version_lines` says, worked out only when asked (it runs
+    git and the data plane's tools)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from testbed.provenance import version_lines
+        print("\n".join(version_lines()))
+        parser.exit()
+
+
 def build_parser():
     epilog = "exit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)
     parser = argparse.ArgumentParser(prog="inatb", description="INA Testbed: emulate in-network aggregation",
                                      epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_PrintVersion,
+                        help="print the testbed's version, git commit, P4 program hash, p4c's and simple_switch's "
+                             "versions, and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def scenario_cmd(name, help_text):

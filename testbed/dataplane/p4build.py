@@ -71,6 +71,23 @@ def source_files(p4_dir: Path = P4_DIR) -> list:
     return sorted(p for p in Path(p4_dir).rglob("*.p4") if p.is_file())
 
 
+def _hash_sources(digest, sources) -> None:
+    """Feed ``digest`` the sources' names (relative to their common directory) and bytes, in name order."""
+    sources = sorted(Path(s) for s in sources)
+    root = os.path.commonpath([str(s.parent) for s in sources]) if sources else ""
+    for path in sources:
+        digest.update(os.path.relpath(path, root).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+
+
+def program_sha256(p4_dir: Path = P4_DIR) -> str:
+    """SHA-256 over the program's sources (:func:`source_files`: ``ina.p4`` and every file it can include),
+    their relative names and bytes: the P4 program a run's switches ran, whatever the build's defines."""
+    digest = hashlib.sha256()
+    _hash_sources(digest, source_files(p4_dir))
+    return digest.hexdigest()
+
+
 #: A cache directory's name: :func:`cache_key`, a SHA-256 in hex.
 CACHE_KEY_NAME = re.compile(r"[0-9a-f]{64}")
 
@@ -78,11 +95,7 @@ CACHE_KEY_NAME = re.compile(r"[0-9a-f]{64}")
 def cache_key(sources, defines: dict, p4c_version: str) -> str:
     """SHA-256 over the sources' relative names and bytes, the defines and the p4c version."""
     digest = hashlib.sha256()
-    sources = sorted(Path(s) for s in sources)
-    root = os.path.commonpath([str(s.parent) for s in sources]) if sources else ""
-    for path in sources:
-        digest.update(os.path.relpath(path, root).encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
+    _hash_sources(digest, sources)
     for name, value in sorted(defines.items()):
         digest.update(f"-D{name}={value}\0".encode())
     digest.update(p4c_version.encode())

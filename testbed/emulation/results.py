@@ -34,7 +34,7 @@ from testbed.metrics.distortion import assess
 from testbed.metrics.host_delay import by_role
 from testbed.metrics.iftop import format_iftop_table, load_samples
 from testbed.metrics.rounds import round_trip_host_delay_s, round_trip_summary
-from testbed.provenance import git_commit, package_versions
+from testbed.provenance import git_commit, p4_program_sha256, run_versions
 
 #: How many times a new run id is drawn when a run directory of that name exists.
 RUN_DIR_ATTEMPTS = 5
@@ -161,7 +161,8 @@ def summarise(run_dir: Path, plan, seen: RunObservations, records: dict = None) 
         failures=seen.fallbacks, switches=seen.switch_stats,
         solver={name: jp.notes.get("solver") for name, jp in placement.jobs.items()},
         started=datetime.datetime.fromtimestamp(seen.started_epoch_s).isoformat(timespec="seconds"),
-        run_id=seen.run_id, versions=package_versions(), git_commit=git_commit(),
+        run_id=seen.run_id, versions=run_versions(seen.target), git_commit=git_commit(),
+        p4_program_sha256=p4_program_sha256(),
         host={"cpus": os.cpu_count(), "kernel": platform.release()})
     summary_mod.write_iterations_csv(run_dir / "iterations.csv", scenario, records)
     _write_iftop_tables(run_dir, scenario, seen)

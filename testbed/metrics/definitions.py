@@ -27,6 +27,9 @@ class Metric:
 
 #: The top level of ``summary.json``.
 SUMMARY_METRICS = {
+    "schema_version": Metric("count", "the version of this layout (`SUMMARY_SCHEMA_VERSION`, "
+                                      "testbed/metrics/summary.py), raised when a key is removed or renamed or "
+                                      "its meaning or unit changes; a new key leaves it"),
     "scenario": Metric("text", "the scenario's `name`"),
     "status": Metric("text", "`ok`, `stalled`, `interrupted` or `failed`"),
     "error": Metric("text", "the first line of what ended the run, or null"),
@@ -104,9 +107,14 @@ SUMMARY_METRICS = {
     "solver": Metric("object", "per job the LP solver and its status, for the LP schemes", EMULATED),
     "started": Metric("text", "when the run started, ISO 8601, local time", EMULATED),
     "run_id": Metric("text", "the run directory's name", EMULATED),
-    "versions": Metric("object", "the Python packages the run used, with versions", EMULATED),
+    "versions": Metric("object", "the Python packages the run used, with versions; on bmv2 also `p4c` and "
+                                 "`simple_switch` (the first line of their `--version`, null when not on PATH)",
+                       EMULATED),
     "git_commit": Metric("text", "the commit of the testbed that ran (`-dirty`: with changes to its tracked code, "
                                  "P4 program or scenarios), or `unknown` outside a clone", EMULATED),
+    "p4_program_sha256": Metric("text", "SHA-256 of the P4 program's sources (`p4/ina.p4` and what it includes: "
+                                        "what bmv2 compiles, pyswitch models), or `unknown` without them",
+                                EMULATED),
     "host": Metric("object", "the machine: `cpus`, `kernel`", EMULATED),
     "fidelity": Metric("object", "`inatb fidelity`'s rows: emulated, simulated, ratio and bound per metric",
                        FIDELITY),

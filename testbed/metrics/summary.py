@@ -130,13 +130,20 @@ def jobs_headline(jobs: list) -> dict:
     }
 
 
+#: The version of ``summary.json``'s layout, its first key: raised when a key is removed or renamed or its
+#: meaning or unit changes, so a reader can refuse a summary it does not know; a new key leaves it.
+SUMMARY_SCHEMA_VERSION = 1
+
+
 def run_summary(scenario, target: str, jobs: list, status: str = "ok", error=None, distortion_reasons=(),
                 run_level: dict = None, **sections) -> dict:
     """The one producer of ``summary.json``, for an emulated run (testbed.emulation.results) and a simulated
-    one (testbed.sim.run) alike: what ran (``scenario``, ``target``, ``policy``, ``iterations``, ``seed``,
-    ``scale``), how it ended (``status``, ``error``, ``distorted`` and its reasons), the run-level figures
-    (:func:`jobs_headline`, then ``run_level``'s), the per-job summaries and the producer's ``sections``."""
+    one (testbed.sim.run) alike: its layout's version (``schema_version``), what ran (``scenario``,
+    ``target``, ``policy``, ``iterations``, ``seed``, ``scale``), how it ended (``status``, ``error``,
+    ``distorted`` and its reasons), the run-level figures (:func:`jobs_headline`, then ``run_level``'s), the
+    per-job summaries and the producer's ``sections``."""
     return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
         "scenario": scenario.name,
         "status": status,
         "error": error,

@@ -3,7 +3,8 @@
 Two runs: every numeric metric either has (the run's own, and each job's as ``<job>.<metric>``), with
 A, B, B - A and the relative change. Two sweeps over the same axes: per point present in both, the
 mean over ok runs of each chosen metric in A and in B, and the relative change. A distorted run, or a
-run that did not end ok, is named above the numbers: its figures are not results.
+run that did not end ok, is named above the numbers: its figures are not results. So are summaries of
+different layouts (``schema_version``): a metric of the same name may not mean the same.
 """
 
 from dataclasses import dataclass
@@ -62,6 +63,10 @@ def _compare_runs(path_a, path_b, metrics):
             raise UsageError(f"--metric {unknown[0]}: neither run has it (runs have e.g. {', '.join(keys[:6])})")
         keys = [k for k in keys if any(k == m or k.endswith("." + m) for m in metrics)]
     notes = _run_notes("A", path_a, sa) + _run_notes("B", path_b, sb)
+    if sa.get("schema_version") != sb.get("schema_version"):
+        layouts = [str(s.get("schema_version", "missing")) for s in (sa, sb)]     # missing: older than it
+        notes.append(f"A's and B's summary.json have different layouts (schema_version {layouts[0]} and "
+                     f"{layouts[1]}): a metric of the same name may not mean the same")
     return notes, [Difference(k, ma.get(k), mb.get(k)) for k in keys]
 
 

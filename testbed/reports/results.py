@@ -13,7 +13,7 @@ from testbed.sweep.table import mean_ci
 #: The sweep table's first non-axis column (:func:`testbed.sweep.table.row` puts the axes first).
 FIRST_NON_AXIS_COLUMN = "repetition"
 #: The table's columns that describe a run rather than measure it (an all-empty ``error`` reads as numbers).
-RUN_COLUMNS = ("repetition", "seed", "status", "distorted", "error", "run_dir")
+RUN_COLUMNS = ("repetition", "seed", "status", "distorted", "error", "run_dir", "schema_version")
 
 
 def load_summary(run_dir) -> dict:
@@ -47,7 +47,7 @@ def is_number(value) -> bool:
 
 def run_metrics(summary: dict) -> dict:
     """Every numeric scalar of a run: the run's own under their names, each job's as ``<job>.<metric>``."""
-    out = {k: v for k, v in summary.items() if is_number(v) and k not in ("seed",)}
+    out = {k: v for k, v in summary.items() if is_number(v) and k not in RUN_COLUMNS}
     for job in summary.get("jobs", []):
         for key, value in job.items():
             if is_number(value):

@@ -84,6 +84,23 @@ def test_compare_two_runs(tmp_path):
         compare_results(a, b, ["nonsense"])
 
 
+def test_compare_names_summaries_of_different_layouts_and_does_not_diff_the_layouts_version(tmp_path):
+    import json
+    a, b = write_run(tmp_path / "a"), write_run(tmp_path / "b")
+    for run, version in ((a, 1), (b, 2)):
+        summary = json.loads((run / "summary.json").read_text())
+        (run / "summary.json").write_text(json.dumps({"schema_version": version, **summary}))
+    notes, diffs = compare_results(a, b)
+    assert notes == ["A's and B's summary.json have different layouts (schema_version 1 and 2): a metric of the "
+                     "same name may not mean the same"]
+    assert "schema_version" not in {d.key for d in diffs} and "iteration_time_s" in {d.key for d in diffs}
+    (b / "summary.json").write_text((a / "summary.json").read_text())
+    assert compare_results(a, b)[0] == []
+    (a / "summary.json").write_text(json.dumps({k: v for k, v in json.loads((a / "summary.json").read_text()).items()
+                                                if k != "schema_version"}))
+    assert "(schema_version missing and 1)" in compare_results(a, b)[0][0]
+
+
 def test_compare_two_sweeps_point_by_point(tmp_path):
     a, b = write_sweep(tmp_path / "a"), write_sweep(tmp_path / "b", scale=1.1)
     notes, diffs = compare_results(a, b, ["iteration_time_s"])
