@@ -1,14 +1,17 @@
-"""``inatb``: the command line. The only place that turns typed errors into exit codes.
+"""``inatb``: the command line. The only place that turns typed errors into exit codes; what a finished run's
+or sweep's results make of it is :mod:`testbed.outcome`'s decision.
 
 Commands: run, validate, simulate, fidelity, sweep, reproduce, report, compare, cleanup, doctor; ``--version``.
 """
 
 import argparse
 import json
+import os
 import signal
 import sys
 from pathlib import Path
 
+from testbed import outcome
 from testbed.dataplane import targets
 from testbed.errors import TestbedError, UsageError
 from testbed.papers import PAPERS
@@ -32,23 +35,39 @@ def cmd_validate(args) -> int:
     return 0
 
 
-def _report_run(result, *texts) -> int:
+def _strict(args) -> bool:
+    """``--strict``, or ``INATB_STRICT`` saying the same (:func:`testbed.outcome.strict_from_env`)."""
+    return outcome.strict_from_env(os.environ) or args.strict
+
+
+def _strict_note(command: str, code: int, what: str) -> str:
+    """The line that says why ``--strict`` made a finished command exit ``code`` (empty when it did not)."""
+    if code != outcome.EXIT_DISTORTED:
+        return ""
+    return f"inatb {command} --strict: exit {code}: {what} (distortion_reasons in summary.json)"
+
+
+def _report_run(command: str, result, strict: bool, *texts) -> int:
     """A finished run's ``texts`` (its summary, ...) on stderr and its directory on stdout, each as long as
-    its reader is there (the run is over and written either way); the exit status: 0 when exact, else 8."""
+    its reader is there (the run is over and written either way); the exit status
+    (:func:`testbed.outcome.run_exit_code`): 0 when exact, else 8; under ``strict`` 9 when distorted."""
     from testbed.emulation.progress import ReaderSafeStream
     display = ReaderSafeStream(sys.stderr)
-    for text in texts:
+    code = outcome.run_exit_code(result.summary, strict)
+    note = _strict_note(command, code, "the run is exact but distorted")
+    for text in texts + ((note,) if note else ()):
         print(text, file=display)
     print(result.run_dir, file=ReaderSafeStream(sys.stdout))
-    return 0 if result.summary["aggregation_exact"] else 8
+    return code
 
 
 def cmd_run(args) -> int:
     from testbed.emulation.orchestrator import run_scenario
     from testbed.reports.text import format_summary
+    strict = _strict(args)
     scenario = _load(args)
     result = run_scenario(scenario, out_root=args.out, target=args.target)
-    return _report_run(result, format_summary(result.summary))
+    return _report_run("run", result, strict, format_summary(result.summary))
 
 
 def cmd_fidelity(args) -> int:
@@ -58,22 +77,30 @@ def cmd_fidelity(args) -> int:
     from testbed.metrics.summary import write_summary
     from testbed.plan import make_plan
     from testbed.reports.text import format_summary
+    strict = _strict(args)
     scenario = _load(args)
     plan = make_plan(scenario, args.target)        # the placement, solved once for the run and the simulator
     result = run_scenario(scenario, out_root=args.out, plan=plan)
     fidelity = compare(result.summary, plan.simulation())
     result.summary["fidelity"] = fidelity
     write_summary(result.run_dir, result.summary)
-    return _report_run(result, format_summary(result.summary), format_fidelity(fidelity))
+    return _report_run("fidelity", result, strict, format_summary(result.summary), format_fidelity(fidelity))
+
+
+def _sweep_strict_note(command: str, code: int, rows) -> str:
+    distorted = sum(1 for row in rows if outcome.point_exit_code(row, True) == outcome.EXIT_DISTORTED)
+    return _strict_note(command, code, f"{distorted} point{'s' if distorted != 1 else ''} exact but distorted")
 
 
 def cmd_sweep(args) -> int:
-    """Every point of a sweep not done yet, then the table and plots; exit 0 when every point is ok."""
+    """Every point of a sweep not done yet, then the table and plots; exit 0 when every point is ok
+    (:func:`testbed.outcome.sweep_exit_code`; under --strict also exact and undistorted)."""
     from testbed.sweep import load_sweep, run_sweep
     from testbed.sweep.executors import executor_for
     from testbed.emulation.progress import ReaderSafeStream
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: it goes with --executor ray")
+    strict = _strict(args)
     spec = load_sweep(args.sweep)
     display = ReaderSafeStream(sys.stderr)    # a reader that goes away silences the display, not the sweep
     print(f"sweep {spec.name}: {len(spec.points)} points ({' x '.join(str(len(v)) for _, v in spec.axes)} "
@@ -96,28 +123,36 @@ def cmd_sweep(args) -> int:
         from testbed.sweep.table import format_paper_comparison
         print(f"against the paper ({result.sweep_dir / 'paper.csv'}):\n" + format_paper_comparison(result.paper),
               file=display)
+    code = outcome.sweep_exit_code(result.rows, strict)
+    note = _sweep_strict_note("sweep", code, result.rows)
+    if note:
+        print(note, file=display)
     print(result.table_path, file=ReaderSafeStream(sys.stdout))
-    return 0 if statuses.get("ok", 0) + statuses.get("refused", 0) == len(result.rows) else 8
+    return code
 
 
 def cmd_reproduce(args) -> int:
     """Every experiment of a paper (or those ``--only`` names), then the paper's page; exit 0 when every run
-    ended ok."""
+    ended ok (:func:`testbed.outcome.sweep_exit_code` over every experiment's points)."""
     from testbed.emulation.progress import ReaderSafeStream
     from testbed.reproduce import experiments, require_root_for, run_experiment, select, write_page
     display = ReaderSafeStream(sys.stderr)
+    strict = _strict(args)
     found = experiments(args.paper)
     chosen = select(found, [name for item in args.only or () for name in item.split(",") if name])
     require_root_for(chosen)
-    all_ok = True
+    rows = []
     for experiment in chosen:
         kind = "simulated" if experiment.spec.simulate else "emulated"
         print(f"reproduce {args.paper}: {experiment.name} ({kind}, {len(experiment.spec.points)} runs)", file=display)
-        result = run_experiment(experiment, Path(args.out), args.target, display)
-        all_ok &= all(r["status"] in ("ok", "refused") for r in result.rows)
+        rows += run_experiment(experiment, Path(args.out), args.target, display).rows
     page_dir = Path(args.page_dir) if args.page_dir else Path(args.out) / "reproductions"
+    code = outcome.sweep_exit_code(rows, strict)
+    note = _sweep_strict_note("reproduce", code, rows)
+    if note:
+        print(note, file=display)
     print(write_page(args.paper, found, Path(args.out), page_dir), file=ReaderSafeStream(sys.stdout))
-    return 0 if all_ok else 8
+    return code
 
 
 def cmd_report(args) -> int:
@@ -170,7 +205,8 @@ def cmd_doctor(args) -> int:
 
 #: What ``inatb`` exits with (``--help``'s epilogue and the command reference, docs/reference/cli.md).
 EXIT_CODES = (
-    (0, "done: a run exact, a sweep's every point ok, a scenario valid"),
+    (outcome.EXIT_DONE, "done: a run exact, a sweep's every point ok, a scenario valid (a distorted run too, "
+                        "unless --strict)"),
     (1, "an error of the testbed's not listed below; `doctor`: something required is missing"),
     (2, "invalid input: a scenario, sweep or topology file, or options that do not go together"),
     (3, "a scheme cannot serve the scenario (an infeasible LP, a missing element)"),
@@ -178,11 +214,25 @@ EXIT_CODES = (
     (5, "the emulated network or an agent failed before the run could end"),
     (6, "another run holds the machine"),
     (7, "a required binary or privilege is missing (root, mnexec, simple_switch ...)"),
-    (8, "the run ended without every aggregate exact (its status in summary.json: failed, stalled ...), or a "
-        "sweep point did not end ok; results are written"),
+    (outcome.EXIT_NOT_EXACT, "the run ended without every aggregate exact (its status in summary.json: failed, "
+                             "stalled ...), or a sweep point did not end ok (--strict: or not exact); results are "
+                             "written"),
+    (outcome.EXIT_DISTORTED, "--strict: every run ended ok and exact, but one is distorted (summary.json's "
+                             "distortion_reasons: the figures measure the machine, not the scheme); results are "
+                             "written"),
     (70, "internal error of a read-only command (validate, simulate, report, compare): please report it"),
     (130, "interrupted (Ctrl-C or SIGTERM); the network and agents were removed"),
 )
+
+
+#: The environment variables ``inatb`` reads, and what each means (``--help``'s epilogue, the command reference).
+ENVIRONMENT = (
+    (outcome.STRICT_ENV, "set to 1: --strict for run, fidelity, sweep and reproduce (set it once for a CI job)"),
+)
+
+STRICT_HELP = (f"exit {outcome.EXIT_NOT_EXACT} unless every run ended ok and exact, {outcome.EXIT_DISTORTED} when "
+               f"one of them is distorted (without it a distorted run exits 0); {outcome.STRICT_ENV}=1 means the "
+               f"same")
 
 
 class _PrintVersion(argparse.Action):
@@ -199,7 +249,8 @@ class _PrintVersion(argparse.Action):
 
 
 def build_parser():
-    epilog = "exit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)
+    epilog = ("exit codes:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES)
+              + "\n\nenvironment:\n" + "\n".join(f"  {name}  {meaning}" for name, meaning in ENVIRONMENT))
     parser = argparse.ArgumentParser(prog="inatb", description="INA Testbed: emulate in-network aggregation",
                                      epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_PrintVersion,
@@ -217,6 +268,7 @@ def build_parser():
     p = scenario_cmd("run", "run a scenario on an emulated network (root)")
     p.add_argument("--out", default="results", help="results root (default: results)")
     p.add_argument("--target", choices=targets.CHOICES, help="switch target (default: the scenario's)")
+    p.add_argument("--strict", action="store_true", help=STRICT_HELP)
     p.set_defaults(func=cmd_run)
     p = scenario_cmd("validate", "check a scenario file and print the plan a run would use, without touching the "
                                  "network")
@@ -225,6 +277,7 @@ def build_parser():
     p = scenario_cmd("fidelity", "run the emulation and the simulator on a scenario and compare them (root)")
     p.add_argument("--out", default="results", help="results root (default: results)")
     p.add_argument("--target", choices=targets.CHOICES, help="switch target (default: the scenario's)")
+    p.add_argument("--strict", action="store_true", help=STRICT_HELP)
     p.set_defaults(func=cmd_fidelity)
     p = scenario_cmd("simulate", "evaluate a scenario's placement with the flow-level model")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -237,6 +290,7 @@ def build_parser():
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="where points run: here, one after another (default), or on a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (HEAD:6379); without it --executor ray starts a local Ray")
+    p.add_argument("--strict", action="store_true", help=STRICT_HELP)
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("reproduce", help="run every experiment of a paper (its sweeps under scenarios/papers/PAPER/; "
                                          "resumes where it stopped) and write the paper's page")
@@ -247,6 +301,7 @@ def build_parser():
                    help="only these experiments (repeatable, or comma-separated; default: all)")
     p.add_argument("--page-dir", help="where the page and its plots go (default: OUT/reproductions; the committed "
                                       "pages: docs/reproductions)")
+    p.add_argument("--strict", action="store_true", help=STRICT_HELP)
     p.set_defaults(func=cmd_reproduce)
     p = sub.add_parser("report", help="the report of a run or sweep directory (text, or --html)")
     p.add_argument("results_dir", help="a run directory (summary.json) or a sweep directory (table.csv)")
