@@ -63,7 +63,8 @@ def scenario_page() -> str:
                       for name, cls in TRANSPORTS.items() for option, kind in cls.OPTIONS.items()]
     return "\n\n".join([
         "# Scenario reference", GENERATED,
-        "Every key a scenario file accepts. Quantities are written with their unit (`100Gbps`, `98MB`, `20ms`); "
+        "Every key a scenario file accepts. Quantities are written with their unit (`100Gbps`, `98MB`, `20ms`; "
+        "a rate in bytes per second with an upper-case B, `12.5GBps`: [Quantities](../guide/scenarios.md#quantities)); "
         "`scaled`: `scale` multiplies the value before the run uses it. `--set PATH=VALUE` overrides any key "
         "(lists by index: `jobs.0.window=32`). How the keys work together: [Scenario files]"
         "(../guide/scenarios.md).",

@@ -1,10 +1,14 @@
 """Quantities with units, as scenario files write them.
 
-Rates are bits per second (``100Gbps``, ``9Mbps``, ``1.5Gb/s``), sizes are bytes
-(``98MB``, ``44.6MiB``, ``256B``, ``2KB``), durations are seconds (``200ms``,
-``1.5s``, ``10us``). Decimal prefixes are powers of 1000, binary ones (KiB,
-MiB, GiB) powers of 1024. A bare number is accepted only where the caller says
-so (``allow_bare``), because a silent unit is how experiments go wrong.
+Rates are bits per second (``100Gbps``, ``9Mbps``, ``1.5Gb/s``) or bytes per second
+(``12.5GBps``, ``100MB/s``: eight bits a byte, so ``10GBps`` is exactly ``80Gbps``);
+sizes are bytes (``98MB``, ``44.6MiB``, ``256B``, ``2KB``); durations are seconds
+(``200ms``, ``1.5s``, ``10us``). In rates and sizes a lower-case ``b`` is a bit and
+an upper-case ``B`` a byte, whatever the case of the prefix (``kbps`` = ``Kbps``,
+``mbps`` = ``Mbps``): a rate's unit is matched with its case, and a size in bits
+(``98Mb``) is refused. Decimal prefixes are powers of 1000, binary ones (KiB, MiB,
+GiB) powers of 1024. A bare number is accepted only where the caller says so
+(``allow_bare``), because a silent unit is how experiments go wrong.
 
 Every parsed quantity is finite: ``1e400Gbps`` (which overflows to infinity)
 and YAML's ``.nan``/``.inf`` are refused here, so no caller has to compare
@@ -19,13 +23,16 @@ from testbed.errors import UnitError, brief_repr as _brief
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _QUANTITY = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z/]*)\s*$")
 
-RATE_UNITS_BPS = {
-    "bps": 1.0, "b/s": 1.0,
-    "kbps": 1e3, "kb/s": 1e3,
-    "mbps": 1e6, "mb/s": 1e6,
-    "gbps": 1e9, "gb/s": 1e9,
-    "tbps": 1e12, "tb/s": 1e12,
-}
+#: Rate units, matched with their case: a decimal prefix (either case), ``b`` (bit) or ``B`` (byte, 8 bits),
+#: then ``ps`` or ``/s``. ``GBps`` is 8e9 b/s, ``Gbps`` 1e9 b/s; ``GBPS`` is neither, and refused.
+_RATE_PREFIXES = {"": 1, "k": 10**3, "K": 10**3, "m": 10**6, "M": 10**6, "g": 10**9, "G": 10**9,
+                  "t": 10**12, "T": 10**12}
+_BITS_OF = {"b": 1, "B": 8}
+RATE_UNITS_BPS = {prefix + base + per: float(factor * bits)
+                  for prefix, factor in _RATE_PREFIXES.items() for base, bits in _BITS_OF.items()
+                  for per in ("ps", "/s")}
+_RATE_UNITS_TEXT = ("bps, kbps, Mbps, Gbps, Tbps (bits per second, also b/s ...) or "
+                    "Bps, KBps, MBps, GBps, TBps (bytes per second, also B/s ...)")
 SIZE_UNITS_BYTES = {
     "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
@@ -42,7 +49,8 @@ def _finite(number: float, text, kind: str) -> float:
     return number
 
 
-def _parse(text, table, kind, example, allow_bare, case_sensitive_bytes=False):
+def _parse(text, kind, example, allow_bare, factor_of):
+    """``text`` as a finite quantity: its number times ``factor_of(unit, text)`` (which refuses a unit)."""
     if isinstance(text, bool):
         raise UnitError(f"expected a {kind} such as {example!r}, got {text!r}")
     if isinstance(text, (int, float)):
@@ -60,28 +68,50 @@ def _parse(text, table, kind, example, allow_bare, case_sensitive_bytes=False):
         if allow_bare:
             return number
         raise UnitError(f"expected a {kind} with a unit such as {example!r}, got {text!r}")
-    key = unit.lower()
-    if case_sensitive_bytes and unit.endswith("b") and not unit.endswith("ib") and unit != "b":
+    return _finite(number * factor_of(unit, text), text, kind)
+
+
+def _unknown_unit(unit, text, expected) -> UnitError:
+    return UnitError(f"unknown unit {unit!r} in {text!r}; expected one of {expected}")
+
+
+def _rate_factor(unit, text) -> float:
+    """Bits per second of one ``unit``, matched with its case (b: bit, B: byte)."""
+    if unit not in RATE_UNITS_BPS:
+        raise _unknown_unit(unit, text, _RATE_UNITS_TEXT)
+    return RATE_UNITS_BPS[unit]
+
+
+def _size_factor(unit, text) -> int:
+    """Bytes of one ``unit``, in any case but a lower-case final ``b`` (a bit) after a prefix."""
+    if unit.endswith("b") and not unit.endswith("ib") and unit != "b":
         # "Mb" (megabits) in a size field is almost always a mistake for "MB".
         raise UnitError(f"{text!r}: sizes are in bytes; write {unit[:-1]}B (bits are for rates)")
-    if key not in table:
-        raise UnitError(f"unknown unit {unit!r} in {text!r}; expected one of {', '.join(sorted(set(table)))}")
-    return _finite(number * table[key], text, kind)
+    if unit.lower() not in SIZE_UNITS_BYTES:
+        raise _unknown_unit(unit, text, ", ".join(sorted(SIZE_UNITS_BYTES)))
+    return SIZE_UNITS_BYTES[unit.lower()]
+
+
+def _duration_factor(unit, text) -> float:
+    """Seconds of one ``unit``, in any case."""
+    if unit.lower() not in DURATION_UNITS_S:
+        raise _unknown_unit(unit, text, ", ".join(sorted(DURATION_UNITS_S)))
+    return DURATION_UNITS_S[unit.lower()]
 
 
 def parse_rate_bps(text, allow_bare=False) -> float:
-    """``'100Gbps'`` -> 1e11 (bits per second)."""
-    return _parse(text, RATE_UNITS_BPS, "rate", "100Gbps", allow_bare)
+    """``'100Gbps'`` -> 1e11, ``'100GBps'`` -> 8e11 (bits per second)."""
+    return _parse(text, "rate", "100Gbps", allow_bare, _rate_factor)
 
 
 def parse_size_bytes(text, allow_bare=False) -> float:
     """``'98MB'`` -> 98e6, ``'44.6MiB'`` -> 44.6 * 2**20 (bytes)."""
-    return _parse(text, SIZE_UNITS_BYTES, "size", "98MB", allow_bare, case_sensitive_bytes=True)
+    return _parse(text, "size", "98MB", allow_bare, _size_factor)
 
 
 def parse_duration_s(text, allow_bare=False) -> float:
     """``'200ms'`` -> 0.2 (seconds)."""
-    return _parse(text, DURATION_UNITS_S, "duration", "200ms", allow_bare)
+    return _parse(text, "duration", "200ms", allow_bare, _duration_factor)
 
 
 def format_rate(bps: float) -> str:

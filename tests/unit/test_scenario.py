@@ -36,6 +36,16 @@ def error_of(text, overrides=()):
     return info.value
 
 
+def test_a_link_rate_in_bytes_per_second_is_eight_times_the_same_figure_in_bits():
+    def link_rate(rate):
+        return parse(BASE.replace("  kind: explicit\n", f"  kind: explicit\n  link_rate: {rate}\n"))\
+            .topology.links[0].rate_bps
+    assert link_rate("10GBps") == 8 * link_rate("10Gbps") == 8 * 10e9 * 0.001
+    assert link_rate("10GB/s") == link_rate("80Gbps") and link_rate("1.25GBps") == link_rate("10Gbps")
+    err = error_of(BASE.replace("  kind: explicit\n", "  kind: explicit\n  link_rate: 10GBPS\n"))
+    assert err.field == "topology.link_rate" and err.line == 6 and "unknown unit 'GBPS'" in err.message
+
+
 def test_base_scenario_resolves_units_and_scale():
     s = parse(BASE)
     assert s.scale == 0.001

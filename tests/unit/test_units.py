@@ -10,6 +10,35 @@ def test_rates(text, bps):
     assert parse_rate_bps(text) == pytest.approx(bps)
 
 
+@pytest.mark.parametrize("text, bps", [
+    # bits: a lower-case b, the prefix in either case
+    ("100bps", 100), ("100b/s", 100), ("100kbps", 1e5), ("100Kbps", 1e5), ("100kb/s", 1e5), ("100Kb/s", 1e5),
+    ("100mbps", 1e8), ("100Mbps", 1e8), ("100Mb/s", 1e8), ("100gbps", 1e11), ("100Gbps", 1e11),
+    ("100Gb/s", 1e11), ("100tbps", 1e14), ("100Tbps", 1e14), ("100Tb/s", 1e14),
+    # bytes: an upper-case B, eight bits each
+    ("100Bps", 800), ("100B/s", 800), ("100kBps", 8e5), ("100KBps", 8e5), ("100KB/s", 8e5),
+    ("100mBps", 8e8), ("100MBps", 8e8), ("100MB/s", 8e8), ("100gBps", 8e11), ("100GBps", 8e11),
+    ("100GB/s", 8e11), ("100TBps", 8e14), ("100TB/s", 8e14), ("12.5GBps", 1e11),
+])
+def test_rate_units_are_bits_with_a_lower_case_b_and_bytes_with_an_upper_case_b_exactly(text, bps):
+    assert parse_rate_bps(text) == bps          # exact: decimal prefixes times 8 lose nothing
+
+
+@pytest.mark.parametrize("number", ["1", "10", "100", "2.5", "400"])
+@pytest.mark.parametrize("prefix", ["", "k", "K", "M", "G", "T"])
+def test_a_byte_rate_is_eight_times_the_bit_rate_of_the_same_spelling(number, prefix):
+    bits = parse_rate_bps(f"{number}{prefix}bps")
+    assert parse_rate_bps(f"{number}{prefix}Bps") == 8 * bits
+    assert parse_rate_bps(f"{number}{prefix}B/s") == 8 * bits == 8 * parse_rate_bps(f"{number}{prefix}b/s")
+
+
+@pytest.mark.parametrize("text", ["100GBPS", "100GBPs", "100Gbit/s", "100Gbit", "100G", "100gb", "100GB",
+                                  "100Mib/s", "100GiBps", "100bps/s"])
+def test_a_rate_unit_that_says_neither_bits_nor_bytes_is_refused_naming_both(text):
+    with pytest.raises(UnitError, match=r"unknown unit .*Gbps.*bits per second.*GBps.*bytes per second"):
+        parse_rate_bps(text)
+
+
 @pytest.mark.parametrize("text, nbytes", [("98MB", 98e6), ("44.6MiB", 44.6 * 2**20), ("256B", 256), ("2KB", 2000),
                                           ("1GiB", 2**30)])
 def test_sizes(text, nbytes):
