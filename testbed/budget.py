@@ -45,11 +45,10 @@ from testbed.atomic_io import write_text_atomic
 from testbed.cache import cache_dir
 from testbed.calibration import Calibration, calibrated_curves, measure as measure_calibration
 
-from testbed.errors import ScenarioError
 from testbed.metrics.cpu import available_cores
 from testbed.metrics.rounds import job_rounds
 from testbed.provenance import machine_id
-from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES, line_of
+from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES, field_error
 
 #: An ebpf switch is kernel work in the softirq of the frame's sender, no process (testbed/dataplane/ebpf): on a
 #: 2-core AMD EPYC a TC-BPF aggregation at fan-in 4 absorbed 241k contributions/s end to end, about 1 us of BPF
@@ -558,9 +557,9 @@ def plan_switch_groups(scenario, budget: PacketBudget) -> tuple:
     processes = scenario.switch.processes
     names = [node.name for node in scenario.topology.switches()]
     if budget.target != "pyswitch" and processes not in (AUTO_PROCESSES, PER_SWITCH_PROCESSES):
-        raise ScenarioError("switch.processes", f"{budget.target} runs a process per switch; only pyswitch "
-                            f"switches share processes (remove the field, or run with --target pyswitch)",
-                            scenario.source, line_of(scenario.lines, "switch.processes"))
+        raise field_error("switch.processes", f"{budget.target} runs a process per switch; only pyswitch "
+                          f"switches share processes (remove the field, or run with --target pyswitch)",
+                          scenario.source, scenario.lines, scenario.overridden)
     if budget.target != "pyswitch" or processes == PER_SWITCH_PROCESSES:
         return tuple((name,) for name in names)
     if processes != AUTO_PROCESSES:

@@ -30,20 +30,31 @@ class TestbedError(Exception):
 class ScenarioError(TestbedError):
     """A scenario file is invalid: names the file, the field path and what was expected.
 
+    A value given on the command line (``--set KEY=VALUE``) is named by that
+    argument instead of a line of the file (``override``): ``--set scale=big:
+    expected a number, got 'big'``, with the field after it when it is not KEY
+    (``--set policy=x: jobs.0.policy: ...``).
+
     Always one line: the field and message are flattened and cut (they may quote
     whatever the file held), so a hostile value cannot flood the terminal.
     """
 
     exit_code = 2
 
-    def __init__(self, field: str, message: str, source: str = "<scenario>", line: int = 0):
+    def __init__(self, field: str, message: str, source: str = "<scenario>", line: int = 0, override: str = ""):
         self.field = one_line(field, 120)
         self.message = one_line(message)
         self.source = one_line(source, 200)
         self.line = line
+        self.override = override
         field, message, source = self.field, self.message, self.source
-        where = f"{source}:{line}" if line else source
-        super().__init__(f"{where}: {field}: {message}")
+        if override:
+            where = f"--set {one_line(override, 120)}"
+            if field != override.partition("=")[0].strip():
+                where = f"{where}: {field}"
+        else:
+            where = f"{source}:{line}: {field}" if line else f"{source}: {field}"
+        super().__init__(f"{where}: {message}")
 
 
 class UnitError(ValueError):

@@ -4,8 +4,9 @@ A scenario is YAML with ``version: 1``. :func:`load_scenario` reads it,
 applies ``--set`` overrides (dotted paths: ``jobs.0.policy=goat``,
 ``scale=0.0001``; ``policy=NAME`` sets every job's policy), validates every
 field and resolves units and ``scale`` into a :class:`Scenario` of plain data.
-Any problem raises :class:`ScenarioError` naming the file and line, the field
-path and what was expected; nothing here touches the network.
+Any problem raises :class:`ScenarioError` naming the file and line (or the
+``--set`` argument the value came from), the field path and what was
+expected; nothing here touches the network.
 
 ``scale`` multiplies the papers' link rates, switch aggregation capacity and
 gradient sizes (testbed/budget.py: the packet budget a scale asks for); durations such as
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from testbed import topology
 from testbed.errors import ScenarioError, brief_repr as _brief
-from testbed.scenario.checker import Checker, line_of
+from testbed.scenario.checker import Checker, field_error, line_of
 from testbed.scenario.limits import HTB_MAX_RATE_BPS, emulation_limits, require_emulable
 from testbed.scenario.model import Scenario
 from testbed.scenario.overrides import apply_overrides
@@ -53,7 +54,8 @@ __all__ = [
     "MAX_SCENARIO_BYTES", "METRICS_KEYS", "NODE_NAME", "PER_SWITCH_PROCESSES", "SCHEME_NAMES", "SCHEME_OPTIONS",
     "RING_SCHEMES", "RING_TRANSPORTS", "SIMULATION_KEYS", "STRAGGLER_KEYS", "SWITCH_KEYS", "Scenario", "TARGETS",
     "TOP_KEYS", "TOPOLOGY_KEYS", "TRANSPORT_NAMES", "apply_overrides", "default_scenario_name", "emulation_limits",
-    "line_of", "load_scenario", "parse_scenario", "read_yaml_document", "read_yaml_text", "require_emulable",
+    "field_error", "line_of", "load_scenario", "parse_scenario", "read_yaml_document", "read_yaml_text",
+    "require_emulable",
 ]
 
 
@@ -76,8 +78,8 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
                             source)
     if not isinstance(doc, dict):
         raise ScenarioError("(file)", "expected a mapping at the top level", source, 1)
-    doc = apply_overrides(doc, overrides)
-    c = Checker(source, lines)
+    doc, overridden = apply_overrides(doc, overrides)
+    c = Checker(source, lines, overridden)
     if "axes" in doc and "topology" not in doc:
         c.fail("axes", "this is a sweep file (a scenario and axes), not a scenario: run it with inatb sweep")
     c.keys(doc, "", TOP_KEYS)
@@ -120,7 +122,8 @@ def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_
     topo.colocated_ps = {ps for job in jobs for ps in job.ps if ps in job.workers}
     simulation = resolve_simulation(c, _section(c, doc, "simulation"), jobs)
     return Scenario(name, source, seed, scale, target, run_timeout_s, topo, switch, jobs, impairments, metrics,
-                    doc, description, background, stragglers, simulation, lines=lines, time_dilation=dilation)
+                    doc, description, background, stragglers, simulation, lines=lines, overridden=overridden,
+                    time_dilation=dilation)
 
 
 def _listed_workers(jobs) -> list:

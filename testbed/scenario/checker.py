@@ -1,7 +1,8 @@
 """Field access with errors that name the file, line and field path: :class:`Checker` reads one value of
 the document (a mapping's keys, an integer, a number, a rate, a size, a duration, a choice, names, a link)
-against its bounds and what it becomes, and :func:`line_of` finds the line of a field path. The
-``resolve_*`` modules and the sweep files check every field through it."""
+against its bounds and what it becomes; :func:`field_error` is the error of a field, naming the ``--set``
+argument its value came from (:func:`override_of`) or else its line (:func:`line_of`). The ``resolve_*``
+modules and the sweep files check every field through it."""
 
 import math
 import re
@@ -22,6 +23,22 @@ def line_of(lines: dict, path: str) -> int:
     return line or 0
 
 
+def override_of(overridden: dict, path: str) -> str:
+    """The ``--set`` item whose value field ``path`` holds (set at ``path`` or at its nearest overridden parent;
+    ``overridden`` as ``apply_overrides`` returns it), or "" when the value is the file's."""
+    while path not in overridden and "." in path:
+        path = path.rsplit(".", 1)[0]
+    return overridden.get(path, "")
+
+
+def field_error(path: str, message: str, source: str, lines: dict, overridden=None) -> ScenarioError:
+    """The error of field ``path``: naming the ``--set`` argument its value came from, else its file's line."""
+    item = override_of(overridden or {}, path)
+    if item:
+        return ScenarioError(path, message, source, override=item)
+    return ScenarioError(path, message, source, line_of(lines, path))
+
+
 class Checker:
     """Field access with errors that name the file, line and field path.
 
@@ -30,12 +47,17 @@ class Checker:
     they become (file names, interface names).
     """
 
-    def __init__(self, source, lines):
+    def __init__(self, source, lines, overridden=None):
         self.source = source
         self.lines = lines
+        self.overridden = overridden or {}     # field path -> the --set item that set it
+
+    def error(self, path, message) -> ScenarioError:
+        """The error of field ``path`` (see :func:`field_error`), for a caller that raises it itself."""
+        return field_error(path, message, self.source, self.lines, self.overridden)
 
     def fail(self, path, message):
-        raise ScenarioError(path, message, self.source, line_of(self.lines, path))
+        raise self.error(path, message)
 
     def keys(self, mapping, path, allowed):
         if not isinstance(mapping, dict):

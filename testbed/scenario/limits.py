@@ -1,10 +1,10 @@
 """What only the simulator can take: the checks of a resolved scenario that ``inatb run`` needs on top of
 its validity (htb's rate range, an emulated switch's aggregator memory, the simulator's own inputs, a Rina
-ring of one member), as ``FILE:LINE: field: reason`` lines (:func:`emulation_limits`) or the first of them
-raised (:func:`require_emulable`). Pure: it reads the scenario and touches nothing."""
+ring of one member), as ``FILE:LINE: field: reason`` lines (``--set KEY=VALUE: reason`` for a value given
+on the command line; :func:`emulation_limits`) or the first of them raised (:func:`require_emulable`).
+Pure: it reads the scenario and touches nothing."""
 
-from testbed.errors import ScenarioError
-from testbed.scenario.checker import line_of
+from testbed.scenario.checker import field_error
 from testbed.scenario.model import INJECTION_SECTIONS
 
 #: Mininet shapes host interfaces with htb through TCIntf, which accepts at most 1000 Mb/s on these
@@ -29,8 +29,7 @@ def emulation_limits(scenario) -> list:
     Pure: reads the scenario, touches nothing. ``require_emulable`` raises on
     the first.
     """
-    return [str(ScenarioError(path, reason, scenario.source, line_of(scenario.lines, path)))
-            for path, reason in _emulation_limit_fields(scenario)]
+    return [str(_error(scenario, path, reason)) for path, reason in _emulation_limit_fields(scenario)]
 
 
 def require_emulable(scenario) -> None:
@@ -41,7 +40,12 @@ def require_emulable(scenario) -> None:
         return
     (path, reason), others = found[0], [p for p, _ in found[1:]]
     more = f" (also: {', '.join(others)})" if others else ""
-    raise ScenarioError(path, f"{SIMULATE_ONLY}: {reason}{more}", scenario.source, line_of(scenario.lines, path))
+    raise _error(scenario, path, f"{SIMULATE_ONLY}: {reason}{more}")
+
+
+def _error(scenario, path, reason):
+    """The ScenarioError of field ``path``: its ``--set`` argument, or its file and line."""
+    return field_error(path, reason, scenario.source, scenario.lines, scenario.overridden)
 
 
 def _emulation_limit_fields(scenario) -> list:

@@ -209,6 +209,7 @@ class Scenario:
     stragglers: StragglerSpec = field(default_factory=StragglerSpec)
     simulation: SimulationSettings = field(default_factory=SimulationSettings)
     lines: dict = field(default_factory=dict)              # field path -> line in ``source`` (for messages)
+    overridden: dict = field(default_factory=dict)         # field path -> the ``--set`` item that set it (messages)
     #: N >= 1 (the emulation runs N times slower; every reported time is virtual: testbed/dilation.py), or
     #: ``AUTO_DILATION``: the smallest N the packet budget allows (testbed.budget.PacketBudget.auto_factor).
     time_dilation: object = 1.0

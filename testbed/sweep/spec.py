@@ -36,8 +36,9 @@ With ``simulate: true`` every point is a simulated run (``testbed.sim.run``:
 at any scale, without root: the papers' full-scale curves.
 
 Every point's scenario is parsed and validated before anything runs: a typo
-in an axis value is one line naming the sweep file and the point, not a
-failure an hour into the sweep.
+in an axis value is one line naming the sweep file's line of the axis (or of
+the ``set`` entry), the point and the ``--set`` string, never a line of the
+base scenario, and not a failure an hour into the sweep.
 
 ``paper`` lists what the paper reports (:class:`PaperClaim`): for one metric
 (one of ``metrics``), its figures for several values of one axis at fixed
@@ -206,15 +207,33 @@ def load_sweep(path) -> SweepSpec:
     spec = SweepSpec(name, str(path), scenario_path, list(fixed), axes, repetitions, list(metrics), list(run_plots),
                      simulate, _paper_claims(c, doc.get("paper", []), dict(axes), list(metrics)),
                      " ".join(description.split()))
-    base = load_scenario(scenario_path, spec.fixed)
+    try:
+        base = load_scenario(scenario_path, spec.fixed)
+    except ScenarioError as exc:
+        if exc.override:
+            raise c.error(_override_field(spec, exc.override, ()), str(exc)) from None
+        raise
     spec.base_seed = base.seed
     spec.points = list(_points(spec))
     for point in spec.points:
         try:
             load_scenario(scenario_path, point.overrides)
         except ScenarioError as exc:
-            raise ScenarioError("axes", f"point {point.label()}: {exc}", spec.source) from None
+            raise c.error(_override_field(spec, exc.override, point.values),
+                          f"point {point.label()}: {exc}") from None
     return spec
+
+
+def _override_field(spec: SweepSpec, item: str, values: tuple) -> str:
+    """The field of the sweep file that wrote the ``--set`` string ``item`` for a point of axis values
+    ``values``: its axis (a named axis's label), else its entry of ``set``, else ``axes``."""
+    for axis, value in values:
+        axis_values = dict(spec.axes)[axis]
+        if item in _axis_sets(axis, axis_values, value):
+            return f"axes.{axis}.{value}" if isinstance(axis_values, dict) else f"axes.{axis}"
+    if item in spec.fixed:
+        return f"set.{spec.fixed.index(item)}"
+    return "axes"
 
 
 def _paper_claims(c, items, axes: dict, metrics: list) -> list:

@@ -112,6 +112,13 @@ CASES = [
      "topology.link_rate"),
     ("link-rate-above-htb", replace("kind: explicit", "kind: explicit\n  link_rate: 2000Gbps"), (),
      "exceeds what htb shapes (1000 Mb/s); lower scale"),
+    # 200GBps is bytes: 1.6 Tb/s, 1,600 Mb/s at scale 0.001 (200Gbps is 200 Mb/s, which htb shapes)
+    ("link-rate-bytes-above-htb", replace("kind: explicit", "kind: explicit\n  link_rate: 200GBps"), (),
+     "scenario.yaml:6: topology.link_rate: valid for `inatb simulate` only: 1,600 Mb/s on link w1-s1 exceeds"),
+    ("set-link-rate-bytes-above-htb", BASE, ("topology.link_rate=200GB/s",),
+     "error: --set topology.link_rate=200GB/s: valid for `inatb simulate` only: 1,600 Mb/s on link w1-s1 exceeds"),
+    ("link-rate-neither-bits-nor-bytes", replace("kind: explicit", "kind: explicit\n  link_rate: 10GBPS"), (),
+     "scenario.yaml:6: topology.link_rate: unknown unit 'GBPS' in '10GBPS'; expected one of bps"),
     ("own-link-rate-above-htb", replace("[ps, s1]]", "[ps, s1, 5Tbps]]"), (),
      "topology.links.2: valid for `inatb simulate` only"),
     ("own-link-rate-zero", replace("[ps, s1]]", "[ps, s1, 0bps]]"), (), "topology.links.2: expected a rate > 0"),
@@ -230,21 +237,25 @@ jobs: [{workers: [h1], ps: h3}]
      "topology.switches.0.name"),
     ("switch-name-dash", BASE.replace("s1", "s-1"), (), "topology.switches.0"),
     # --- --set ----------------------------------------------------------------------------------
-    ("set-yaml-error", BASE, ("scale=[1,2",), "--set scale: not valid YAML"),
-    ("set-python-tag", BASE, ("jobs.0=!!python/object/apply:os.system [echo]",), "--set jobs.0: tag"),
-    ("set-undefined-alias", BASE, ("jobs.0.iterations=*undefined",), "--set jobs.0.iterations: not valid YAML"),
-    ("set-into-scalar", BASE, ("jobs.0.workers.0.x=1",), "jobs.0.workers.0 is a value ('w1'), not a mapping"),
-    ("set-into-number", BASE, ("scale.x=1",), "scale is a value"),
-    ("set-index-out-of-range", BASE, ("jobs.7.x=1",), "index 7 out of range"),
+    ("set-yaml-error", BASE, ("scale=[1,2",), "error: --set scale=[1,2: not valid YAML"),
+    ("set-python-tag", BASE, ("jobs.0=!!python/object/apply:os.system [echo]",),
+     "error: --set jobs.0=!!python/object/apply:os.system [echo]: tag"),
+    ("set-undefined-alias", BASE, ("jobs.0.iterations=*undefined",),
+     "error: --set jobs.0.iterations=*undefined: not valid YAML"),
+    ("set-into-scalar", BASE, ("jobs.0.workers.0.x=1",),
+     "error: --set jobs.0.workers.0.x=1: jobs.0.workers.0 is a value ('w1'), not a mapping"),
+    ("set-into-number", BASE, ("scale.x=1",), "error: --set scale.x=1: scale is a value"),
+    ("set-index-out-of-range", BASE, ("jobs.7.x=1",), "error: --set jobs.7.x=1: jobs.7: index 7 out of range"),
     ("set-unicode-digit", BASE, ("jobs.²=1",), "index ² out of range"),
-    ("set-empty-key", BASE, ("=1",), "expected a dotted path"),
+    ("set-empty-key", BASE, ("=1",), "error: --set =1: expected a dotted path"),
     ("set-empty-segment", BASE, ("jobs..x=1",), "expected a dotted path"),
-    ("set-no-equals", BASE, ("scale",), "expected key=value"),
-    ("set-nan", BASE, ("scale=.nan",), "scale: expected a finite number"),
+    ("set-no-equals", BASE, ("scale",), "error: --set scale: expected key=value"),
+    ("set-policy-shortcut", BASE, ("policy=nope",), "error: --set policy=nope: jobs.0.policy: unknown scheme 'nope'"),
+    ("set-nan", BASE, ("scale=.nan",), "error: --set scale=.nan: expected a finite number"),
     ("set-deep", BASE, ("scale=" + "[" * 10_000,), "--set scale"),
     ("set-billion-laughs", BASE, ("jobs.0.x={" + BILLION_LAUGHS.replace("\n", ", ")[:-2] + "}",),
      "--set jobs.0.x"),
-    ("set-name-slash", BASE, ("name=a/b",), "name: expected"),
+    ("set-name-slash", BASE, ("name=a/b",), "error: --set name=a/b: expected"),
 ]
 
 
@@ -325,7 +336,7 @@ def test_simulate_refuses_malformed_input_in_one_line_too(workdir, capsys):
     code, _, err = run_cli(["simulate", str(path)], capsys)
     assert_one_line_error(code, err, "nested deeper", command="simulate")
     code, _, err = run_cli(["simulate", str(PAPERS / "goat" / "motivation.yaml"), "--set", "scale=.nan"], capsys)
-    assert_one_line_error(code, err, "scale: expected a finite number", command="simulate")
+    assert_one_line_error(code, err, "--set scale=.nan: expected a finite number", command="simulate")
 
 
 # --- valid for the simulator only ---------------------------------------------------------------

@@ -150,6 +150,33 @@ def test_set_override_is_validated_like_the_file():
         parse(BASE, ["scale=2"])
 
 
+@pytest.mark.parametrize("overrides, text", [
+    (["scale=big"], "--set scale=big: expected a number, got 'big'"),
+    (["jobs.0.iterations=x"], "--set jobs.0.iterations=x: expected an integer, got 'x'"),
+    (["topology.link_rate=10Gbit"], "--set topology.link_rate=10Gbit: unknown unit 'Gbit'"),
+    (["policy=nope"], "--set policy=nope: jobs.0.policy: unknown scheme 'nope'"),        # every job's, by index
+    (["topology={kind: explicit, colour: red}"], "--set topology={kind: explicit, colour: red}: topology.colour: "
+                                                 "unknown key; allowed here: "),          # below the path it set
+    # the later of two overrides of one field is the one named, whichever path set it
+    (["scale=big", "scale=bigger"], "--set scale=bigger: expected a number"),
+    (["topology.link_rate=1Gbps", "topology={kind: explicit, link_rate: 1Gpbs}"],
+     "--set topology={kind: explicit, link_rate: 1Gpbs}: topology.link_rate: unknown unit"),
+    (["topology={kind: explicit, link_rate: 1Gpbs}", "topology.link_rate=2Gpbs"],
+     "--set topology.link_rate=2Gpbs: unknown unit 'Gpbs'"),
+])
+def test_a_bad_set_value_is_named_by_its_argument_not_by_the_files_line(overrides, text):
+    """The file has ``scale`` on line 3 and ``topology.link_rate`` on line 6; the value in error is the
+    command line's, so the error names the ``--set`` argument and no line of the file."""
+    err = error_of(BASE.replace("  kind: explicit\n", "  kind: explicit\n  link_rate: 10Gbps\n"), overrides)
+    assert str(err).startswith(text), str(err)
+    assert err.line == 0 and err.override == overrides[-1] and "test.yaml" not in str(err)
+
+
+def test_an_error_in_a_field_the_set_did_not_touch_still_names_the_files_line():
+    err = error_of(BASE + "    iterations: 0\n", ["jobs.0.window=8"])
+    assert str(err).startswith("test.yaml:13: jobs.0.iterations: ") and err.override == ""
+
+
 def test_host_serving_two_roles_is_rejected_but_a_ps_on_its_own_jobs_worker():
     err = error_of(BASE + "  - {name: b, workers: [ps, w2], ps: w1}\n")
     assert err.field == "jobs.1.workers.0" and "already serves" in err.message

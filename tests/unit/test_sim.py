@@ -185,7 +185,7 @@ def test_result_multicast_all_lets_a_switch_without_ina_replicate_results():
 
     assert plan_and_rate("topology.result_multicast=programmable") == ([], 0, pytest.approx(4e6 / 3))
     assert plan_and_rate() == (["ina_multicast"] * 2, 2, pytest.approx(2e6))      # the scenario says all
-    with pytest.raises(ScenarioError, match="topology.result_multicast: expected one of programmable, all"):
+    with pytest.raises(ScenarioError, match="^--set topology.result_multicast=yes: expected one of programmable, all"):
         load_scenario(PA_ATP_FIDELITY, ["topology.result_multicast=yes"])
 
 

@@ -92,7 +92,27 @@ def test_a_scenario_given_as_a_sweep_file_says_which_command_runs_it(tmp_path):
 def test_a_bad_axis_value_is_refused_before_anything_runs_naming_the_point(tmp_path):
     with pytest.raises(ScenarioError) as err:
         load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, no-such-policy]}\n"))
-    assert "policy=no-such-policy" in str(err.value) and err.value.field == "axes"
+    assert "policy=no-such-policy" in str(err.value) and err.value.field == "axes.policy"
+
+
+@pytest.mark.parametrize("body, line, field, text", [
+    # a value of the sweep file is named by the sweep file's line and its --set string, never by a line of the
+    # base scenario (quickstart.yaml has scale and jobs.0.iterations)
+    ("set: [jobs.0.compute_time=5ms, scale=big]\naxes: {policy: [ps]}\n", 4, "set.1",
+     "set.1: --set scale=big: expected a number, got 'big'"),
+    ("axes:\n  policy: [ps]\n  jobs.0.iterations: [2, x]\n", 6, "axes.jobs.0.iterations",
+     "axes.jobs.0.iterations: point policy=ps, jobs.0.iterations=x, repetition 0: --set jobs.0.iterations=x: "
+     "expected an integer, got 'x'"),
+    ("axes:\n  scheme:\n    A: [policy=ps]\n    B: [policy=atp, transport=tcp]\n", 7, "axes.scheme.B",
+     "axes.scheme.B: point scheme=B, repetition 0: --set transport=tcp: jobs.0.transport: expected one of"),
+])
+def test_a_bad_value_of_a_sweep_file_names_the_sweep_files_line_and_the_set_string(tmp_path, body, line, field,
+                                                                                    text):
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(sweep_file(tmp_path, body))
+    assert (err.value.field, err.value.line) == (field, line)
+    assert str(err.value).startswith(f"{tmp_path / 'sweep.yaml'}:{line}: ") and text in str(err.value)
+    assert "quickstart.yaml" not in str(err.value)
 
 
 def test_a_run_interrupted_after_its_summary_is_in_the_table(tmp_path):

@@ -34,8 +34,10 @@ def test_switch_processes_takes_auto_per_switch_or_a_count(value, expected):
 
 @pytest.mark.parametrize("value", [0, -1, "two", True, 1.5])
 def test_switch_processes_refuses_anything_else_naming_the_field(value):
-    with pytest.raises(ScenarioError, match=r"switch\.processes: expected auto, per-switch or a whole number"):
+    with pytest.raises(ScenarioError, match=r"^--set switch\.processes=\S+: expected auto, per-switch or a whole "
+                                            r"number") as err:
         load_scenario(QUICKSTART, [f"switch.processes={json.dumps(value)}"])
+    assert err.value.field == "switch.processes"
 
 
 # -- grouping -----------------------------------------------------------------------------------------------
@@ -97,7 +99,7 @@ def test_auto_picks_the_count_that_needs_the_least_dilation():
 
 
 def test_a_count_of_processes_is_refused_on_bmv2_and_auto_means_one_each_there():
-    with pytest.raises(ScenarioError, match=r"switch\.processes: bmv2 runs a process per switch"):
+    with pytest.raises(ScenarioError, match=r"^--set switch\.processes=1: bmv2 runs a process per switch"):
         packet_budget(load_scenario(GOAT_1000, ["switch.processes=1"]), "bmv2", cores=2)
     assert packet_budget(load_scenario(GOAT_1000), "bmv2", cores=2).switch_groups == (("s1",), ("s2",), ("s3",))
     one = packet_budget(load_scenario(GOAT_1000, ["switch.processes=1"]), "pyswitch", cores=2)
