@@ -4,6 +4,7 @@ against its bounds and what it becomes; :func:`field_error` is the error of a fi
 argument its value came from (:func:`override_of`) or else its line (:func:`line_of`). The ``resolve_*``
 modules and the sweep files check every field through it."""
 
+import difflib
 import math
 import re
 
@@ -39,6 +40,16 @@ def field_error(path: str, message: str, source: str, lines: dict, overridden=No
     return ScenarioError(path, message, source, line_of(lines, path))
 
 
+def _unknown_key_message(key, allowed) -> str:
+    """``unknown key; did you mean X?`` with the allowed key closest to ``key``, or the list of them all when
+    none is close."""
+    names = sorted(str(a) for a in allowed)
+    close = difflib.get_close_matches(str(key), names, n=1)
+    if close:
+        return f"unknown key; did you mean {close[0]}?"
+    return f"unknown key; allowed here: {', '.join(names)}"
+
+
 class Checker:
     """Field access with errors that name the file, line and field path.
 
@@ -64,8 +75,7 @@ class Checker:
             self.fail(path, f"expected a mapping with keys {', '.join(sorted(allowed))}")
         for key in mapping:
             if key not in allowed:
-                self.fail(f"{path}.{key}" if path else str(key),
-                          f"unknown key; allowed here: {', '.join(sorted(allowed))}")
+                self.fail(f"{path}.{key}" if path else str(key), _unknown_key_message(key, allowed))
 
     def integer(self, value, path, low=None, high=None):
         if isinstance(value, bool) or not isinstance(value, int):

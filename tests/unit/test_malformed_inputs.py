@@ -250,6 +250,8 @@ jobs: [{workers: [h1], ps: h3}]
     ("set-empty-key", BASE, ("=1",), "error: --set =1: expected a dotted path"),
     ("set-empty-segment", BASE, ("jobs..x=1",), "expected a dotted path"),
     ("set-no-equals", BASE, ("scale",), "error: --set scale: expected key=value"),
+    ("set-unknown-key", BASE, ("jobs.0.iterationz=3",), "error: --set jobs.0.iterationz=3: unknown key; did you mean "
+                                                         "iterations?"),
     ("set-policy-shortcut", BASE, ("policy=nope",), "error: --set policy=nope: jobs.0.policy: unknown scheme 'nope'"),
     ("set-nan", BASE, ("scale=.nan",), "error: --set scale=.nan: expected a finite number"),
     ("set-deep", BASE, ("scale=" + "[" * 10_000,), "--set scale"),

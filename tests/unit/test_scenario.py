@@ -58,11 +58,26 @@ def test_base_scenario_resolves_units_and_scale():
 
 
 def test_unknown_key_names_line_field_and_allowed_keys():
-    err = error_of(BASE.replace("scale: 0.001", "scale: 0.001\nspeed: 3"))
-    assert err.field == "speed"
+    err = error_of(BASE.replace("scale: 0.001", "scale: 0.001\ncolour: 3"))
+    assert err.field == "colour"
     assert err.line == 4
     assert "allowed here" in err.message and "topology" in err.message
-    assert str(err).startswith("test.yaml:4: speed:")
+    assert str(err).startswith("test.yaml:4: colour:")
+
+
+@pytest.mark.parametrize("text, line, field, close", [
+    (BASE.replace("scale: 0.001", "scael: 0.001"), 3, "scael", "scale"),                          # top level
+    (BASE.replace("  kind: explicit", "  kind: explicit\n  link_rat: 10Gbps"), 6, "topology.link_rat", "link_rate"),
+    (BASE + "    iteration: 3\n", 13, "jobs.0.iteration", "iterations"),                          # a job key
+    (BASE + "    policy_options: {atp: {level: 1}}\n", 13, "jobs.0.policy_options.atp.level", "levels"),  # an option
+    (BASE + "    policy_options: {atpp: {levels: 1}}\n", 13, "jobs.0.policy_options.atpp", "atp"),
+    (BASE + "    transport_options: {intial_window: 4}\n", 13, "jobs.0.transport_options.intial_window",
+     "initial_window"),
+])
+def test_an_unknown_key_close_to_an_allowed_one_says_which(text, line, field, close):
+    err = error_of(text)
+    assert (err.field, err.line, err.message) == (field, line, f"unknown key; did you mean {close}?")
+    assert str(err) == f"test.yaml:{line}: {field}: unknown key; did you mean {close}?"
 
 
 def test_a_sweep_file_given_as_a_scenario_says_which_command_runs_it():
@@ -154,6 +169,7 @@ def test_set_override_is_validated_like_the_file():
     (["scale=big"], "--set scale=big: expected a number, got 'big'"),
     (["jobs.0.iterations=x"], "--set jobs.0.iterations=x: expected an integer, got 'x'"),
     (["topology.link_rate=10Gbit"], "--set topology.link_rate=10Gbit: unknown unit 'Gbit'"),
+    (["topology.link_rat=10Gbps"], "--set topology.link_rat=10Gbps: unknown key; did you mean link_rate?"),
     (["policy=nope"], "--set policy=nope: jobs.0.policy: unknown scheme 'nope'"),        # every job's, by index
     (["topology={kind: explicit, colour: red}"], "--set topology={kind: explicit, colour: red}: topology.colour: "
                                                  "unknown key; allowed here: "),          # below the path it set

@@ -105,6 +105,8 @@ def test_a_bad_axis_value_is_refused_before_anything_runs_naming_the_point(tmp_p
      "expected an integer, got 'x'"),
     ("axes:\n  scheme:\n    A: [policy=ps]\n    B: [policy=atp, transport=tcp]\n", 7, "axes.scheme.B",
      "axes.scheme.B: point scheme=B, repetition 0: --set transport=tcp: jobs.0.transport: expected one of"),
+    ("axes: {topology.link_rat: [10Gbps]}\n", 4, "axes.topology.link_rat",
+     "--set topology.link_rat=10Gbps: unknown key; did you mean link_rate?"),
 ])
 def test_a_bad_value_of_a_sweep_file_names_the_sweep_files_line_and_the_set_string(tmp_path, body, line, field,
                                                                                     text):
@@ -113,6 +115,12 @@ def test_a_bad_value_of_a_sweep_file_names_the_sweep_files_line_and_the_set_stri
     assert (err.value.field, err.value.line) == (field, line)
     assert str(err.value).startswith(f"{tmp_path / 'sweep.yaml'}:{line}: ") and text in str(err.value)
     assert "quickstart.yaml" not in str(err.value)
+
+
+def test_an_unknown_key_of_a_sweep_file_says_which_was_meant(tmp_path):
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(sweep_file(tmp_path, "axes: {policy: [ps]}\nrepetition: 2\n"))
+    assert (err.value.field, err.value.message) == ("repetition", "unknown key; did you mean repetitions?")
 
 
 def test_a_run_interrupted_after_its_summary_is_in_the_table(tmp_path):

@@ -86,8 +86,7 @@ def test_transport_options_resolved_per_transport():
     ("transport: switchml\ntransport_options: {timeout: 0s}\n", "jobs.0.transport_options.timeout", "> 0"),
     ("transport: switchml\ntransport_options: {timeout: 10}\n", "jobs.0.transport_options.timeout", "unit"),
     ("transport: pa-atp\ntransport_options: {initial_window: 4}\n", "jobs.0.transport_options.initial_window",
-     "allowed here: aecn_weight, awd_limit, congestion_avoidance, ecn_weight, initial_awd, initial_cwd, "
-     "progress_aware"),
+     "unknown key; did you mean initial_cwd?"),       # ATP's initial window is PA-ATP's initial_cwd
     ("transport: pa-atp\ntransport_options: {initial_cwd: 17}\n", "jobs.0.transport_options.initial_cwd",
      "[1, 16]"),
     ("transport: pa-atp\ntransport_options: {initial_awd: 101}\n", "jobs.0.transport_options.initial_awd",
