@@ -49,6 +49,7 @@ from testbed.metrics.cpu import available_cores
 from testbed.metrics.rounds import job_rounds
 from testbed.provenance import machine_id
 from testbed.scenario import AUTO_DILATION, AUTO_PROCESSES, PER_SWITCH_PROCESSES, field_error
+from testbed.stragglers import expected_slowest_delay_s
 
 #: An ebpf switch is kernel work in the softirq of the frame's sender, no process (testbed/dataplane/ebpf): on a
 #: 2-core AMD EPYC a TC-BPF aggregation at fan-in 4 absorbed 241k contributions/s end to end, about 1 us of BPF
@@ -601,15 +602,49 @@ def dilation_factor(scenario, budget: PacketBudget) -> float:
 
 def expected_wall_s(scenario, simulation: dict, factor: float) -> float:
     """The wall time a run's iterations take at dilation ``factor``, from the simulator's communication times
-    (``sim.evaluate``): per job its start plus, per iteration, compute time, mean straggler delay and
-    communication (a persistent delay: the job's slowest worker's); the slowest job, times ``factor``. Set-up
-    and teardown come on top."""
+    (``sim.evaluate``): per job its start plus, per iteration, compute time, the straggler delay it waits for
+    and communication; the slowest job (or a background of its own duration that ends later: the run waits
+    for it), times ``factor``. The delay an iteration waits for is its slowest worker's: a persistent delay's
+    largest, or the expected largest of the workers' fresh draws
+    (:func:`testbed.stragglers.expected_slowest_delay_s`; a scheme that leaves stragglers out waits less).
+    Set-up and teardown come on top (:func:`expected_run_wall_s`)."""
     longest = 0.0
     for job in scenario.jobs:
-        delays = [d for d in scenario.stragglers.compute_delays if set(d.workers) & set(job.workers)]
-        delay_s = max((max(d.persistent_s[w] for w in job.workers if w in d.persistent_s) if d.persistent_s
-                       else d.value_s if d.distribution == "fixed" else d.mean_s if d.distribution == "normal"
-                       else (d.low_s + d.high_s) / 2 for d in delays), default=0.0)
+        delay_s = 0.0
+        for delay in scenario.stragglers.compute_delays:
+            delayed = [w for w in job.workers if w in delay.workers]
+            if not delayed:
+                continue
+            if delay.persistent_s:
+                delay_s = max(delay_s, max(delay.persistent_s[w] for w in delayed))
+            else:
+                delay_s = max(delay_s, expected_slowest_delay_s(dataclasses.asdict(delay), len(delayed)))
         comm_s = simulation["jobs"][job.name].get("comm_time_s") or 0.0
         longest = max(longest, job.start_s + job.iterations * (job.compute_time_s + delay_s + comm_s))
+    for background in scenario.background:
+        if background.duration_s:
+            longest = max(longest, background.start_s + background.duration_s)
     return longest * factor
+
+
+#: What a run costs beyond its iterations, on pyswitch: the network built (a namespace, links and a process per
+#: node), the agents started and stopped, the results written. From the 16 runs of GOAT's exp3-sync sweep on a
+#: 2-core Xeon (docs/reproductions/goat.md; their summaries): a run's ``wall_s`` less its iterations at their
+#: time dilation grew from 3.3 s with 8 nodes to 8.6 s with 20, about 0.45 s a node, and each run began about
+#: 1.3 s after the previous one's ``wall_s`` ended (planning it, its directory, the sweep's table): so a fixed
+#: part and a part per node. The sweep's 16 runs took 4 min; these and the simulator's iterations predict 4 min,
+#: and 14 min of exp3's 16 (its straggler delays the workers wait for).
+RUN_SET_UP_S = 1.5
+RUN_SET_UP_PER_NODE_S = 0.45
+
+
+def expected_run_wall_s(scenario, simulation: dict, factor: float) -> float:
+    """The wall time of a whole run at dilation ``factor``: its iterations (:func:`expected_wall_s`) plus the
+    set-up and teardown of its network (:data:`RUN_SET_UP_S`, :data:`RUN_SET_UP_PER_NODE_S` per host and
+    switch)."""
+    return expected_wall_s(scenario, simulation, factor) + run_set_up_s(scenario)
+
+
+def run_set_up_s(scenario) -> float:
+    """What a run of ``scenario`` is expected to spend building and tearing down its network."""
+    return RUN_SET_UP_S + RUN_SET_UP_PER_NODE_S * len(scenario.topology.nodes)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from testbed import bpf_build, controller
 from testbed.agents.transport import TRANSPORTS
-from testbed.budget import (PacketBudget, bmv2_installed, dilation_factor, expected_wall_s, packet_budget,
-                            target_choice)
+from testbed.budget import (PacketBudget, bmv2_installed, dilation_factor, expected_run_wall_s, expected_wall_s,
+                            packet_budget, run_set_up_s, target_choice)
 from testbed.dataplane import program
 from testbed.dilation import network_scenario
 from testbed.errors import EnvironmentMissingError, PlacementError
@@ -54,6 +54,11 @@ class RunPlan(ScenarioPlan):
     control: controller.ControlPlan  # at ``time_dilation``
     world: object                    # the scenario's wall-clock world at ``time_dilation`` (testbed/dilation.py)
     target_reason: str = ""          # why ``target`` (testbed.budget.target_choice)
+
+    def expected_wall_s(self) -> float:
+        """The wall time the whole run is expected to take: its iterations at ``time_dilation``, as the simulator
+        predicts them, and the set-up and teardown of its network (:func:`testbed.budget.expected_run_wall_s`)."""
+        return expected_run_wall_s(self.scenario, self.simulation(), self.time_dilation)
 
 
 def plan_scenario(scenario) -> ScenarioPlan:
@@ -132,7 +137,9 @@ def describe(plan: RunPlan) -> list:
         lines.append(f"time_dilation auto: {factor:g} (the tightest budget: {budget.binding()})")
     if factor != 1:
         virtual_s = expected_wall_s(scenario, plan.simulation(), 1.0)
-        lines.append(f"time dilation {factor:g}: the iterations take about {virtual_s * factor:,.1f} s of wall time "
-                     f"({virtual_s:,.2f} s of virtual time, as the simulator predicts), plus the network's set-up")
+        lines.append(f"time dilation {factor:g}: the run takes about {virtual_s * factor:,.1f} s of wall time "
+                     f"({virtual_s:,.2f} s of virtual time: its iterations as the simulator predicts them, or a "
+                     f"background of its own duration), plus about {run_set_up_s(scenario):,.0f} s to build and "
+                     f"tear down the network")
     lines += [f"warning: {warning}" for warning in budget.warnings(factor)]
     return lines

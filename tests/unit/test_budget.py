@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from testbed import budget, sim
-from testbed.budget import (AGENT_BUDGET_PPS, PACKET_COST_CURVES, PROCESS_IDLE_CORES, TARGET_BUDGET_PPS,
-                            USABLE_CORE_SHARE, PacketBudget, dilation_factor, expected_wall_s, packet_budget,
-                            packets_per_cpu_s, resolve_target)
+from testbed.budget import (AGENT_BUDGET_PPS, PACKET_COST_CURVES, PROCESS_IDLE_CORES, RUN_SET_UP_PER_NODE_S,
+                            RUN_SET_UP_S, TARGET_BUDGET_PPS, USABLE_CORE_SHARE, PacketBudget, dilation_factor,
+                            expected_run_wall_s, expected_wall_s, packet_budget, packets_per_cpu_s, resolve_target)
 from testbed.calibration import (REFERENCE_CONTRIBUTIONS_PER_S, REFERENCE_WAKE_ROUND_TRIP_S, Calibration,
                                  measure)
 from testbed.dataplane.wire import ina_frame_bytes
@@ -142,6 +142,58 @@ def test_the_expected_wall_time_is_the_simulated_iterations_times_the_dilation()
     simulation = {"jobs": {"resnet50": {"comm_time_s": 0.01}}}
     assert expected_wall_s(scenario, simulation, 1.0) == pytest.approx(10 * (0.02 + 0.01))
     assert expected_wall_s(scenario, simulation, 8.0) == pytest.approx(8 * 10 * (0.02 + 0.01))
+    # the whole run: plus the set-up and teardown of its 6 nodes (a switch, four workers and the PS)
+    assert len(scenario.topology.nodes) == 6
+    assert expected_run_wall_s(scenario, simulation, 8.0) == pytest.approx(
+        8 * 10 * (0.02 + 0.01) + RUN_SET_UP_S + 6 * RUN_SET_UP_PER_NODE_S)
+
+
+def test_a_run_lasts_as_long_as_a_background_of_its_own_duration():
+    """The run ends when its workers are done and every background with a duration of its own has ended
+    (the monitor waits for both): PA-ATP's testbed runs its Hadoop flows 60 s."""
+    path = REPO / "scenarios" / "papers" / "pa-atp" / "testbed.yaml"
+    simulation = {"jobs": {"job-a": {"comm_time_s": 0.01}, "job-b": {"comm_time_s": 0.01}}}
+    timed = load_scenario(path)
+    assert [b.duration_s for b in timed.background] == [60.0]
+    assert expected_wall_s(timed, simulation, 3.0) == pytest.approx(3 * (timed.background[0].start_s + 60.0))
+    untimed = load_scenario(path, ["background.0.duration=0s"])          # as long as the jobs
+    jobs_s = max(j.start_s + j.iterations * (j.compute_time_s + 0.01) for j in untimed.jobs)
+    assert jobs_s < 60 and expected_wall_s(untimed, simulation, 3.0) == pytest.approx(3 * jobs_s)
+
+
+def test_an_iteration_waits_for_its_slowest_workers_straggler_delay():
+    """Four workers each drawing a delay afresh: the iteration waits for the largest of four draws, not the
+    mean of one (GOAT's delays, normal of std 0.2 s about 0 clipped to [0 s, 1 s]: a mean of 0)."""
+    from testbed.stragglers import expected_slowest_delay_s
+    simulation = {"jobs": {"resnet50": {"comm_time_s": 0.01}}}
+    base = ["scale=0.001", "jobs.0.iterations=10"]
+    scenario = load_scenario(QUICKSTART, base + ["stragglers.compute_delay=[{workers: all}]"])
+    delay = {"distribution": "normal", "mean_s": 0.0, "std_s": 0.2, "low_s": 0.0, "high_s": 1.0}
+    slowest_s = expected_slowest_delay_s(delay, 4)
+    assert 0.2 < slowest_s < 0.22           # E[max of 4 normals] = 1.029 std, a little more when clipped at 0
+    assert expected_wall_s(scenario, simulation, 1.0) == pytest.approx(10 * (0.02 + slowest_s + 0.01))
+    fixed = load_scenario(QUICKSTART, base + ["stragglers.compute_delay=[{workers: [w1], distribution: fixed, "
+                                              "value: 50ms}]"])
+    assert expected_wall_s(fixed, simulation, 1.0) == pytest.approx(10 * (0.02 + 0.05 + 0.01))
+    persistent = load_scenario(QUICKSTART, base + ["stragglers.compute_delay=[{workers: all, persistent: true}]"])
+    worst_s = max(persistent.stragglers.compute_delays[0].persistent_s.values())
+    assert expected_wall_s(persistent, simulation, 1.0) == pytest.approx(10 * (0.02 + worst_s + 0.01))
+
+
+def test_the_expected_slowest_delay_matches_the_draws_it_expects():
+    import random
+    from testbed.stragglers import expected_slowest_delay_s, straggler_delay_s
+    normal = {"distribution": "normal", "mean_s": 0.1, "std_s": 0.2, "low_s": 0.0, "high_s": 0.4}
+    uniform = {"distribution": "uniform", "low_s": 0.1, "high_s": 0.3}
+    rng = random.Random(5)
+    for delay in (normal, uniform):
+        for draws in (1, 3, 16):
+            drawn = sum(max(straggler_delay_s(delay, rng) for _ in range(draws)) for _ in range(20000)) / 20000
+            assert expected_slowest_delay_s(delay, draws) == pytest.approx(drawn, abs=0.004)
+    assert expected_slowest_delay_s(uniform, 3) == pytest.approx(0.1 + 0.2 * 3 / 4)
+    assert expected_slowest_delay_s({**normal, "std_s": 0.0, "mean_s": 0.7}, 5) == 0.4       # clipped
+    assert expected_slowest_delay_s({"distribution": "fixed", "value_s": 0.05}, 9) == 0.05
+    assert expected_slowest_delay_s({}, 4) == 0.0
 
 
 def test_idle_processes_take_their_share_of_the_machine_before_the_packets_do():
