@@ -4,6 +4,8 @@ Library code raises these; only the CLI turns them into one-line messages and
 exit codes. Each error's ``str()`` is that one line.
 """
 
+import difflib
+
 
 #: Longest message a ScenarioError prints; values quoted from a file are cut to fit one readable line.
 MAX_MESSAGE_CHARS = 400
@@ -19,6 +21,12 @@ def brief_repr(value, limit: int = 60) -> str:
     """``repr(value)`` cut to ``limit`` characters, for quoting user input inside a message."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def closest(word, candidates):
+    """The one of ``candidates`` ``word`` most likely misspells (a typo's "did you mean"), or None."""
+    found = difflib.get_close_matches(str(word), sorted(str(c) for c in candidates), n=1)
+    return found[0] if found else None
 
 
 class TestbedError(Exception):

@@ -4,12 +4,11 @@ against its bounds and what it becomes; :func:`field_error` is the error of a fi
 argument its value came from (:func:`override_of`) or else its line (:func:`line_of`). The ``resolve_*``
 modules and the sweep files check every field through it."""
 
-import difflib
 import math
 import re
 
 from testbed import topology
-from testbed.errors import ScenarioError, UnitError, brief_repr as _brief
+from testbed.errors import ScenarioError, UnitError, brief_repr as _brief, closest
 from testbed.scenario.schema import (FILE_NAME, MAX_DURATION_S, MAX_FILE_NAME_CHARS, MAX_RATE_BPS, MAX_SIZE_BYTES,
                                      NODE_NAME)
 from testbed.units import parse_duration_s, parse_rate_bps, parse_size_bytes
@@ -41,13 +40,12 @@ def field_error(path: str, message: str, source: str, lines: dict, overridden=No
 
 
 def _unknown_key_message(key, allowed) -> str:
-    """``unknown key; did you mean X?`` with the allowed key closest to ``key``, or the list of them all when
-    none is close."""
-    names = sorted(str(a) for a in allowed)
-    close = difflib.get_close_matches(str(key), names, n=1)
-    if close:
-        return f"unknown key; did you mean {close[0]}?"
-    return f"unknown key; allowed here: {', '.join(names)}"
+    """``unknown key; did you mean X?`` with the allowed key closest to ``key`` (:func:`closest`), or the list
+    of them all when none is close."""
+    guess = closest(key, allowed)
+    if guess:
+        return f"unknown key; did you mean {guess}?"
+    return f"unknown key; allowed here: {', '.join(sorted(str(a) for a in allowed))}"
 
 
 class Checker:
