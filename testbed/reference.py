@@ -80,7 +80,7 @@ def scenario_page() -> str:
 
 
 def metrics_page() -> str:
-    from testbed.metrics.definitions import JOB_METRICS, SUMMARY_METRICS
+    from testbed.metrics.definitions import JOB_METRICS, SUMMARY_METRICS, job_metric_name
     def rows(table):
         return [(f"`{key}`", m.unit, m.filled_by, m.meaning) for key, m in table.items()]
     return "\n\n".join([
@@ -91,6 +91,8 @@ def metrics_page() -> str:
         "## `summary.json`",
         table(("key", "unit", "filled by", "meaning"), rows(SUMMARY_METRICS)),
         "## Each entry of `jobs`",
+        f"A sweep's table, its `metrics` and `inatb compare` name a job's figure `<job>.<metric>` "
+        f"(`{job_metric_name('job-a', 'iteration_time_s')}`): [Sweeps](../guide/sweeps-and-reports.md).",
         table(("key", "unit", "filled by", "meaning"), rows(JOB_METRICS)),
     ]) + "\n"
 

@@ -33,12 +33,13 @@ import pandas as pd
 from testbed.atomic_io import write_text_atomic
 from testbed.errors import EnvironmentMissingError, UsageError
 from testbed.markdown import table
-from testbed.metrics.definitions import SUMMARY_METRICS
+from testbed.metrics.definitions import metric_definition
 from testbed.papers import PAPERS, PAPERS_DIR
 from testbed.provenance import machine_id, short_commit
 from testbed.sweep import load_sweep, run_sweep
 from testbed.sweep.executors import executor_for
 from testbed.sweep.table import counted_runs, mean_ci
+from testbed.units import format_wall_time
 
 CONDITIONS_FILE = "reproduce.json"
 #: What a paper's runs taught us, in words (no figures: those come from the runs), kept beside its sweeps and
@@ -179,12 +180,8 @@ def _figure(values, unit: str) -> str:
 
 
 def _unit(metric: str) -> str:
-    found = SUMMARY_METRICS.get(metric)
+    found = metric_definition(metric)
     return found.unit if found else ""
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def verdict(row) -> str:
@@ -245,7 +242,7 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path) -
         if len(dilation) else ""
     scales = ", ".join(sorted({_number(s) for s in frame["scale"].dropna()})) if "scale" in frame else "-"
     lines += ["", f"Measured at commit `{conditions.commit}` on {conditions.date}, {conditions.machine} cores, "
-                  f"target {targets}, scale {scales}{dilation_text}; {_duration(conditions.wall_s)} of wall time."]
+                  f"target {targets}, scale {scales}{dilation_text}; {format_wall_time(conditions.wall_s)} of wall time."]
     holds = ""
     paper_path = sweep_dir / "paper.csv"
     if spec.paper and paper_path.exists():

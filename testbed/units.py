@@ -119,3 +119,8 @@ def format_rate(bps: float) -> str:
         if abs(bps) >= factor:
             return f"{bps / factor:.3g}{unit}"
     return f"{bps:.3g}bps"
+
+
+def format_wall_time(seconds: float) -> str:
+    """A wall time as people read it: ``45 s`` below a minute and a half, else whole minutes (``16 min``)."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"

@@ -24,6 +24,15 @@ class Metric:
     meaning: str
     filled_by: str = EVERY_RUN         # EVERY_RUN, EMULATED, SIMULATED or FIDELITY
 
+    @property
+    def is_number(self) -> bool:
+        """Whether its value is one number (or a bool): a column a sweep's table has and can plot."""
+        return self.unit not in NOT_NUMBER_UNITS
+
+
+#: Units of a value that is not one number: no column of a sweep's table, nothing a sweep plots.
+NOT_NUMBER_UNITS = ("text", "object", "list")
+
 
 #: The top level of ``summary.json``.
 SUMMARY_METRICS = {
@@ -188,6 +197,25 @@ JOB_METRICS = {
                                                         "without a straggler allowance", EMULATED),
     "aggregation_depth": Metric("count", "the most aggregation nodes a gradient passes", EMULATED),
 }
+
+
+def job_metric_name(job: str, metric: str) -> str:
+    """A job's ``metric`` beside the run's: ``<job>.<metric>`` (a sweep table's column, a comparison's row)."""
+    return f"{job}.{metric}"
+
+
+def split_job_metric(name: str) -> tuple:
+    """(job, metric) of a ``<job>.<metric>`` name (:func:`job_metric_name`), (None, name) of a run's metric."""
+    job, dot, metric = name.rpartition(".")
+    return (job, metric) if dot else (None, name)
+
+
+def metric_definition(name: str):
+    """The definition of a run's metric, or of a job's named ``<job>.<metric>``; None for neither."""
+    if name in SUMMARY_METRICS:
+        return SUMMARY_METRICS[name]
+    job, metric = split_job_metric(name)
+    return JOB_METRICS.get(metric) if job else None
 
 
 def undefined_keys(summary: dict) -> list:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.errors import UsageError
+from testbed.metrics.definitions import job_metric_name
 from testbed.sweep.table import mean_ci
 
 #: The sweep table's first non-axis column (:func:`testbed.sweep.table.row` puts the axes first).
@@ -51,7 +52,7 @@ def run_metrics(summary: dict) -> dict:
     for job in summary.get("jobs", []):
         for key, value in job.items():
             if is_number(value):
-                out[f"{job['job']}.{key}"] = value
+                out[job_metric_name(job["job"], key)] = value
     return out
 
 

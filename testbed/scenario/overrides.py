@@ -9,6 +9,9 @@ import re
 from testbed.errors import ScenarioError, brief_repr as _brief
 from testbed.scenario.yaml_source import compose_with_lines
 
+#: Keys a ``--set`` writes into every job (``policy=atp``: each job's ``policy``).
+EVERY_JOB_KEYS = ("policy", "transport")
+
 
 def apply_overrides(doc: dict, overrides) -> tuple:
     """Apply ``key=value`` strings with dotted paths; values are YAML read as scenario files are.
@@ -33,7 +36,7 @@ def apply_overrides(doc: dict, overrides) -> tuple:
         if not all(parts):
             raise ScenarioError(key, "expected a dotted path such as jobs.0.policy or scale", override=item)
         value = _override_value(item, key, raw)
-        if key in ("policy", "transport"):
+        if key in EVERY_JOB_KEYS:
             for i, job in enumerate(doc.get("jobs") or []):
                 if isinstance(job, dict):
                     job[key] = value
@@ -49,6 +52,18 @@ def _record_override(overridden: dict, path: str, item: str) -> None:
     for below in [p for p in overridden if p.startswith(path + ".")]:
         del overridden[below]
     overridden[path] = item
+
+
+def override_field(override: str) -> tuple:
+    """The field a ``key=value`` override writes, as the parts of its path; an every-job key (``policy``) as
+    ``("jobs", "*", "policy")``."""
+    key = override.partition("=")[0].strip()
+    return ("jobs", "*", key) if key in EVERY_JOB_KEYS else tuple(key.split("."))
+
+
+def overrides_overlap(a: str, b: str) -> bool:
+    """Whether overrides ``a`` and ``b`` write the same field, or one writes a field inside the other's."""
+    return all(x == y or "*" in (x, y) for x, y in zip(override_field(a), override_field(b)))
 
 
 def _override_value(item: str, key: str, raw: str):

@@ -6,7 +6,8 @@ Layout under ``OUT/<sweep name>/``::
     points/<point id>/run.log             the run's own progress lines
     points/<point id>/<scenario>/<run>/   the run directory (summary.json, plots, ...)
     points/<point id>/refused.json        a point refused at plan time, with the reason
-    table.csv                             one row per point (testbed/sweep/table.py)
+    table.csv                             one row per point (testbed/sweep/table.py), each job's figures beside
+                                          the run's when it has several
     plots/<metric>.png                    each listed metric against the first axis
     paper.csv                             the paper's ratios between schemes against ours (its ``paper``)
 
@@ -83,7 +84,7 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -
         point_dir = points_dir / point.point_id
         status, summary, run_dir, error = point_state(point_dir)
         if status in DONE_STATUSES or status == "refused":
-            rows[point.point_id] = row(point, summary, run_dir, status, error)
+            rows[point.point_id] = row(point, summary, run_dir, status, error, spec.metrics)
             skipped += 1
         else:
             todo.append(point)
@@ -102,7 +103,7 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -
     def on_done(point):
         finished.append(point)
         status, summary, run_dir, error = point_state(points_dir / point.point_id)
-        rows[point.point_id] = row(point, summary, run_dir, status, error)
+        rows[point.point_id] = row(point, summary, run_dir, status, error, spec.metrics)
         _write(spec, rows, table_path)
         bar.set_postfix_str(point.label(), refresh=False)
         bar.update(1)
@@ -117,7 +118,7 @@ def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -
             if point.point_id not in rows:
                 status, summary, run_dir, error = point_state(point_dir)
                 if status != "missing":
-                    rows[point.point_id] = row(point, summary, run_dir, status, error)
+                    rows[point.point_id] = row(point, summary, run_dir, status, error, spec.metrics)
         frame = _write(spec, rows, table_path)
     plots, unplotted = [], []
     if len(frame):

@@ -12,7 +12,8 @@ axes:                           # every combination is a point
     ATP: [policy=atp]
     PA-ATP: [policy=atp, transport=pa-atp]
 repetitions: 3                  # runs per point, each with its own derived seed
-metrics: [iteration_time_s, ps_ingress_bytes]   # summary metrics plotted (the table keeps every one)
+metrics: [iteration_time_s, ps_ingress_bytes]   # metrics plotted (the table keeps every one), a run's or
+                                                # a job's as <job>.<metric>
 run_plots: [worker_send_rate]   # optional: plots of each run (its plots/<name>.png) side by side
 simulate: false                 # optional: true runs every point in the flow-level simulator instead
 paper:                          # optional: what the paper reports, compared as ratios between schemes
@@ -36,9 +37,18 @@ With ``simulate: true`` every point is a simulated run (``testbed.sim.run``:
 at any scale, without root: the papers' full-scale curves.
 
 Every point's scenario is parsed and validated before anything runs: a typo
-in an axis value is one line naming the sweep file's line of the axis (or of
-the ``set`` entry), the point and the ``--set`` string, never a line of the
-base scenario, and not a failure an hour into the sweep.
+in an axis path or value is one line naming the sweep file's line of the axis
+(or of the ``set`` entry), the point and the ``--set`` string, never a line
+of the base scenario, and not a failure an hour into the sweep. So is a
+metric the table will not have: ``metrics`` names a run's metric or a job's
+as ``<job>.<metric>`` (``testbed/metrics/definitions.py``), with the closest
+known name when it looks like a typo.
+
+``inatb sweep FILE --set KEY=VALUE`` (:func:`load_sweep`'s ``overrides``)
+applies to every point after the file's ``set`` (the command line wins) and
+before the axes; a ``--set`` on a field an axis varies is refused, since the
+axis would overwrite it at every point. The point's seed comes last, derived
+from the seed those give the base scenario.
 
 ``paper`` lists what the paper reports (:class:`PaperClaim`): for one metric
 (one of ``metrics``), its figures for several values of one axis at fixed
@@ -56,9 +66,10 @@ from pathlib import Path
 
 import yaml
 
-from testbed.errors import ScenarioError
-from testbed.metrics.definitions import SUMMARY_METRICS
+from testbed.errors import ScenarioError, closest
+from testbed.metrics.definitions import JOB_METRICS, SUMMARY_METRICS, job_metric_name, split_job_metric
 from testbed.scenario import load_scenario, read_yaml_document, read_yaml_text
+from testbed.scenario.overrides import overrides_overlap
 
 SWEEP_VERSION = 1
 SWEEP_KEYS = {"version", "name", "description", "scenario", "set", "axes", "repetitions", "metrics", "run_plots",
@@ -104,7 +115,7 @@ class SweepSpec:
     name: str
     source: str
     scenario_path: Path
-    fixed: list              # --set strings of every point
+    fixed: list              # --set strings of every point: the file's set, then the command line's
     axes: list               # [(path, [values])]
     repetitions: int
     metrics: list
@@ -114,6 +125,8 @@ class SweepSpec:
     description: str = ""    # what the sweep reproduces, for its reproduction page
     base_seed: int = 0
     points: list = field(default_factory=list)
+    command_line_sets: list = field(default_factory=list)   # the --set strings of the command line (in fixed)
+    job_names: list = field(default_factory=list)   # the jobs of the points' scenarios, in order of appearance
 
     def scenario_of(self, point):
         """The scenario of ``point``: the base scenario with the point's overrides."""
@@ -140,7 +153,9 @@ def set_string(path: str, value) -> str:
     return f"{path}={text}"
 
 
-def load_sweep(path) -> SweepSpec:
+def load_sweep(path, overrides=()) -> SweepSpec:
+    """The sweep file at ``path``, checked, with its points; ``overrides``: the command line's ``--set``
+    strings, applied to every point after the file's ``set`` and before the axes (the module docstring)."""
     path = Path(path)
     doc, _, c = read_yaml_document(path)
     if doc is None:
@@ -187,7 +202,7 @@ def load_sweep(path) -> SweepSpec:
     repetitions = c.integer(doc.get("repetitions", 1), "repetitions", 1, MAX_REPETITIONS)
     metrics = doc.get("metrics", [])
     if not isinstance(metrics, list) or not all(isinstance(m, str) and m for m in metrics):
-        c.fail("metrics", "expected a list of summary metric names, e.g. [iteration_time_s]")
+        c.fail("metrics", "expected a list of metric names, e.g. [iteration_time_s] (a job's: job-a.iteration_time_s)")
     run_plots = doc.get("run_plots", [])
     if not isinstance(run_plots, list) or not all(isinstance(p, str) for p in run_plots):
         c.fail("run_plots", f"expected a list of a run's plot names: {', '.join(RUN_PLOTS)}")
@@ -204,29 +219,43 @@ def load_sweep(path) -> SweepSpec:
     description = doc.get("description", "")
     if not isinstance(description, str):
         c.fail("description", f"expected text, got {description!r:.60}")
-    spec = SweepSpec(name, str(path), scenario_path, list(fixed), axes, repetitions, list(metrics), list(run_plots),
-                     simulate, _paper_claims(c, doc.get("paper", []), dict(axes), list(metrics)),
-                     " ".join(description.split()))
+    overrides = list(overrides)
+    spec = SweepSpec(name, str(path), scenario_path, list(fixed) + overrides, axes, repetitions, list(metrics),
+                     list(run_plots), simulate, description=" ".join(description.split()),
+                     command_line_sets=overrides)
+    _check_command_line_sets(c, overrides, axes)
     try:
         base = load_scenario(scenario_path, spec.fixed)
     except ScenarioError as exc:
-        if exc.override:
-            raise c.error(_override_field(spec, exc.override, ()), str(exc)) from None
-        raise
+        field = _override_field(spec, exc.override, ())
+        if field is None:
+            raise
+        raise c.error(field, str(exc)) from None
     spec.base_seed = base.seed
     spec.points = list(_points(spec))
+    job_names = {}
     for point in spec.points:
         try:
-            load_scenario(scenario_path, point.overrides)
+            scenario = load_scenario(scenario_path, point.overrides)
         except ScenarioError as exc:
-            raise c.error(_override_field(spec, exc.override, point.values),
-                          f"point {point.label()}: {exc}") from None
+            field = _override_field(spec, exc.override, point.values)
+            if field is None:
+                raise
+            raise c.error(field, f"point {point.label()}: {exc}") from None
+        job_names.update((job.name, None) for job in scenario.jobs)
+    spec.job_names = list(job_names)
+    for metric in spec.metrics:
+        _check_metric(c, "metrics", metric, spec.job_names)
+    spec.paper = _paper_claims(c, doc.get("paper", []), dict(axes), spec.metrics, spec.job_names)
     return spec
 
 
-def _override_field(spec: SweepSpec, item: str, values: tuple) -> str:
+def _override_field(spec: SweepSpec, item: str, values: tuple):
     """The field of the sweep file that wrote the ``--set`` string ``item`` for a point of axis values
-    ``values``: its axis (a named axis's label), else its entry of ``set``, else ``axes``."""
+    ``values``: its axis (a named axis's label), else its entry of ``set``, else ``axes``; None for a
+    command line ``--set`` (the error names it already)."""
+    if item and item in spec.command_line_sets:
+        return None
     for axis, value in values:
         axis_values = dict(spec.axes)[axis]
         if item in _axis_sets(axis, axis_values, value):
@@ -236,11 +265,50 @@ def _override_field(spec: SweepSpec, item: str, values: tuple) -> str:
     return "axes"
 
 
-def _paper_claims(c, items, axes: dict, metrics: list) -> list:
+def _check_command_line_sets(c, overrides: list, axes: list) -> None:
+    """Refuse a command line ``--set`` on a field an axis varies: the axis's value would overwrite it."""
+    for override in overrides:
+        for axis, values in axes:
+            for value in values:
+                for axis_set in _axis_sets(axis, values, value):
+                    if overrides_overlap(override, axis_set):
+                        c.fail(f"axes.{axis}", f"--set {override} writes what this axis varies per point "
+                                               f"({axis_set}); drop the --set, or the axis from the sweep")
+
+
+def _check_metric(c, path: str, metric: str, job_names: list) -> None:
+    """``metric`` is a column the sweep's table will have as a number: a run's metric, or a job's as
+    ``<job>.<metric>`` for one of ``job_names`` (testbed/metrics/definitions.py); else one line, with the
+    closest known name when it looks like a typo."""
+    numbers = [m for m, d in SUMMARY_METRICS.items() if d.is_number]
+    job_numbers = [m for m, d in JOB_METRICS.items() if d.is_number]
+    job, name = split_job_metric(metric)
+    known = SUMMARY_METRICS if job is None else JOB_METRICS
+    if job is not None and job not in job_names:
+        guess = closest(job, job_names)
+        c.fail(path, f'"{metric}": no job "{job}" in the sweep\'s scenarios (jobs: {", ".join(job_names)})'
+                     + (f"; did you mean {job_metric_name(guess, name)}" if guess else ""))
+    if name in (numbers if job is None else job_numbers):
+        return
+    if name in known:
+        c.fail(path, f'"{metric}" is not one number (its unit: {known[name].unit}): no column of the table')
+    if job is None and name in job_numbers:
+        c.fail(path, f'"{metric}" is a job\'s metric; name it per job, e.g. '
+                     f"{job_metric_name(job_names[0] if job_names else 'JOB', name)}")
+    if job is None:
+        guess = closest(name, numbers + [job_metric_name(j, m) for j in job_names for m in job_numbers])
+    else:
+        guess = closest(name, job_numbers)
+        guess = guess and job_metric_name(job, guess)
+    c.fail(path, f'unknown metric "{metric}"' + (f"; did you mean {guess}" if guess else
+                                                 " (docs/reference/metrics.md)"))
+
+
+def _paper_claims(c, items, axes: dict, metrics: list, job_names: list) -> list:
     """The ``paper`` entries, each checked against the sweep's axes (``axes``: axis -> its values) and its
-    ``metrics`` (any summary metric when the sweep names none): a claim names one of them, and pins every
-    other axis of more than one value (a comparison that averaged over an axis the paper did not would
-    compare something else)."""
+    ``metrics`` (any metric of its table, :func:`_check_metric`, when the sweep names none): a claim names one
+    of them, and pins every other axis of more than one value (a comparison that averaged over an axis the
+    paper did not would compare something else)."""
     if not isinstance(items, list):
         c.fail("paper", "expected a list of {metric, by, at, values, source} entries")
     claims = []
@@ -253,10 +321,11 @@ def _paper_claims(c, items, axes: dict, metrics: list) -> list:
             if key not in item:
                 c.fail(f"{p}.{key}", "missing")
         metric, by = item["metric"], item["by"]
-        known = metrics or sorted(SUMMARY_METRICS)      # the sweep's table has a run's summary metrics
-        if metric not in known:
-            c.fail(f"{p}.metric", f"expected one of the sweep's metrics ({', '.join(metrics)}), got {metric!r}"
-                   if metrics else f"expected a summary metric (docs/reference/metrics.md), got {metric!r}")
+        if not isinstance(metric, str):
+            c.fail(f"{p}.metric", f"expected a metric name, got {metric!r:.60}")
+        if metrics and metric not in metrics:
+            c.fail(f"{p}.metric", f"expected one of the sweep's metrics ({', '.join(metrics)}), got {metric!r}")
+        _check_metric(c, f"{p}.metric", metric, job_names)
         if by not in axes:
             c.fail(f"{p}.by", f"expected one of the sweep's axes ({', '.join(axes)}), got {by!r}")
         values = item["values"]

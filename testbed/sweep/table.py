@@ -1,7 +1,7 @@
 """The sweep's tidy table (one row per point: axes, repetition, seed, status, every scalar summary
-metric), its plots (each metric against the first axis, mean and 95% confidence interval over the
-repetitions, one line per combination of the other axes), and its comparison with the paper's figures
-(:func:`paper_comparison`)."""
+metric, and each job's figures as ``<job>.<metric>`` columns: :func:`row`), its plots (each metric
+against the first axis, mean and 95% confidence interval over the repetitions, one line per combination
+of the other axes), and its comparison with the paper's figures (:func:`paper_comparison`)."""
 
 import math
 from pathlib import Path
@@ -14,18 +14,42 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from testbed.atomic_io import write_text_atomic  # noqa: E402
+from testbed.metrics.definitions import job_metric_name  # noqa: E402
 from testbed.metrics.plots import finish_figure, save_figure  # noqa: E402
 
-def row(point, summary: dict, run_dir, status: str, error: str) -> dict:
-    """One table row: the point's axes, its status, and the summary's scalar metrics."""
+
+def _scalar(value) -> bool:
+    return isinstance(value, (int, float, str, bool)) or value is None
+
+
+def row(point, summary: dict, run_dir, status: str, error: str, metrics=()) -> dict:
+    """One table row: the point's axes, its status, the summary's scalar metrics, and each job's as
+    ``<job>.<metric>`` (:func:`job_columns`) for the sweep's ``metrics``."""
     out = {path: value for path, value in point.values}
     out.update(repetition=point.repetition, seed=point.seed, status=status,
                distorted=bool(summary.get("distorted")) if summary else None, error=error or "",
                run_dir=str(run_dir) if run_dir else "")
     for key, value in (summary or {}).items():
-        if key not in out and (isinstance(value, (int, float, str, bool)) or value is None):
+        if key not in out and _scalar(value):
             out[key] = value
+    for key, value in job_columns(summary or {}, metrics).items():
+        out.setdefault(key, value)
     return out
+
+
+def job_columns(summary: dict, metrics=()) -> dict:
+    """Each job's figures beside the run's, as ``<job>.<metric>`` columns: those ``metrics`` (a sweep's) names
+    either way (``iteration_time_s`` for every job, ``job-a.iteration_time_s`` for job-a's), or, for a sweep that
+    names none, every scalar one. A run of one job has its run-level figures: only the ones named per job."""
+    jobs = [job for job in summary.get("jobs") or [] if isinstance(job, dict) and "job" in job]
+    columns = {}
+    for job in jobs:
+        for key, value in job.items():
+            name = job_metric_name(job["job"], key)
+            wanted = name in metrics or (len(jobs) > 1 and (key in metrics or not metrics))
+            if key != "job" and wanted and _scalar(value):
+                columns[name] = value
+    return columns
 
 
 def write_table(rows: list, path: Path) -> pd.DataFrame:

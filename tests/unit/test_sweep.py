@@ -14,7 +14,7 @@ from testbed.errors import PlacementError, ScenarioError
 from testbed.sweep import derive_seed, load_sweep, run_sweep
 from testbed.sweep.executors import LocalExecutor
 from testbed.sweep.spec import PaperClaim
-from testbed.sweep.table import format_paper_comparison, mean_ci, paper_comparison, run_label
+from testbed.sweep.table import format_paper_comparison, mean_ci, paper_comparison, row as table_row, run_label
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
@@ -166,7 +166,7 @@ class FakeRunner:
 
 def test_a_sweep_runs_each_point_once_and_resumes(tmp_path):
     spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nrepetitions: 2\n"
-                                           "metrics: [iteration_time_s, no_such_metric]\n"))
+                                           "metrics: [iteration_time_s, comm_time_s]\n"))
     runner = FakeRunner()
     result = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(runner), progress=open("/dev/null", "w"))
     assert (result.ran, result.skipped) == (4, 0) and len(runner.calls) == 4
@@ -174,7 +174,7 @@ def test_a_sweep_runs_each_point_once_and_resumes(tmp_path):
     assert table[0].startswith("policy,repetition,seed,status,distorted,error,run_dir,iteration_time_s")
     assert len(table) == 1 + 4 and "nested" not in result.table_path.read_text()
     assert [p.name for p in result.plots] == ["iteration_time_s.png"] and result.plots[0].stat().st_size > 0
-    assert result.unplotted == ["no_such_metric"]                 # said, not silently left out
+    assert result.unplotted == ["comm_time_s"]                    # no run has it: said, not silently left out
     again = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(runner), progress=open("/dev/null", "w"))
     assert (again.ran, again.skipped) == (0, 4) and len(runner.calls) == 4
     assert again.table_path.read_text() == result.table_path.read_text()
@@ -329,3 +329,139 @@ def test_a_sweep_whose_reader_went_away_runs_every_point(tmp_path):
     table = pd.read_csv(tmp_path / "out" / "s" / "table.csv")
     assert list(table["policy"]) == ["ps", "atp", "goat"] and set(table["status"]) == {"ok"}
     assert (tmp_path / "out" / "s" / "plots" / "training_throughput_iter_per_s.png").is_file()
+
+
+@pytest.mark.parametrize("metric, message", [
+    ("iteraton_time_s", 'unknown metric "iteraton_time_s"; did you mean iteration_time_s'),
+    ("throughput", 'unknown metric "throughput" (docs/reference/metrics.md)'),
+    ("cpu", '"cpu" is not one number (its unit: object): no column of the table'),
+    ("policy", '"policy" is not one number (its unit: text)'),
+    ("ps_ingress_packets", '"ps_ingress_packets" is a job\'s metric; name it per job, e.g. resnet50.ps_ingress_packets'),
+    ("resnet5.iteration_time_s", '"resnet5.iteration_time_s": no job "resnet5" in the sweep\'s scenarios (jobs: '
+                                 'resnet50); did you mean resnet50.iteration_time_s'),
+    ("resnet50.iteraton_time_s", 'unknown metric "resnet50.iteraton_time_s"; did you mean resnet50.iteration_time_s'),
+    ("resnet50.transport", '"resnet50.transport" is not one number (its unit: text)'),
+    ("resnet50.cpu", 'unknown metric "resnet50.cpu" (docs/reference/metrics.md)'),   # a run's, not a job's
+])
+def test_a_metric_the_table_will_not_have_is_refused_before_anything_runs(tmp_path, metric, message):
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(sweep_file(tmp_path, f"axes: {{policy: [ps, atp]}}\nmetrics: [comm_time_s, {metric}]\n"))
+    assert err.value.field == "metrics" and message in err.value.message and "\n" not in str(err.value)
+    assert str(err.value).startswith(f"{tmp_path / 'sweep.yaml'}:")           # names the sweep file
+
+
+def test_a_sweep_names_a_runs_metrics_and_each_jobs_as_job_dot_metric(tmp_path):
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\n"
+                                           "metrics: [iteration_time_s, resnet50.ps_ingress_packets]\n"
+                                           "paper: [{metric: resnet50.ps_ingress_packets, by: policy, "
+                                           "values: {ps: 4, atp: 1}}]\n"))
+    assert spec.job_names == ["resnet50"] and spec.metrics == ["iteration_time_s", "resnet50.ps_ingress_packets"]
+    assert spec.paper[0].metric == "resnet50.ps_ingress_packets"
+    with pytest.raises(ScenarioError) as err:      # a sweep naming no metrics: a claim is checked the same way
+        load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\npaper: [{metric: resnet50.comm_tme_s, "
+                                        "by: policy, values: {ps: 4, atp: 1}}]\n"))
+    assert err.value.field == "paper.0.metric" and "did you mean resnet50.comm_time_s" in err.value.message
+
+
+def test_a_typo_in_an_axis_path_fails_before_anything_runs_with_the_closest_key(tmp_path):
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(sweep_file(tmp_path, "axes: {jobs.0.iteratons: [2, 3]}\n"))
+    assert err.value.field == "axes" and "point jobs.0.iteratons=2, repetition 0" in err.value.message
+    assert "jobs.0.iteratons: unknown key (did you mean iterations?)" in err.value.message
+
+
+def test_command_line_sets_come_after_the_files_and_before_the_axes(tmp_path):
+    path = sweep_file(tmp_path, "set: ['jobs.0.iterations=2', 'jobs.0.compute_time=5ms']\n"
+                                "axes: {policy: [ps, atp]}\nrepetitions: 2\n")
+    plain = load_sweep(path)
+    spec = load_sweep(path, ["jobs.0.iterations=4", "seed=9"])
+    assert spec.fixed == ["jobs.0.iterations=2", "jobs.0.compute_time=5ms", "jobs.0.iterations=4", "seed=9"]
+    assert spec.command_line_sets == ["jobs.0.iterations=4", "seed=9"] and plain.command_line_sets == []
+    assert spec.base_seed == 9 and [p.seed for p in spec.points[:2]] == [9, derive_seed(9, 1)]
+    scenarios = [spec.scenario_of(p) for p in spec.points]
+    assert {s.jobs[0].iterations for s in scenarios} == {4}                   # the command line wins over set:
+    assert {s.jobs[0].compute_time_s for s in scenarios} == {0.005}           # what it does not name stays
+    assert [s.jobs[0].scheme for s in scenarios] == ["ps", "ps", "atp", "atp"]   # the axis still varies
+    # Another scenario, other points: their results do not mix with the plain sweep's.
+    assert not {p.point_id for p in spec.points} & {p.point_id for p in plain.points}
+
+
+@pytest.mark.parametrize("axes, override", [
+    ("{policy: [ps, atp]}", "policy=goat"),
+    ("{policy: [ps, atp]}", "jobs.0.policy=goat"),                  # policy= is every job's policy
+    ("{scheme: {A: [policy=ps], B: [policy=atp, transport=switchml]}}", "transport=atp"),
+    ("{jobs.0.iterations: [2, 3]}", "jobs.0.iterations=5"),
+    ("{jobs.0.iterations: [2, 3]}", "jobs.0={name: j}"),             # holds the axis's field
+])
+def test_a_command_line_set_on_what_an_axis_varies_is_refused(tmp_path, axes, override):
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(sweep_file(tmp_path, f"axes: {axes}\n"), [override])
+    axis = axes[1:].split(":")[0]
+    assert err.value.field == f"axes.{axis}" and f"--set {override} writes what this axis varies" in err.value.message
+
+
+def test_a_command_line_set_beside_the_axes_is_taken(tmp_path):
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp], jobs.0.iterations: [2]}\n"),
+                      ["transport=atp", "jobs.0.compute_time=5ms", "scale=0.5"])
+    scenario = spec.scenario_of(spec.points[1])
+    assert len(spec.points) == 2 and scenario.jobs[0].transport == "atp" and scenario.jobs[0].scheme == "atp"
+    assert scenario.jobs[0].compute_time_s == 0.005 and scenario.jobs[0].iterations == 2
+
+
+def two_job_summary(**extra):
+    from tests.report_fixtures import job_summary
+    return {"status": "ok", "distorted": False, "iteration_time_s": 0.05, "comm_time_s": 0.02,
+            "jobs": [job_summary("job-a", iteration_time_s=0.04, ps_ingress_bytes=100),
+                     job_summary("job-b", iteration_time_s=0.06, ps_ingress_bytes=300)], **extra}
+
+
+def test_each_jobs_figures_are_columns_beside_the_runs_for_the_sweeps_metrics():
+    point = type("P", (), {"values": (("scheme", "ATP"),), "repetition": 0, "seed": 1})()
+    out = table_row(point, two_job_summary(), "run", "ok", "", ["iteration_time_s", "job-b.ps_ingress_bytes"])
+    jobs = {k: v for k, v in out.items() if k.startswith("job-")}
+    assert jobs == {"job-a.iteration_time_s": 0.04, "job-b.iteration_time_s": 0.06, "job-b.ps_ingress_bytes": 300}
+    assert out["iteration_time_s"] == 0.05                                    # the run's stays
+    # A sweep naming no metrics: every scalar of each job (lists such as ps are no column).
+    every = table_row(point, two_job_summary(), "run", "ok", "", [])
+    assert every["job-a.comm_time_s"] == 0.02 and every["job-b.policy"] == "atp" and "job-a.ps" not in every
+    assert "job-a.job" not in every
+    # One job: its figures are the run's; a column only where the sweep names it per job.
+    one = {**two_job_summary(), "jobs": two_job_summary()["jobs"][:1]}
+    assert not any(k.startswith("job-") for k in table_row(point, one, "run", "ok", "", ["iteration_time_s"]))
+    assert table_row(point, one, "run", "ok", "", ["job-a.ps_ingress_packets"])["job-a.ps_ingress_packets"] == 72
+    assert not any(k.startswith("job-") for k in table_row(point, None, "", "refused", "why", ["iteration_time_s"]))
+
+
+def test_per_job_columns_are_plotted_and_averaged_per_point_like_the_runs(tmp_path):
+    from testbed.reports.results import numeric_metrics, point_means
+    from testbed.sweep.table import plot_metric, write_table
+    rows = []
+    for scheme, scale in (("ATP", 1.0), ("PA-ATP", 0.5)):
+        for rep in (0, 1):
+            point = type("P", (), {"values": (("scheme", scheme),), "repetition": rep, "seed": rep})()
+            summary = two_job_summary()
+            for job in summary["jobs"]:
+                job["iteration_time_s"] *= scale * (1 + rep / 10)
+            rows.append(table_row(point, summary, tmp_path / f"{scheme}-{rep}", "ok", "", ["iteration_time_s"]))
+    frame = write_table(rows, tmp_path / "table.csv")
+    assert {"job-a.iteration_time_s", "job-b.iteration_time_s"} <= set(numeric_metrics(frame))
+    means = point_means(frame, ["job-a.iteration_time_s", "job-b.iteration_time_s"])
+    assert list(means["job-a.iteration_time_s"]) == pytest.approx([0.042, 0.021])
+    assert list(means["job-b.iteration_time_s"]) == pytest.approx([0.063, 0.0315])
+    assert plot_metric(frame, ["scheme"], "job-b.iteration_time_s", tmp_path / "b.png", "job-b")
+    assert (tmp_path / "b.png").stat().st_size > 0
+
+
+def test_a_two_job_sweeps_table_has_each_jobs_columns(tmp_path):
+    """Through the runner: the table of a sweep whose runs have two jobs (a fake runner writes them)."""
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nmetrics: [iteration_time_s]\n"))
+
+    def two_jobs(scenario, out_root, target, stream):
+        run_dir = Path(out_root) / scenario.name / f"run-{time.time_ns()}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "summary.json").write_text(json.dumps(two_job_summary()))
+
+    result = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(two_jobs), progress=open("/dev/null", "w"))
+    table = pd.read_csv(result.table_path)
+    assert list(table["job-a.iteration_time_s"]) == [0.04, 0.04] and list(table["job-b.iteration_time_s"]) == [0.06] * 2
+    assert "job-a.comm_time_s" not in table
