@@ -94,17 +94,23 @@ def _sweep_strict_note(command: str, code: int, rows) -> str:
 
 def cmd_sweep(args) -> int:
     """Every point of a sweep not done yet, then the table and plots; exit 0 when every point is ok
-    (:func:`testbed.outcome.sweep_exit_code`; under --strict also exact and undistorted)."""
+    (:func:`testbed.outcome.sweep_exit_code`; under --strict also exact and undistorted). With ``--dry-run``,
+    every point and what its run would use, and the expected wall time; nothing runs."""
     from testbed.sweep import load_sweep, run_sweep
     from testbed.sweep.executors import executor_for
     from testbed.emulation.progress import ReaderSafeStream
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: it goes with --executor ray")
     strict = _strict(args)
-    spec = load_sweep(args.sweep)
+    spec = load_sweep(args.sweep, args.set or ())
+    if args.dry_run:
+        from testbed.sweep.dry_run import format_preview, preview_sweep
+        print("\n".join(format_preview(preview_sweep(spec, args.out, args.target))))
+        return 0
     display = ReaderSafeStream(sys.stderr)    # a reader that goes away silences the display, not the sweep
+    sets = f", with --set {' '.join(spec.command_line_sets)}" if spec.command_line_sets else ""
     print(f"sweep {spec.name}: {len(spec.points)} points ({' x '.join(str(len(v)) for _, v in spec.axes)} "
-          f"x {spec.repetitions} repetitions) of {spec.scenario_path}", file=display)
+          f"x {spec.repetitions} repetitions) of {spec.scenario_path}{sets}", file=display)
     executor = executor_for(spec, args.executor, args.address)
     result = run_sweep(spec, args.out, target=args.target, progress=display, executor=executor)
     statuses = {}
@@ -291,6 +297,12 @@ def build_parser():
                    help="where points run: here, one after another (default), or on a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (HEAD:6379); without it --executor ray starts a local Ray")
     p.add_argument("--strict", action="store_true", help=STRICT_HELP)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a field of every point by dotted path, after the sweep file's set: and before its "
+                        "axes (a field an axis varies is refused)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run nothing: list every point with the target, time dilation and wall time its run would "
+                        "take, and the total (no root)")
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("reproduce", help="run every experiment of a paper (its sweeps under scenarios/papers/PAPER/; "
                                          "resumes where it stopped) and write the paper's page")

@@ -1,7 +1,8 @@
 """Sweeps: a base scenario run over axes of ``--set`` values and repetitions (``inatb sweep``).
 
 :mod:`.spec` reads and checks a sweep file and expands its points, :mod:`.runner` runs the points
-not done yet (resumable), :mod:`.table` writes the tidy table and the plots.
+not done yet (resumable), :mod:`.table` writes the tidy table and the plots, :mod:`.dry_run` lists what
+running them would do (``--dry-run``).
 """
 
 from testbed.sweep.runner import SweepResult, run_sweep

@@ -60,6 +60,18 @@ def run_point(scenario, point_dir: Path, target, runner) -> None:
             log.write(f"error: {exc}\n")
 
 
+def plan_point(spec, scenario, target):
+    """The plan a point's run makes first, before any network exists (a refusal there, one of
+    :data:`REFUSALS`, is the point's ``refused.json``): a simulated sweep's, the scenario plan
+    :func:`testbed.sim.run.simulate_into` simulates; an emulated one's, the run plan on ``target`` that
+    :func:`testbed.emulation.orchestrator.run_scenario` makes, here without checking that this machine has the
+    target (``inatb validate``'s plan; the run checks it)."""
+    from testbed.plan import make_plan, plan_scenario
+    if spec.simulate:
+        return plan_scenario(scenario)
+    return make_plan(scenario, target, installed_only=False)
+
+
 def _default_runner():
     from testbed.emulation.orchestrator import run_scenario
     return run_scenario
