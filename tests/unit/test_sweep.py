@@ -366,8 +366,8 @@ def test_a_sweep_names_a_runs_metrics_and_each_jobs_as_job_dot_metric(tmp_path):
 def test_a_typo_in_an_axis_path_fails_before_anything_runs_with_the_closest_key(tmp_path):
     with pytest.raises(ScenarioError) as err:
         load_sweep(sweep_file(tmp_path, "axes: {jobs.0.iteratons: [2, 3]}\n"))
-    assert err.value.field == "axes" and "point jobs.0.iteratons=2, repetition 0" in err.value.message
-    assert "jobs.0.iteratons: unknown key (did you mean iterations?)" in err.value.message
+    assert err.value.field == "axes.jobs.0.iteratons" and "point jobs.0.iteratons=2, repetition 0" in err.value.message
+    assert "--set jobs.0.iteratons=2: unknown key; did you mean iterations?" in err.value.message
 
 
 def test_command_line_sets_come_after_the_files_and_before_the_axes(tmp_path):
