@@ -1,5 +1,5 @@
-"""Reading results directories into plain data: a run's summary and its numeric metrics, a sweep's
-table and its per-point means."""
+"""Reading results directories into plain data: a run's summary, its per-job figures, its iterations and its
+numeric metrics, a sweep's table and its per-point means."""
 
 import json
 import math
@@ -23,6 +23,24 @@ def load_summary(run_dir) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: unreadable ({exc})")
+
+
+def load_iterations(run_dir) -> pd.DataFrame:
+    """A run's ``iterations.csv``: one row per agent and iteration
+    (:func:`testbed.metrics.summary.write_iterations_csv` says its columns)."""
+    path = Path(run_dir) / "iterations.csv"
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc})")
+
+
+def job_figures(summary: dict) -> pd.DataFrame:
+    """A summary's per-job figures: one row per job, indexed by its name, one column per key of its entry."""
+    jobs = summary.get("jobs", [])
+    if not jobs:
+        return pd.DataFrame(index=pd.Index([], name="job"))
+    return pd.DataFrame(jobs).set_index("job")
 
 
 def load_table(sweep_dir) -> pd.DataFrame:

@@ -55,7 +55,7 @@ __all__ = [
     "RING_SCHEMES", "RING_TRANSPORTS", "SIMULATION_KEYS", "STRAGGLER_KEYS", "SWITCH_KEYS", "Scenario", "TARGETS",
     "TOP_KEYS", "TOPOLOGY_KEYS", "TRANSPORT_NAMES", "apply_overrides", "default_scenario_name", "emulation_limits",
     "field_error", "line_of", "load_scenario", "parse_scenario", "read_yaml_document", "read_yaml_text",
-    "require_emulable",
+    "require_emulable", "resolve_document",
 ]
 
 
@@ -72,7 +72,15 @@ def default_scenario_name(path) -> str:
 
 
 def parse_scenario(text: str, source: str = "<scenario>", overrides=(), default_name="scenario") -> Scenario:
+    """The scenario YAML ``text`` says (read from ``source``), with ``overrides`` (``--set`` items) applied."""
     doc, lines = compose_with_lines(text, source)
+    return resolve_document(doc, lines, source, overrides, default_name)
+
+
+def resolve_document(doc, lines: dict, source: str, overrides=(), default_name="scenario") -> Scenario:
+    """The scenario a composed document says (plain data, as :func:`compose_with_lines` returns it), with
+    ``overrides`` applied; ``lines``: the line of each field path in ``source``, empty when it has none (a
+    dict given in Python: errors then name the source and the field)."""
     if doc is None:
         raise ScenarioError("(file)", "the file is empty; a scenario needs at least version, topology and jobs",
                             source)
