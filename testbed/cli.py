@@ -14,7 +14,12 @@ from pathlib import Path
 from testbed import outcome
 from testbed.dataplane import targets
 from testbed.errors import TestbedError, UsageError
+from testbed.ownership import handing_over, new_tree, output_into
 from testbed.papers import PAPERS
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _load(args):
@@ -83,7 +88,8 @@ def cmd_fidelity(args) -> int:
     result = run_scenario(scenario, out_root=args.out, plan=plan)
     fidelity = compare(result.summary, plan.simulation())
     result.summary["fidelity"] = fidelity
-    write_summary(result.run_dir, result.summary)
+    with handing_over(new_tree(result.run_dir), say=_say):     # the run's directory, summary rewritten
+        write_summary(result.run_dir, result.summary)
     return _report_run("fidelity", result, strict, format_summary(result.summary), format_fidelity(fidelity))
 
 
@@ -147,17 +153,22 @@ def cmd_reproduce(args) -> int:
     found = experiments(args.paper)
     chosen = select(found, [name for item in args.only or () for name in item.split(",") if name])
     require_root_for(chosen)
-    rows = []
-    for experiment in chosen:
-        kind = "simulated" if experiment.spec.simulate else "emulated"
-        print(f"reproduce {args.paper}: {experiment.name} ({kind}, {len(experiment.spec.points)} runs)", file=display)
-        rows += run_experiment(experiment, Path(args.out), args.target, display).rows
     page_dir = Path(args.page_dir) if args.page_dir else Path(args.out) / "reproductions"
-    code = outcome.sweep_exit_code(rows, strict)
-    note = _sweep_strict_note("reproduce", code, rows)
-    if note:
-        print(note, file=display)
-    print(write_page(args.paper, found, Path(args.out), page_dir), file=ReaderSafeStream(sys.stdout))
+    # Each experiment's sweep directory (its conditions written after the sweep) and the page's.
+    outputs = [output_into(Path(args.out) / experiment.spec.name) for experiment in chosen] + [output_into(page_dir)]
+    rows = []
+    with handing_over(*outputs, say=lambda line: print(line, file=display)):
+        for experiment in chosen:
+            kind = "simulated" if experiment.spec.simulate else "emulated"
+            print(f"reproduce {args.paper}: {experiment.name} ({kind}, {len(experiment.spec.points)} runs)",
+                  file=display)
+            rows += run_experiment(experiment, Path(args.out), args.target, display).rows
+        code = outcome.sweep_exit_code(rows, strict)
+        note = _sweep_strict_note("reproduce", code, rows)
+        if note:
+            print(note, file=display)
+        page = write_page(args.paper, found, Path(args.out), page_dir)
+    print(page, file=ReaderSafeStream(sys.stdout))
     return code
 
 
@@ -166,7 +177,9 @@ def cmd_report(args) -> int:
     from testbed.reports import results_kind
     if args.html:
         from testbed.reports.html import write_report
-        print(write_report(args.results_dir))
+        with handing_over(output_into(args.results_dir), say=_say):
+            page = write_report(args.results_dir)
+        print(page)
         return 0
     from testbed.reports.text import format_run_report, format_sweep_report
     kind = results_kind(args.results_dir)

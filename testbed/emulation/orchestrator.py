@@ -12,7 +12,9 @@ Order of a run (each step's output is kept in the run directory):
    worker has finished (:mod:`testbed.emulation.monitor`);
 4. read the switches' final counters, stop everything, delete every interface, process and state entry
    the run created (also on failure and Ctrl-C), then write what the run observed and its summary, plots
-   and tables (:mod:`testbed.emulation.results`).
+   and tables (:mod:`testbed.emulation.results`);
+5. started through sudo, hand the run directory (and the directories made on the way to it) to the user
+   who typed it (:mod:`testbed.ownership`), whatever the run's end.
 
 Nothing here knows which target runs beyond choosing its node class.
 """
@@ -45,6 +47,7 @@ from testbed.emulation.thrift_guard import ThriftGuard
 from testbed.errors import EmulationError, RunStalled
 from testbed.metrics.cpu import CpuSampler
 from testbed.metrics.summary import load_records, new_run_id
+from testbed.ownership import hand_over, invoking_user, missing_dirs, new_tree
 from testbed.plan import describe, make_plan
 
 #: Lead time of the common start epoch, so background sources and sinks are running when it comes.
@@ -96,12 +99,14 @@ class Run:
         self.stream.flush()
 
     def execute(self) -> RunResult:
+        owner = invoking_user()        # a bad SUDO_UID is refused before anything is written
         self.substitutes = check_host_supports(self.scenario)
         lock = RunLock()
         lock.acquire(f"scenario {self.scenario.name}, run {self.run_id}")
         t0 = time.monotonic()
         error = result = None
         stack = contextlib.ExitStack()
+        made_on_the_way = missing_dirs(self.out_root / self.scenario.name)
         try:
             self.run_id, self.run_dir = make_run_dir(self.out_root, self.scenario.name, self.run_id)
             self.seen.run_id = self.run_id
@@ -131,6 +136,10 @@ class Run:
                 except Exception:  # noqa: BLE001 - never mask the run's own error
                     if error is None:
                         raise
+                finally:
+                    handover = hand_over(new_tree(self.run_dir, made_on_the_way), owner)
+                    if handover.problem:
+                        self.say(handover.problem)
         return result
 
     def _prepare_host(self):

@@ -19,6 +19,8 @@ stopped. The table is rewritten after every point, so it is whole at any
 moment. Where points run is the executor's business
 (:mod:`testbed.sweep.executors`: here one after another, or on a Ray
 cluster one per node); either way a point's directory holds the same files.
+A sweep started through sudo hands what it wrote to the user who typed it
+when it ends, however it ends (:mod:`testbed.ownership`).
 """
 
 import json
@@ -29,6 +31,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from testbed.atomic_io import write_text_atomic
+from testbed.ownership import handing_over, output_into
 from testbed.sweep.executors import LocalExecutor, run_summaries
 from testbed.sweep.table import compose_run_plots, paper_comparison, plot_metric, row, write_table
 
@@ -73,8 +76,12 @@ def point_state(point_dir: Path):
 def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -> SweepResult:
     """Run every point of ``spec`` not done yet with ``executor`` (default: here, one after another;
     ``testbed.sweep.executors``)."""
-    executor = executor or LocalExecutor()
     sweep_dir = Path(out_root) / spec.name
+    with handing_over(output_into(sweep_dir), say=lambda line: print(line, file=progress)):
+        return _run_sweep(spec, sweep_dir, target, progress, executor or LocalExecutor())
+
+
+def _run_sweep(spec, sweep_dir: Path, target, progress, executor) -> SweepResult:
     points_dir = sweep_dir / "points"
     points_dir.mkdir(parents=True, exist_ok=True)
     table_path = sweep_dir / "table.csv"
