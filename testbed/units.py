@@ -1,4 +1,4 @@
-"""Quantities with units, as scenario files write them.
+"""Quantities with units, as scenario files write them and as reports show them.
 
 Rates are bits per second (``100Gbps``, ``9Mbps``, ``1.5Gb/s``) or bytes per second
 (``12.5GBps``, ``100MB/s``: eight bits a byte, so ``10GBps`` is exactly ``80Gbps``);
@@ -112,6 +112,46 @@ def parse_size_bytes(text, allow_bare=False) -> float:
 def parse_duration_s(text, allow_bare=False) -> float:
     """``'200ms'`` -> 0.2 (seconds)."""
     return _parse(text, "duration", "200ms", allow_bare, _duration_factor)
+
+
+#: How a quantity in a base unit (a metric's unit, testbed/metrics/definitions.py) is shown to people: its
+#: readable units, largest first, each with how many base units it holds.
+READABLE_UNITS = {
+    "s": (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)),
+    "b/s": (("Gb/s", 1e9), ("Mb/s", 1e6), ("kb/s", 1e3), ("b/s", 1.0)),
+    "bytes": (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0)),
+    "share": (("%", 0.01),),
+}
+
+
+def readable_unit(unit: str, magnitude: float) -> tuple:
+    """(symbol, base units per symbol) that shows ``magnitude`` (in ``unit``) as a number of at least 1, or
+    the smallest of :data:`READABLE_UNITS` below that: ``("ms", 1e-3)`` for 0.04 s, ``("Mb/s", 1e6)`` for
+    5e6 b/s. A unit without readable ones (``packets``, ``count``) is shown as it is: ``(unit, 1.0)``."""
+    scales = READABLE_UNITS.get(unit)
+    if not scales:
+        return unit, 1.0
+    magnitude = abs(magnitude)
+    for symbol, per in scales:
+        if magnitude >= per:
+            return symbol, per
+    return scales[-1] if magnitude else scales[0]
+
+
+def format_number(number: float) -> str:
+    """A number as people read it, never in exponent notation: whole numbers and those of 1000 or more in
+    whole units with thousands separated (``241,920``), others to three significant digits (``40.5``,
+    ``0.00123``)."""
+    number = float(number)
+    if math.isnan(number):
+        return "-"
+    if math.isinf(number):
+        return "∞" if number > 0 else "-∞"
+    if abs(number) >= 1000 or number.is_integer():
+        return f"{number:,.0f}"
+    digits = 3 - 1 - math.floor(math.log10(abs(number)))
+    text = f"{round(number, digits):.{max(digits, 0)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def format_rate(bps: float) -> str:

@@ -1,4 +1,8 @@
-"""PNG plots of a run: per-iteration time, PS ingress rate, each worker's sending rate, switches' aggregation."""
+"""Plots of a run: per-iteration time, PS ingress rate, each worker's sending rate, switches' aggregation.
+
+Every figure of the testbed is written by :func:`save_figure`: a PNG (what the HTML report embeds) and, beside
+it, the same figure as SVG (a vector figure for a paper or a slide).
+"""
 
 import os
 from pathlib import Path
@@ -96,12 +100,23 @@ def finish_figure(fig, ax, path, xlabel: str, ylabel: str, title: str, legend: b
     plt.close(fig)
 
 
-def save_figure(fig, path):
-    """Write the PNG beside ``path`` and rename it into place: a plot appears whole or not at all."""
+#: The PNG's resolution: sharp on a laptop's screen at the report's width.
+PNG_DPI = 150
+#: The vector format written beside each PNG (``<name>.svg``), unless the figure is made of images.
+VECTOR_FORMAT = "svg"
+
+
+def save_figure(fig, path, vector: bool = True):
+    """Write ``path`` (a PNG) and, with ``vector``, the same figure as SVG beside it (``<name>.svg``; a figure
+    made of raster images gains nothing from it); each written beside its place and renamed into it, so a plot
+    appears whole or not at all."""
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.png")
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    formats = (("png", path),) + (((VECTOR_FORMAT, path.with_suffix(f".{VECTOR_FORMAT}")),) if vector else ())
+    for fmt, out in formats:
+        tmp = out.with_name(f".{out.stem}.{os.getpid()}.tmp.{fmt}")
+        try:
+            # no date in the SVG: the same figure is the same file
+            fig.savefig(tmp, format=fmt, dpi=PNG_DPI, metadata={"Date": None} if fmt == "svg" else None)
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)

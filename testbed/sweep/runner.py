@@ -8,7 +8,7 @@ Layout under ``OUT/<sweep name>/``::
     points/<point id>/refused.json        a point refused at plan time, with the reason
     table.csv                             one row per point (testbed/sweep/table.py), each job's figures beside
                                           the run's when it has several
-    plots/<metric>.png                    each listed metric against the first axis
+    plots/<metric>.png, .svg              each listed metric against the first axis
     paper.csv                             the paper's ratios between schemes against ours (its ``paper``)
 
 A point is done when its newest run ended ``ok`` or ``stalled`` (a result:
@@ -31,6 +31,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from testbed.atomic_io import write_text_atomic
+from testbed.metrics.display import metric_name
 from testbed.ownership import handing_over, output_into
 from testbed.sweep.executors import LocalExecutor, run_summaries
 from testbed.sweep.table import compose_run_plots, paper_comparison, plot_metric, row, write_table
@@ -132,7 +133,7 @@ def _run_sweep(spec, sweep_dir: Path, target, progress, executor) -> SweepResult
         (sweep_dir / "plots").mkdir(exist_ok=True)
         for metric in spec.metrics:
             path = sweep_dir / "plots" / f"{metric}.png"
-            if plot_metric(frame, [a for a, _ in spec.axes], metric, path, f"{spec.name}: {metric}"):
+            if plot_metric(frame, [a for a, _ in spec.axes], metric, path, f"{spec.name}: {metric_name(metric)}"):
                 plots.append(path)
             else:
                 unplotted.append(metric)

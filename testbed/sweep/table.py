@@ -15,6 +15,7 @@ from scipy import stats  # noqa: E402
 
 from testbed.atomic_io import write_text_atomic  # noqa: E402
 from testbed.metrics.definitions import job_metric_name  # noqa: E402
+from testbed.metrics.display import metric_label, metric_scale  # noqa: E402
 from testbed.metrics.plots import finish_figure, save_figure  # noqa: E402
 
 
@@ -98,13 +99,14 @@ def compose_run_plots(frame: pd.DataFrame, axes: list, names: list, path: Path, 
             ax.set_title(label, fontsize=9)
     fig.suptitle(title)
     fig.tight_layout()
-    save_figure(fig, path)
+    save_figure(fig, path, vector=False)     # its cells are the runs' PNGs
     plt.close(fig)
     return True
 
 
 def plot_metric(frame: pd.DataFrame, axes: list, metric: str, path: Path, title: str) -> bool:
-    """``metric`` against the first axis; False (nothing written) when no run has it as a number."""
+    """``metric`` against the first axis, in the readable unit of its definition (the axis says which:
+    ``iteration time (ms)``); False (nothing written) when no run has it as a number."""
     if metric not in frame or not pd.api.types.is_numeric_dtype(frame[metric].dropna().infer_objects()):
         return False
     done = frame[frame["status"] == "ok"]
@@ -113,12 +115,13 @@ def plot_metric(frame: pd.DataFrame, axes: list, metric: str, path: Path, title:
     x_axis, others = axes[0], axes[1:]
     x_values = list(dict.fromkeys(frame[x_axis]))
     categorical = not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in x_values)
+    scale = metric_scale(metric, done[metric].dropna())
     fig, ax = plt.subplots(figsize=(7, 4))
     groups = done.groupby(others, sort=False) if others else [((), done)]
     for key, group in groups:
         key = key if isinstance(key, tuple) else (key,)
         points = [(x, *mean_ci(group[group[x_axis] == x][metric])) for x in x_values]
-        points = [(x, m, h) for x, m, h in points if not math.isnan(m)]
+        points = [(x, m / scale.per, h / scale.per) for x, m, h in points if not math.isnan(m)]
         if not points:
             continue
         xs = [str(x) if categorical else x for x, _, _ in points]
@@ -135,7 +138,7 @@ def plot_metric(frame: pd.DataFrame, axes: list, metric: str, path: Path, title:
             ax.plot([d[0] for d in distorted], [d[1] for d in distorted], linestyle="none", marker="x",
                     color=line[0].get_color(), zorder=4)
             title = title if title.endswith(DISTORTED_NOTE) else title + DISTORTED_NOTE
-    finish_figure(fig, ax, path, x_axis, metric, title, legend=bool(others))
+    finish_figure(fig, ax, path, x_axis, metric_label(metric, done[metric].dropna()), title, legend=bool(others))
     return True
 
 

@@ -1,7 +1,8 @@
 import pytest
 
 from testbed.errors import UnitError
-from testbed.units import format_rate, parse_duration_s, parse_rate_bps, parse_size_bytes
+from testbed.units import (format_number, format_rate, parse_duration_s, parse_rate_bps, parse_size_bytes,
+                           readable_unit)
 
 
 @pytest.mark.parametrize("text, bps", [("100Gbps", 100e9), ("9Mbps", 9e6), ("1.5Gb/s", 1.5e9), ("10 kbps", 1e4),
@@ -71,3 +72,21 @@ def test_bare_numbers_only_when_allowed():
 def test_format_rate():
     assert format_rate(2.5e9) == "2.5Gbps"
     assert format_rate(900) == "900bps"
+
+
+@pytest.mark.parametrize("number, text", [
+    (0.0405, "0.0405"), (40.5, "40.5"), (12.345, "12.3"), (0.00123456, "0.00123"), (241920, "241,920"),
+    (5e6, "5,000,000"), (1.0, "1"), (-0.04, "-0.04"), (1234.6, "1,235"), (float("nan"), "-"),
+])
+def test_numbers_are_written_as_people_read_them_never_in_exponent_notation(number, text):
+    assert format_number(number) == text
+
+
+@pytest.mark.parametrize("unit, magnitude, readable", [
+    ("s", 0.0405, ("ms", 1e-3)), ("s", 4.0, ("s", 1.0)), ("s", 2e-6, ("µs", 1e-6)), ("s", 1e-9, ("µs", 1e-6)),
+    ("b/s", 5e6, ("Mb/s", 1e6)), ("b/s", 2.5e9, ("Gb/s", 1e9)), ("bytes", 241920, ("kB", 1e3)),
+    ("bytes", 7.258e5, ("kB", 1e3)), ("bytes", 98e6, ("MB", 1e6)), ("share", 0.015, ("%", 0.01)),
+    ("s", 0.0, ("s", 1.0)), ("packets", 3, ("packets", 1.0)),
+])
+def test_a_quantity_takes_the_readable_unit_that_shows_it_as_a_number_of_at_least_one(unit, magnitude, readable):
+    assert readable_unit(unit, magnitude) == readable
