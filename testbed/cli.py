@@ -5,6 +5,7 @@ Commands: run, validate, simulate, fidelity, sweep, reproduce, report, compare, 
 """
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -66,13 +67,44 @@ def _report_run(command: str, result, strict: bool, *texts) -> int:
     return code
 
 
+def _write_html_report(command: str, results_dir) -> None:
+    """``report.html`` into a run's or sweep's directory (the invoking user's under sudo, as the rest of it),
+    its path on stderr; a failure to write it is one line on stderr and nothing else: the command's own result
+    and exit status stand."""
+    from testbed.emulation.progress import ReaderSafeStream
+    from testbed.errors import one_line
+    from testbed.reports.html import write_report
+    display = ReaderSafeStream(sys.stderr)
+    try:
+        with handing_over(output_into(results_dir), say=_say):
+            page = write_report(results_dir)
+        print(f"report {page}", file=display)
+    except Exception as exc:  # noqa: BLE001 - the page is a convenience; the results are written
+        print(one_line(f"inatb {command}: report.html not written in {results_dir}: {type(exc).__name__}: {exc}"),
+              file=display)
+
+
+@contextlib.contextmanager
+def _html_report_of_the_run(command: str):
+    """Yields the ``on_finished`` to hand the run (:func:`testbed.emulation.orchestrator.run_scenario`); on leaving,
+    whether the command returns or the run's error goes on (a failed or stalled run), the run's report.html is
+    written, from the summary as the command left it."""
+    finished = []
+    try:
+        yield finished.append
+    finally:
+        if finished:
+            _write_html_report(command, finished[-1].run_dir)
+
+
 def cmd_run(args) -> int:
     from testbed.emulation.orchestrator import run_scenario
     from testbed.reports.text import format_summary
     strict = _strict(args)
     scenario = _load(args)
-    result = run_scenario(scenario, out_root=args.out, target=args.target)
-    return _report_run("run", result, strict, format_summary(result.summary))
+    with _html_report_of_the_run("run") as on_finished:
+        result = run_scenario(scenario, out_root=args.out, target=args.target, on_finished=on_finished)
+        return _report_run("run", result, strict, format_summary(result.summary))
 
 
 def cmd_fidelity(args) -> int:
@@ -85,12 +117,13 @@ def cmd_fidelity(args) -> int:
     strict = _strict(args)
     scenario = _load(args)
     plan = make_plan(scenario, args.target)        # the placement, solved once for the run and the simulator
-    result = run_scenario(scenario, out_root=args.out, plan=plan)
-    fidelity = compare(result.summary, plan.simulation())
-    result.summary["fidelity"] = fidelity
-    with handing_over(new_tree(result.run_dir), say=_say):     # the run's directory, summary rewritten
-        write_summary(result.run_dir, result.summary)
-    return _report_run("fidelity", result, strict, format_summary(result.summary), format_fidelity(fidelity))
+    with _html_report_of_the_run("fidelity") as on_finished:
+        result = run_scenario(scenario, out_root=args.out, plan=plan, on_finished=on_finished)
+        fidelity = compare(result.summary, plan.simulation())
+        result.summary["fidelity"] = fidelity
+        with handing_over(new_tree(result.run_dir), say=_say):     # the run's directory, summary rewritten
+            write_summary(result.run_dir, result.summary)
+        return _report_run("fidelity", result, strict, format_summary(result.summary), format_fidelity(fidelity))
 
 
 def _sweep_strict_note(command: str, code: int, rows) -> str:
@@ -118,7 +151,12 @@ def cmd_sweep(args) -> int:
     print(f"sweep {spec.name}: {len(spec.points)} points ({' x '.join(str(len(v)) for _, v in spec.axes)} "
           f"x {spec.repetitions} repetitions) of {spec.scenario_path}{sets}", file=display)
     executor = executor_for(spec, args.executor, args.address)
-    result = run_sweep(spec, args.out, target=args.target, progress=display, executor=executor)
+    try:
+        result = run_sweep(spec, args.out, target=args.target, progress=display, executor=executor)
+    except BaseException:
+        if (Path(args.out) / spec.name / "table.csv").is_file():    # the points done so far, Ctrl-C included
+            _write_html_report("sweep", Path(args.out) / spec.name)
+        raise
     statuses = {}
     for r in result.rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
@@ -139,6 +177,8 @@ def cmd_sweep(args) -> int:
     note = _sweep_strict_note("sweep", code, result.rows)
     if note:
         print(note, file=display)
+    if result.rows and result.table_path.is_file():
+        _write_html_report("sweep", result.sweep_dir)
     print(result.table_path, file=ReaderSafeStream(sys.stdout))
     return code
 
@@ -330,7 +370,8 @@ def build_parser():
     p.set_defaults(func=cmd_reproduce)
     p = sub.add_parser("report", help="the report of a run or sweep directory (text, or --html)")
     p.add_argument("results_dir", help="a run directory (summary.json) or a sweep directory (table.csv)")
-    p.add_argument("--html", action="store_true", help="write report.html into the directory and print its path")
+    p.add_argument("--html", action="store_true", help="write report.html into the directory and print its path "
+                                                       "(run, fidelity and sweep write it when they end)")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("compare", help="metric differences between two runs or two sweeps")
     p.add_argument("a", help="run or sweep directory A")

@@ -9,6 +9,7 @@ when ``INATB_REQUIRE_BMV2=1`` (``.ci/run`` sets it once it has put the p4
 toolchain on PATH).
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -83,23 +84,44 @@ def require_browser():
         pytest.skip(reason)
 
 
-def open_in_chromium(path):
-    """Load a local HTML file in headless Chromium; (severe console messages, one dict per <img>:
-    alt, complete, naturalWidth)."""
+@contextlib.contextmanager
+def chromium(path, window=(1280, 800)):
+    """A headless Chromium WebDriver with the local HTML file ``path`` loaded in a ``window`` (width, height) of
+    CSS pixels; quit on leaving."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size={},{}".format(*window), "--force-device-scale-factor=1"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     try:
         driver.get(f"file://{os.path.abspath(path)}")
+        yield driver
+    finally:
+        driver.quit()
+
+
+def open_in_chromium(path):
+    """Load a local HTML file in headless Chromium; (severe console messages, one dict per <img>:
+    alt, complete, naturalWidth)."""
+    with chromium(path) as driver:
         images = driver.execute_script(
             "return Array.from(document.images).map(i => ({alt: i.alt, complete: i.complete, "
             "naturalWidth: i.naturalWidth}));")
         severe = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
         return severe, images
-    finally:
-        driver.quit()
+
+
+def tops_in_chromium(path, selectors, window=(1280, 800)) -> dict:
+    """Where the first element of each CSS selector starts on the page loaded in a ``window``: its bounding
+    box's top, in CSS pixels from the top of the window before any scrolling (None: no such element), and the
+    window's inner height under ``"window"``."""
+    with chromium(path, window) as driver:
+        return driver.execute_script(
+            "const tops = {window: window.innerHeight};"
+            "for (const s of arguments[0]) { const e = document.querySelector(s);"
+            "  tops[s] = e ? e.getBoundingClientRect().top : null; }"
+            "return tops;", list(selectors))

@@ -76,8 +76,9 @@ class Run:
     clean. Under a time dilation N the network side builds and times the slowed ``world``; the agents, the
     placement and every figure reported keep the scenario's virtual values (testbed/dilation.py)."""
 
-    def __init__(self, plan, out_root: Path, stream=sys.stderr):
+    def __init__(self, plan, out_root: Path, stream=sys.stderr, on_finished=None):
         self.plan = plan
+        self.on_finished = on_finished      # called with the RunResult once its results are written
         self.scenario = plan.scenario
         self.world = plan.world
         self.time_dilation = plan.time_dilation
@@ -140,6 +141,8 @@ class Run:
                     handover = hand_over(new_tree(self.run_dir, made_on_the_way), owner)
                     if handover.problem:
                         self.say(handover.problem)
+            if result is not None and self.on_finished is not None:
+                self.on_finished(result)     # a failed or stalled run's results too, before its error goes on
         return result
 
     def _prepare_host(self):
@@ -264,9 +267,12 @@ class Run:
         return RunResult(self.run_dir, summarise(self.run_dir, self.plan, seen, records))
 
 
-def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr, plan=None) -> RunResult:
+def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr, plan=None,
+                 on_finished=None) -> RunResult:
     """Plan ``scenario`` on ``target`` (:func:`testbed.plan.make_plan`; or run the ``plan`` given, made
-    once by the caller), validate the environment, then run it; returns the run directory and summary."""
+    once by the caller), validate the environment, then run it; returns the run directory and summary.
+    ``on_finished(RunResult)`` is called once the results are written, also when the run then raises (it
+    failed, stalled or was interrupted): the caller learns where they are either way."""
     plan = plan or make_plan(scenario, target)
     preflight()
-    return Run(plan, Path(out_root), stream).execute()
+    return Run(plan, Path(out_root), stream, on_finished).execute()

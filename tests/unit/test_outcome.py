@@ -98,10 +98,12 @@ def fake_run(monkeypatch, tmp_path):
     from testbed.emulation.orchestrator import RunResult
     made = {"summary": dict(EXACT)}
 
-    def run_scenario(scenario, out_root="results", target=None, stream=None, plan=None):
+    def run_scenario(scenario, out_root="results", target=None, stream=None, plan=None, on_finished=None):
         run_dir = tmp_path / "out" / "quickstart" / "run"
         run_dir.mkdir(parents=True, exist_ok=True)
-        return RunResult(run_dir, dict(made["summary"]))
+        result = RunResult(run_dir, dict(made["summary"]))
+        on_finished(result)
+        return result
 
     monkeypatch.setattr(orchestrator, "run_scenario", run_scenario)
     monkeypatch.setattr("testbed.reports.text.format_summary", lambda summary: "the summary")

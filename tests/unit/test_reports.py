@@ -179,3 +179,145 @@ def test_a_cpu_distorted_run_planned_with_the_reference_costs_says_how_to_measur
     summary.update(distortion_reasons=["loss outside modelled queues: 3 packets at s1"],
                    packet_budget=dict(reference))
     assert "planned with" not in format_summary(summary)
+
+
+# -- the page's order and its units ------------------------------------------------------------------------
+
+def test_the_run_page_opens_on_its_headline_then_the_banner_the_plots_and_the_tables(tmp_path):
+    page = render_run(write_run(tmp_path / "r", distorted=True))
+    order = [page.index(mark) for mark in ('<section id="headline">', "<b>Distorted</b>", "<h2>Plots</h2>",
+                                           "<h2>Run</h2>", "<h2>Jobs</h2>", "<h2>Switch counters</h2>")]
+    assert order == sorted(order)
+    headline = page[page.index('<section id="headline">'):page.index("</section>")]
+    assert "Status <b>ok</b> on pyswitch, wall 4 s, seed 7" in headline
+    # per job, the main figures in readable units (job_summary: 0.04 s, 0.02 s, 241920 B, 5e6 b/s, 0, 0.0)
+    assert ("<td>resnet50</td><td>atp</td><td>3/3</td><td>40 ms</td><td>20 ms</td><td>242 kB</td><td>5 Mb/s</td>"
+            "<td>0 packets</td><td>0%</td>") in headline
+    for header in ("iteration time", "comm time", "PS ingress", "gradient sending rate", "retransmitted packets"):
+        assert f"<th>{header}</th>" in headline
+
+
+def test_the_run_pages_tables_give_a_unit_column_and_readable_values(tmp_path):
+    page = render_run(write_run(tmp_path / "r"))
+    outside_the_plots = page.split("<h2>Plots</h2>")[0] + page.split("<h2>Run</h2>")[1]    # base64 aside
+    assert not re.search(r"\de[+-]\d", outside_the_plots)
+    assert "<td>False</td>" not in page and "<td>True</td>" not in page
+    assert '<th>metric</th><th>value</th><th>unit</th>' in page
+    assert '<tr><td>iteration time</td><td>40</td><td class="unit">ms</td></tr>' in page
+    assert '<tr><td>distorted</td><td>no</td><td class="unit"></td></tr>' in page
+    assert '<tr><td>gradient sending rate</td><td class="unit">Mb/s</td><td>5</td></tr>' in page
+    assert '<tr><td>min gradient sending rate</td><td class="unit">Mb/s</td><td>4.9</td></tr>' in page
+
+
+def test_a_failed_runs_page_says_so_first(tmp_path):
+    run = write_run(tmp_path / "r")
+    summary = json.loads((run / "summary.json").read_text())
+    summary.update(status="stalled", aggregation_exact=False, error="no progress for 30 s: s1 holds 12 slots")
+    summary["jobs"][0].update(iterations_completed=1, gradient_sending_rate_bps=None)
+    (run / "summary.json").write_text(json.dumps(summary))
+    page = render_run(run)
+    assert '<div class="banner bad">Status <b>stalled</b> on pyswitch' in page
+    assert "aggregation NOT exact" in page and "<b>Error</b>: no progress for 30 s" in page
+    assert "<td>1/3</td>" in page and "<td>-</td>" in page
+
+
+def test_the_sweep_page_leads_with_its_plots_and_the_paper_beside_ours(tmp_path):
+    from testbed.sweep.spec import PaperClaim
+    from testbed.sweep.table import paper_comparison
+    sweep = write_sweep(tmp_path / "s")
+    claim = PaperClaim("iteration_time_s", "policy", (("ps", 2.0), ("atp", 1.0)), source="Fig. 1")
+    (sweep / "paper.csv").write_text(paper_comparison(load_table(sweep), [claim]).to_csv(index=False))
+    page = render_sweep(sweep)
+    order = [page.index(mark) for mark in ('<section id="headline">', "<h2>Plots</h2>", "<h2>Against the paper",
+                                           "<h2>Per point", "<h2>Every run")]
+    assert order == sorted(order)
+    # the paper's figures beside our means (ms), its ratio beside ours, and the verdict
+    assert ("<td>iteration time</td><td></td><td>ps / atp</td><td>2</td><td>1</td><td>2</td><td>81 ms</td>"
+            "<td>40.5 ms</td><td>2</td><td>1</td><td>yes</td><td>Fig. 1</td>") in page
+    # per point: mean ± half-width in one unit per metric, named in the header (its key in the tooltip)
+    assert '<th title="iteration_time_s">iteration time (ms)</th>' in page
+    assert "<td>atp</td><td>2</td><td>2</td><td>0</td><td>40.5 ± 6.35</td><td>240</td><td>0</td>" in page
+    assert not re.search(r"<td>[-\d.]+e[+-]\d+</td>", page) and "<td>False</td>" not in page
+
+
+def test_a_sweep_plot_names_its_metric_in_words_with_the_unit_and_is_also_written_as_svg(tmp_path, monkeypatch):
+    from testbed.sweep import table
+    frame = load_table(write_sweep(tmp_path / "s"))
+    labels = []
+    finish = table.finish_figure
+    monkeypatch.setattr(table, "finish_figure", lambda fig, ax, path, xlabel, ylabel, *a, **k: (
+        labels.append((xlabel, ylabel)), finish(fig, ax, path, xlabel, ylabel, *a, **k)))
+    assert table.plot_metric(frame, ["policy"], "iteration_time_s", tmp_path / "t.png", "t")
+    assert table.plot_metric(frame, ["policy"], "ps_ingress_bytes", tmp_path / "b.png", "b")
+    assert labels == [("policy", "iteration time (ms)"), ("policy", "PS ingress (kB)")]
+    assert (tmp_path / "t.svg").read_text().lstrip().startswith("<?xml")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["b.png", "b.svg", "t.png", "t.svg"]
+
+
+# -- run, fidelity and sweep write report.html themselves ----------------------------------------------------
+
+@pytest.fixture
+def run_standing_in(monkeypatch, tmp_path):
+    """``inatb run`` without a network: run_scenario writes ``write_run``'s directory with ``update`` applied to
+    its summary, hands it to ``on_finished``, then returns it or raises ``raises``."""
+    from testbed.emulation import orchestrator
+    from testbed.emulation.orchestrator import RunResult
+    made = {"update": {}, "raises": None}
+
+    def run_scenario(scenario, out_root="results", target=None, stream=None, plan=None, on_finished=None):
+        run_dir = write_run(tmp_path / "out" / f"run{len(list((tmp_path / 'out').glob('run*')))}"
+                            if (tmp_path / "out").exists() else tmp_path / "out" / "run0")
+        summary = {**json.loads((run_dir / "summary.json").read_text()), **made["update"]}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        on_finished(RunResult(run_dir, summary))
+        if made["raises"]:
+            raise made["raises"]
+        return RunResult(run_dir, summary)
+
+    monkeypatch.setattr(orchestrator, "run_scenario", run_scenario)
+    return made
+
+
+QUICKSTART = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml")
+
+
+def test_inatb_run_writes_report_html_when_it_ends(run_standing_in, tmp_path, capsys):
+    assert main(["run", QUICKSTART, "--target", "pyswitch", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip() == str(tmp_path / "out" / "run0")          # stdout: the run directory, as always
+    assert f"report {tmp_path / 'out' / 'run0' / 'report.html'}" in out.err
+    assert '<section id="headline">' in (tmp_path / "out" / "run0" / "report.html").read_text()
+
+
+def test_a_stalled_runs_report_is_written_and_says_so_and_the_exit_status_is_the_runs(run_standing_in, tmp_path,
+                                                                                       capsys):
+    from testbed.errors import RunStalled
+    run_standing_in.update(update={"status": "stalled", "aggregation_exact": False, "error": "no progress"},
+                           raises=RunStalled("no progress"))
+    assert main(["run", QUICKSTART, "--target", "pyswitch", "--out", str(tmp_path / "out")]) == RunStalled.exit_code
+    assert "Status <b>stalled</b>" in (tmp_path / "out" / "run0" / "report.html").read_text()
+    assert "inatb run: error: no progress" in capsys.readouterr().err
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_leaves_the_runs_result(run_standing_in, tmp_path,
+                                                                              monkeypatch, capsys):
+    def broken(path):
+        raise ValueError("a bug of the page\nsecond line")
+    monkeypatch.setattr("testbed.reports.html.write_report", broken)
+    assert main(["run", QUICKSTART, "--target", "pyswitch", "--out", str(tmp_path / "out")]) == 0
+    run_standing_in.update(update={"aggregation_exact": False})
+    assert main(["run", QUICKSTART, "--target", "pyswitch", "--out", str(tmp_path / "out")]) == 8
+    err = [line for line in capsys.readouterr().err.splitlines() if "report.html" in line]
+    assert err == [f"inatb run: report.html not written in {tmp_path / 'out' / f'run{i}'}: ValueError: a bug of "
+                   f"the page second line" for i in (0, 1)]
+
+
+def test_a_simulated_sweep_writes_report_html(tmp_path, capsys):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"version: 1\nname: s\nscenario: {QUICKSTART}\nsimulate: true\naxes: {{policy: [ps, atp]}}\n"
+                     f"metrics: [iteration_time_s]\n")
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "s" / "report.html").read_text()
+    assert f"report {tmp_path / 'out' / 's' / 'report.html'}" in capsys.readouterr().err
+    assert '<img alt="iteration_time_s"' in page and "iteration time (" in page
+    assert (tmp_path / "out" / "s" / "plots" / "iteration_time_s.svg").is_file()
