@@ -46,12 +46,15 @@ def test_fidelity_runs_and_simulates_one_placement(solves, monkeypatch, tmp_path
     """``inatb fidelity`` on an LP scheme: one solve, the run given the plan the simulator evaluated."""
     ran = []
 
-    def fake_run(scenario, out_root, target=None, stream=None, plan=None):
+    def fake_run(scenario, out_root, target=None, stream=None, plan=None, on_finished=None):
         ran.append(plan)
         run_dir = write_run(tmp_path / "run")
         summary = {**json.loads((run_dir / "summary.json").read_text()), "switch_egress_fragments": 0,
                    "jobs": [{**job_summary(name="fig1", scheme="grid"), "ps_ingress_fragments_per_iteration": 1.0}]}
-        return orchestrator.RunResult(run_dir, summary)
+        result = orchestrator.RunResult(run_dir, summary)
+        if on_finished is not None:
+            on_finished(result)
+        return result
 
     monkeypatch.setattr(orchestrator, "run_scenario", fake_run)
     assert cli.main(["fidelity", str(GRID_MOTIVATION), "--set", "scale=0.001", "--target", "pyswitch",
