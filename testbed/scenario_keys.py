@@ -246,6 +246,14 @@ SCENARIO_KEYS = (
     ScenarioKey("metrics.warmup_iterations", "integer", "", "0",
                 "the first iterations left out of times, rates and per-iteration PS ingress (not of totals): "
                 "the transports' warm-up", "0 to 1000000; fewer than the fewest iterations of a job"),
+    ScenarioKey("metrics.pcap", "list of names", "", "none",
+                "interfaces captured into the run's pcap/<interface>.pcap from before the agents start to the "
+                "teardown: a host name means the host's own interface <host>-eth0, a switch port is named by its "
+                "interface <switch>-eth<port>; each frame is kept up to a whole INA frame of 255 lanes (1100 "
+                "bytes)", "hosts of the topology and its switch port interfaces, each once"),
+    ScenarioKey("metrics.pcap_max_size", "size", "bytes", "64MB",
+                "the cap of each pcap file: its capture stops at the first frame that would take the file "
+                "past it (not scaled)", "1kB to 10GB"),
     # --- background --------------------------------------------------------------------------------------------
     ScenarioKey("background", "list", "", "-",
                 "background traffic between hosts, planned from the seed: TCP flows with sizes from a "

@@ -39,7 +39,8 @@ class INA(Packet):
         IntField("slot", 0),
         LongField("bitmap", 0),
         IntField("progress", 0),
-        FieldListField("lanes", [], SignedIntField("lane", 0), count_from=lambda pkt: pkt.elems),
+        FieldListField("lanes", [], SignedIntField("lane", 0), count_from=lambda pkt: pkt.elems,
+                       max_count=wire.MAX_LANES),     # above scapy's default of 100 items
     ]
 
     def post_build(self, pkt, pay):

@@ -66,6 +66,7 @@ INA_HEADER_DTYPE = np.dtype([("job", ">u2"), ("flags", ">u2"), ("elems", "u1"), 
                              ("progress", ">u4")])
 LANE_BYTES = 4
 DEFAULT_LANES = 64  # elements per fragment in every paper; p4 `-D INA_LANES`
+MAX_LANES = 255     # the most one fragment carries: ``elems`` is 8 bits
 #: Offsets in a full Ethernet frame.
 IPV4_OFFSET = ETH_HEADER_BYTES
 UDP_OFFSET = IPV4_OFFSET + IPV4_HEADER_BYTES

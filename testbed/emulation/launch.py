@@ -1,5 +1,5 @@
-"""Launching a run's processes in their hosts: the agents, the PS interface meters and the background flow
-generators.
+"""Launching a run's processes in their hosts: the agents, the PS interface meters, the packet captures and
+the background flow generators.
 
 The command lines are built apart from running them (``*_argv``, pure, unit-tested); :class:`Launcher`
 starts each in its host's namespace with its output in the run's ``logs/``, records its pid in the run's
@@ -21,12 +21,14 @@ from testbed.emulation.network import rto_min_route_argv, run_in
 from testbed.emulation.nodes import log_tail
 from testbed.emulation.state import stop_process
 from testbed.errors import EmulationError
+from testbed.metrics.pcap import PCAP_GLOBAL_HEADER, PCAP_SNAP_BYTES, interface_node
 from testbed.provenance import PROJECT_ROOT
 from testbed.traffic import dctcp_bpf
 
 AGENT_MARKER = "testbed.agents.run"
 METER_MARKER = "testbed.metrics.iftop"
 FLOWGEN_MARKER = "testbed.traffic.flowgen"
+CAPTURE_MARKER = "testbed.metrics.pcap"
 #: How long the agents and meters may take to say they are ready (wall seconds).
 READY_TIMEOUT_S = 30.0
 #: The meters' sample interval (wall seconds).
@@ -44,6 +46,13 @@ def meter_argv(host: str, samples_path: Path) -> list:
     """The command line of the iftop-style meter of ``host``'s interface, writing ``samples_path``."""
     return [sys.executable, "-I", "-m", METER_MARKER, "--iface", f"{host}-eth0", "--out", str(samples_path),
             "--interval-s", f"{METER_INTERVAL_S:g}"]
+
+
+def capture_argv(interface: str, pcap_path: Path, max_bytes: int, snap_bytes: int = PCAP_SNAP_BYTES) -> list:
+    """The command line of the packet capture of ``interface`` into ``pcap_path``, a file of at most
+    ``max_bytes`` keeping ``snap_bytes`` of each frame."""
+    return [sys.executable, "-I", "-m", CAPTURE_MARKER, "--iface", interface, "--out", str(pcap_path),
+            "--snap-bytes", str(snap_bytes), "--max-bytes", str(max_bytes)]
 
 
 def flowgen_argv(config_path: Path) -> list:
@@ -77,6 +86,7 @@ class Launcher:
         self.say = say
         self.agents = {}     # name -> AgentProcess
         self.meters = {}     # host -> (Popen, samples path)
+        self.captures = {}   # interface -> (Popen, pcap path)
         self.flowgens = {}   # name -> FlowgenProcess
 
     def popen(self, host_name: str, argv: list, log_path: Path, marker: str) -> subprocess.Popen:
@@ -101,6 +111,27 @@ class Launcher:
                     raise EmulationError(f"iftop meter on {host} did not start: "
                                          f"{log_tail(self.run_dir / 'logs' / f'iftop-{host}.log')}")
                 time.sleep(READY_POLL_S)
+
+    def start_captures(self, interfaces, max_bytes: int) -> None:
+        """A packet capture of each of ``interfaces`` into ``pcap/<interface>.pcap`` (at most ``max_bytes``
+        each), run in the namespace of the interface's node, started once each has written its file header."""
+        if not interfaces:
+            return
+        (self.run_dir / "pcap").mkdir(exist_ok=True)
+        for interface in interfaces:
+            path = self.run_dir / "pcap" / f"{interface}.pcap"
+            proc = self.popen(interface_node(interface), capture_argv(interface, path, max_bytes),
+                              self.run_dir / "logs" / f"pcap-{interface}.log", CAPTURE_MARKER)
+            self.captures[interface] = (proc, path)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for interface, (proc, path) in self.captures.items():
+            while not (path.exists() and path.stat().st_size >= PCAP_GLOBAL_HEADER.size):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise EmulationError(f"packet capture on {interface} did not start: "
+                                         f"{log_tail(self.run_dir / 'logs' / f'pcap-{interface}.log', lines=1)}")
+                time.sleep(READY_POLL_S)
+        self.say(f"pcap: capturing {', '.join(self.captures)} into {self.run_dir / 'pcap'} "
+                 f"(at most {max_bytes / 1e6:g} MB each)")
 
     def start_agents(self, agents) -> None:
         """Every agent of the plan in its host, the PSs first."""
@@ -169,7 +200,7 @@ class Launcher:
     def stop_all(self) -> None:
         """Stop every process started, all signalled first so that they stop in parallel."""
         procs = [p for p, _ in self.meters.values()] + [a.proc for a in self.agents.values()] + \
-            [f.proc for f in self.flowgens.values()]
+            [f.proc for f in self.flowgens.values()] + [p for p, _ in self.captures.values()]
         for proc in procs:
             if proc.poll() is None:
                 proc.terminate()

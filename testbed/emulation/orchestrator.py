@@ -163,6 +163,7 @@ class Run:
         self.launcher = Launcher(self.network, self.state, self.run_dir, self.say)
         self.launcher.start_meters(scenario.metrics.iftop_interfaces or [ps for job in scenario.jobs
                                                                          for ps in job.ps])
+        self.launcher.start_captures(scenario.metrics.pcap_interfaces, scenario.metrics.pcap_max_bytes)
         self.launcher.start_agents(control.agents)
         self.injection_effects = InjectionEffects(world, self.network, self.runtimes, self.launcher.agents)
         self.monitor = Monitor(self.plan, self.run_dir, network=self.network, runtimes=self.runtimes,

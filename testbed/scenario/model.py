@@ -188,6 +188,10 @@ class MetricsSettings:
     # The first iterations whose times and rates the summary leaves out: the transports' warm-up (slow
     # start from the initial window), which a model at equilibrium does not describe. 0 = none.
     warmup_iterations: int = 0
+    # Interfaces captured into ``pcap/<interface>.pcap`` (a host's own ``<host>-eth0``, switch ports), and
+    # the cap of each file (testbed/metrics/pcap.py).
+    pcap_interfaces: list = field(default_factory=list)
+    pcap_max_bytes: int = 0      # the resolver sets it (schema.DEFAULT_PCAP_MAX_SIZE when not written)
 
 
 @dataclass

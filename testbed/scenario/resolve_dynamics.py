@@ -10,9 +10,10 @@ from testbed import topology
 from testbed.errors import brief_repr as _brief
 from testbed.scenario.model import (INJECTION_SECTIONS, BackgroundSpec, ComputeDelaySpec, ImpairmentSpec,
                                     MetricsSettings, SimulationSettings, StragglerSpec, TimedInjection)
-from testbed.scenario.schema import (BACKGROUND_KEYS, DEFAULT_BACKGROUND_CONGESTION_CONTROL, DELAY_KINDS,
-                                     GOAT_DELAY_DEFAULTS, IMPAIRMENT_KEYS, MAX_FRAGMENTS_PER_ITERATION, METRICS_KEYS,
-                                     SIMULATION_KEYS, STRAGGLER_KEYS, WORKER_PACINGS)
+from testbed.scenario.schema import (BACKGROUND_KEYS, DEFAULT_BACKGROUND_CONGESTION_CONTROL, DEFAULT_PCAP_MAX_SIZE,
+                                     DELAY_KINDS, GOAT_DELAY_DEFAULTS, IMPAIRMENT_KEYS, MAX_FRAGMENTS_PER_ITERATION,
+                                     MAX_PCAP_SIZE_BYTES, METRICS_KEYS, MIN_PCAP_SIZE_BYTES, SIMULATION_KEYS,
+                                     STRAGGLER_KEYS, WORKER_PACINGS)
 from testbed.stragglers import straggler_delay_s
 
 
@@ -63,7 +64,34 @@ def resolve_metrics(c, spec, topo):
             c.fail(f"metrics.iftop_interfaces.{i}", f"host {_brief(h)} is not defined in the topology")
         m.iftop_interfaces.append(h)
     m.warmup_iterations = c.integer(spec.get("warmup_iterations", 0), "metrics.warmup_iterations", 0, 1_000_000)
+    m.pcap_interfaces = _pcap_interfaces(c, spec.get("pcap"), topo)
+    m.pcap_max_bytes = int(c.size_bytes(spec.get("pcap_max_size", DEFAULT_PCAP_MAX_SIZE), "metrics.pcap_max_size"))
+    if not MIN_PCAP_SIZE_BYTES <= m.pcap_max_bytes <= MAX_PCAP_SIZE_BYTES:
+        c.fail("metrics.pcap_max_size", f"expected a size from {MIN_PCAP_SIZE_BYTES / 1e3:g}kB to "
+                                        f"{MAX_PCAP_SIZE_BYTES / 1e9:g}GB per file, "
+                                        f"got {_brief(spec.get('pcap_max_size'))}")
     return m
+
+
+def _pcap_interfaces(c, spec, topo):
+    """``metrics.pcap``: host names (their own interface ``<host>-eth0``) and switch port interfaces -> the
+    interface names, each once."""
+    hosts = {h.name for h in topo.hosts()}
+    ports = topo.switch_port_interfaces()
+    out = []
+    for i, name in enumerate(c.items(spec, "metrics.pcap", "host names or switch port interfaces")):
+        path = f"metrics.pcap.{i}"
+        if isinstance(name, str) and name in hosts:
+            interface = f"{name}-eth0"
+        elif isinstance(name, str) and name in ports:
+            interface = name
+        else:
+            c.fail(path, f"expected a host of the topology or a switch port interface (<switch>-eth<port>, e.g. "
+                         f"{min(ports) if ports else 's1-eth1'}), got {_brief(name)}")
+        if interface in out:
+            c.fail(path, f"{interface} is captured already (named twice)")
+        out.append(interface)
+    return out
 
 
 def resolve_background(c, spec, topo, jobs):

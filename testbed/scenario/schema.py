@@ -80,7 +80,11 @@ SIMULATION_KEYS = {"worker_start", "worker_pacing", "max_fragment_events", "resu
 #: ``simulation.worker_pacing``: how often a worker sends a fragment in the fragment-level model.
 WORKER_PACINGS = ("uniform", "host_link")
 IMPAIRMENT_KEYS = {"link", "drop", "duplicate", "reorder"}
-METRICS_KEYS = {"sample_interval", "iftop_interfaces", "warmup_iterations"}
+METRICS_KEYS = {"sample_interval", "iftop_interfaces", "warmup_iterations", "pcap", "pcap_max_size"}
+#: ``metrics.pcap_max_size``: the cap of each pcap file (testbed/metrics/pcap.py), as written (not scaled).
+DEFAULT_PCAP_MAX_SIZE = "64MB"
+MIN_PCAP_SIZE_BYTES = 10**3
+MAX_PCAP_SIZE_BYTES = 10 * 10**9
 BACKGROUND_KEYS = {"distribution", "load", "senders", "receivers", "bottleneck", "max_flow_size", "flow_size_scale",
                    "duration", "port", "start", "congestion_control", "ecn"}
 #: The background's TCP congestion control unless a scenario names one: Linux's default, so a run does not

@@ -22,7 +22,8 @@ from testbed.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
-MARKERS = ("testbed.dataplane.pyswitch", "testbed.agents.run", "testbed.metrics.iftop", "mininet:")
+MARKERS = ("testbed.dataplane.pyswitch", "testbed.agents.run", "testbed.metrics.iftop", "testbed.metrics.pcap",
+           "mininet:")
 
 
 def leftovers():
