@@ -18,22 +18,7 @@ from testbed.errors import EmulationError, ScenarioError
 from testbed.metrics.pcap import (PCAP_GLOBAL_HEADER, PCAP_RECORD_HEADER, PCAP_SNAP_BYTES, PcapWriter,
                                   interface_node)
 from testbed.scenario import parse_scenario
-
-BASE = """\
-version: 1
-name: t
-scale: 0.001
-topology:
-  kind: explicit
-  switches: [s1]
-  hosts: [w1, w2, ps]
-  links: [[w1, s1], [w2, s1], [ps, s1]]
-jobs:
-  - workers: [w1, w2]
-    ps: ps
-    policy: atp
-"""
-
+from test_scenario import BASE        # one rack of two workers and a PS under ATP
 
 def metrics_of(metrics_yaml):
     return parse_scenario(textwrap.dedent(BASE) + metrics_yaml, "test.yaml").metrics
