@@ -104,13 +104,7 @@ class Launcher:
             proc = self.popen(host, meter_argv(host, samples), self.run_dir / "logs" / f"iftop-{host}.log",
                               METER_MARKER)
             self.meters[host] = (proc, samples)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        for host, (proc, samples) in self.meters.items():
-            while not (samples.exists() and samples.stat().st_size > 0):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise EmulationError(f"iftop meter on {host} did not start: "
-                                         f"{log_tail(self.run_dir / 'logs' / f'iftop-{host}.log')}")
-                time.sleep(READY_POLL_S)
+        self._wait_for_files("iftop meter", self.meters, 1, lambda host: f"iftop-{host}.log")
 
     def start_captures(self, interfaces, max_bytes: int) -> None:
         """A packet capture of each of ``interfaces`` into ``pcap/<interface>.pcap`` (at most ``max_bytes``
@@ -123,15 +117,22 @@ class Launcher:
             proc = self.popen(interface_node(interface), capture_argv(interface, path, max_bytes),
                               self.run_dir / "logs" / f"pcap-{interface}.log", CAPTURE_MARKER)
             self.captures[interface] = (proc, path)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        for interface, (proc, path) in self.captures.items():
-            while not (path.exists() and path.stat().st_size >= PCAP_GLOBAL_HEADER.size):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise EmulationError(f"packet capture on {interface} did not start: "
-                                         f"{log_tail(self.run_dir / 'logs' / f'pcap-{interface}.log', lines=1)}")
-                time.sleep(READY_POLL_S)
+        self._wait_for_files("packet capture", self.captures, PCAP_GLOBAL_HEADER.size,
+                             lambda interface: f"pcap-{interface}.log", tail_lines=1)
         self.say(f"pcap: capturing {', '.join(self.captures)} into {self.run_dir / 'pcap'} "
                  f"(at most {max_bytes / 1e6:g} MB each)")
+
+    def _wait_for_files(self, what: str, started: dict, min_bytes: int, log_name, tail_lines: int = 15) -> None:
+        """Until each process of ``started`` (name -> (Popen, the file it writes)) has written at least
+        ``min_bytes`` of its file: one that exits first, or is not there by ``READY_TIMEOUT_S``, ends the run with
+        the tail of its log (``logs/<log_name(name)>``)."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for name, (proc, path) in started.items():
+            while not (path.exists() and path.stat().st_size >= min_bytes):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise EmulationError(f"{what} on {name} did not start: "
+                                         f"{log_tail(self.run_dir / 'logs' / log_name(name), lines=tail_lines)}")
+                time.sleep(READY_POLL_S)
 
     def start_agents(self, agents) -> None:
         """Every agent of the plan in its host, the PSs first."""

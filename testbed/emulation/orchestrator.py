@@ -47,7 +47,7 @@ from testbed.emulation.thrift_guard import ThriftGuard
 from testbed.errors import EmulationError, RunStalled
 from testbed.metrics.cpu import CpuSampler
 from testbed.metrics.summary import load_records, new_run_id
-from testbed.ownership import hand_over, invoking_user, missing_dirs, new_tree
+from testbed.ownership import handing_over, invoking_user, missing_dirs, new_tree
 from testbed.plan import describe, make_plan
 
 #: Lead time of the common start epoch, so background sources and sinks are running when it comes.
@@ -100,7 +100,7 @@ class Run:
         self.stream.flush()
 
     def execute(self) -> RunResult:
-        owner = invoking_user()        # a bad SUDO_UID is refused before anything is written
+        invoking_user()                # a bad SUDO_UID is refused before anything is written
         self.substitutes = check_host_supports(self.scenario)
         lock = RunLock()
         lock.acquire(f"scenario {self.scenario.name}, run {self.run_id}")
@@ -131,16 +131,13 @@ class Run:
             stack.close()
             lock.release()
             # The results are written whole even if Ctrl-C comes again meanwhile (it is delivered after).
-            with interrupts_deferred():
+            # Then, started through sudo, they are handed to the user who typed it, whatever came first.
+            with interrupts_deferred(), handing_over(new_tree(self.run_dir, made_on_the_way), say=self.say):
                 try:
                     result = self._finish(time.monotonic() - t0, error)
                 except Exception:  # noqa: BLE001 - never mask the run's own error
                     if error is None:
                         raise
-                finally:
-                    handover = hand_over(new_tree(self.run_dir, made_on_the_way), owner)
-                    if handover.problem:
-                        self.say(handover.problem)
             if result is not None and self.on_finished is not None:
                 self.on_finished(result)     # a failed or stalled run's results too, before its error goes on
         return result

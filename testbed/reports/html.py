@@ -28,6 +28,7 @@ from testbed.fidelity import verdict as fidelity_verdict
 from testbed.metrics.display import format_metric, format_value, metric_label, metric_name, metric_scale
 from testbed.reports import results_kind
 from testbed.reports.results import load_summary, load_table, numeric_metrics, point_means, sweep_axes
+from testbed.sweep.table import is_scalar
 
 REPORT_FILE = "report.html"
 #: A sweep's comparison with the paper, as :mod:`testbed.sweep.runner` writes it.
@@ -73,7 +74,7 @@ def render_run(run_dir: Path) -> str:
     title = f"{s.get('scenario', '?')} / {s.get('run_id', run_dir.name)}"
     body = [_run_headline(s, f"Run {title}"), _run_banners(s),
             _section("Plots", _figures(run_dir / "plots", RUN_PLOT_ORDER))]
-    body.append(_section("Run", _metric_rows({k: v for k, v in s.items() if _scalar(v)})))
+    body.append(_section("Run", _metric_rows({k: v for k, v in s.items() if is_scalar(v)})))
     jobs = [j for j in s.get("jobs") or [] if isinstance(j, dict) and "job" in j]
     if jobs:
         body.append(_section("Jobs", _job_rows(jobs)))
@@ -81,7 +82,7 @@ def render_run(run_dir: Path) -> str:
         body.append(_section("Emulation against the simulator (inatb fidelity)", _fidelity(s["fidelity"])))
     if s.get("switches"):
         body.append(_section("Switch counters", _transposed(
-            {name: {k: v for k, v in c.items() if _scalar(v)} for name, c in s["switches"].items()}, "counter")))
+            {name: {k: v for k, v in c.items() if is_scalar(v)} for name, c in s["switches"].items()}, "counter")))
     cpu = s.get("cpu") or {}
     if cpu.get("processes"):
         rows = [{"process": name, "mean busy (cores)": d.get("mean"), "peak busy (cores)": d.get("peak"),
@@ -93,7 +94,7 @@ def render_run(run_dir: Path) -> str:
         body.append(_section("CPU", _table(rows)))
     if s.get("background"):
         body.append(_section("Background traffic", _table(
-            [{k: v for k, v in b.items() if _scalar(v)} for b in s["background"]])))
+            [{k: v for k, v in b.items() if is_scalar(v)} for b in s["background"]])))
     for table in sorted((run_dir / "iftop").glob("*.txt")):
         body.append(_section(f"{table.stem}-eth0 (iftop -t layout)", f"<pre>{_e(table.read_text())}</pre>"))
     scenario = run_dir / "scenario.yaml"
@@ -130,10 +131,6 @@ def render_sweep(sweep_dir: Path) -> str:
 # -- pieces ---------------------------------------------------------------------------------------
 def _e(text) -> str:
     return html.escape(str(text))
-
-
-def _scalar(value) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
 
 
 def _page(title: str, body: list) -> str:
@@ -217,7 +214,7 @@ def _metric_rows(values: dict) -> str:
 
 def _job_rows(jobs: list) -> str:
     """One row per job metric (in one readable unit for every job), one column per job."""
-    names = list(dict.fromkeys(k for job in jobs for k, v in job.items() if k != "job" and _scalar(v)))
+    names = list(dict.fromkeys(k for job in jobs for k, v in job.items() if k != "job" and is_scalar(v)))
     rows = []
     for key in names:
         scale = metric_scale(key, [job.get(key) for job in jobs])

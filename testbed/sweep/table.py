@@ -19,7 +19,8 @@ from testbed.metrics.display import metric_label, metric_scale  # noqa: E402
 from testbed.metrics.plots import finish_figure, save_figure  # noqa: E402
 
 
-def _scalar(value) -> bool:
+def is_scalar(value) -> bool:
+    """A summary's value that is one cell of a table (a number, text, a bool or none), not a section."""
     return isinstance(value, (int, float, str, bool)) or value is None
 
 
@@ -31,7 +32,7 @@ def row(point, summary: dict, run_dir, status: str, error: str, metrics=()) -> d
                distorted=bool(summary.get("distorted")) if summary else None, error=error or "",
                run_dir=str(run_dir) if run_dir else "")
     for key, value in (summary or {}).items():
-        if key not in out and _scalar(value):
+        if key not in out and is_scalar(value):
             out[key] = value
     for key, value in job_columns(summary or {}, metrics).items():
         out.setdefault(key, value)
@@ -48,7 +49,7 @@ def job_columns(summary: dict, metrics=()) -> dict:
         for key, value in job.items():
             name = job_metric_name(job["job"], key)
             wanted = name in metrics or (len(jobs) > 1 and (key in metrics or not metrics))
-            if key != "job" and wanted and _scalar(value):
+            if key != "job" and wanted and is_scalar(value):
                 columns[name] = value
     return columns
 
