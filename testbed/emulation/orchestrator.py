@@ -5,7 +5,8 @@ Order of a run (each step's output is kept in the run directory):
 1. the plan comes made (:func:`testbed.plan.make_plan`: the placement, the control plan, the time
    dilation; nothing here computes them); write what will run (:func:`results.write_inputs`);
 2. take the run lock, record the run's state, build the Mininet network with the target's switch nodes,
-   install every switch config through its SwitchRuntime;
+   install every switch config through its SwitchRuntime (:class:`testbed.emulation.live.LiveRun` holds
+   what the run makes from here on);
 3. start the meters and the agents in their hosts and wait until all announce readiness
    (:mod:`testbed.emulation.launch`), write the start signal, start the background, the straggler
    injections (:mod:`testbed.emulation.injections`) and the CPU sampler, and watch the run until every
@@ -16,43 +17,26 @@ Order of a run (each step's output is kept in the run directory):
 5. started through sudo, hand the run directory (and the directories made on the way to it) to the user
    who typed it (:mod:`testbed.ownership`), whatever the run's end.
 
-Nothing here knows which target runs beyond choosing its node class.
+Nothing here knows which target runs.
 """
 
 import contextlib
-import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.dataplane.runtime import install
-from testbed.emulation.bmv2_node import thrift_ports
-from testbed.emulation.events import EventLog, InjectionScheduler
-from testbed.emulation.failover import RingFallback
 from testbed.emulation.host_checks import check_host_supports, preflight
-from testbed.emulation.injections import InjectionEffects
 from testbed.emulation.interrupts import InterruptLatch, interrupts_deferred
-from testbed.emulation.launch import READY_TIMEOUT_S, Launcher
-from testbed.emulation.monitor import Monitor
-from testbed.emulation.network import add_neighbors, build_network, mininet_log_to, stop_network
-from testbed.emulation.nodes import SWITCH_TARGETS, switch_node_params
-from testbed.emulation.progress import ReaderSafeStream, building_line
-from testbed.emulation.readings import process_ids, read_host_losses, read_switches
-from testbed.emulation.results import (RunObservations, log_compute_delays, make_run_dir, ps_port_interfaces,
-                                       summarise, write_inputs)
-from testbed.emulation.state import RunLock, RunState, cleanup_stale, delete_interfaces, kill_recorded, \
-    unpin_recorded, unregister_recorded
-from testbed.emulation.thrift_guard import ThriftGuard
+from testbed.emulation.live import LiveRun
+from testbed.emulation.network import mininet_log_to
+from testbed.emulation.progress import ReaderSafeStream
+from testbed.emulation.results import RunObservations, log_compute_delays, make_run_dir, summarise, write_inputs
+from testbed.emulation.state import RunLock, RunState, cleanup_stale
 from testbed.errors import EmulationError, RunStalled
-from testbed.metrics.cpu import CpuSampler
 from testbed.metrics.summary import load_records, new_run_id
 from testbed.ownership import handing_over, invoking_user, missing_dirs, new_tree
-from testbed.plan import describe, make_plan
-
-#: Lead time of the common start epoch, so background sources and sinks are running when it comes.
-START_LEAD_S = 0.5
-CPU_SAMPLE_INTERVAL_S = 1.0
+from testbed.plan import make_plan
 
 
 def run_status(error) -> str:
@@ -73,27 +57,15 @@ class RunResult:
 
 class Run:
     """One emulated run of a plan (:class:`testbed.plan.RunPlan`); ``execute`` always leaves the machine
-    clean. Under a time dilation N the network side builds and times the slowed ``world``; the agents, the
+    clean. Under a time dilation N the network side builds and times the slowed world; the agents, the
     placement and every figure reported keep the scenario's virtual values (testbed/dilation.py)."""
 
     def __init__(self, plan, out_root: Path, stream=sys.stderr, on_finished=None):
-        self.plan = plan
-        self.on_finished = on_finished      # called with the RunResult once its results are written
-        self.scenario = plan.scenario
-        self.world = plan.world
-        self.time_dilation = plan.time_dilation
-        self.target = plan.target
+        self.plan, self.out_root, self.on_finished = plan, Path(out_root), on_finished
         self.stream = ReaderSafeStream(stream)    # a reader that goes away silences the display, not the run
-        self.out_root = Path(out_root)
-        self.run_id = new_run_id()
-        self.run_dir = None
+        self.seen = RunObservations(new_run_id(), plan.target, plan.time_dilation, started_epoch_s=time.time())
         self.interrupts = InterruptLatch()
-        self.seen = RunObservations(self.run_id, self.target, self.time_dilation, started_epoch_s=time.time())
-        self.substitutes = {}     # background congestion controls the run provides (dctcp_bpf.Substitute by name)
-        # What the run creates, in order; each None until created (teardown stops what exists).
-        self.state = self.thrift_guard = self.network = self.launcher = self.events = None
-        self.injection_effects = self.monitor = self.fallback = self.injections = self.cpu = None
-        self.runtimes = {}
+        self.live = None
 
     def say(self, text):
         self.stream.write(text + "\n")
@@ -101,168 +73,86 @@ class Run:
 
     def execute(self) -> RunResult:
         invoking_user()                # a bad SUDO_UID is refused before anything is written
-        self.substitutes = check_host_supports(self.scenario)
+        substitutes = check_host_supports(self.plan.scenario)
+        name, t0, error = self.plan.scenario.name, time.monotonic(), None
+        made_on_the_way = missing_dirs(self.out_root / name)
         lock = RunLock()
-        lock.acquire(f"scenario {self.scenario.name}, run {self.run_id}")
-        t0 = time.monotonic()
-        error = result = None
-        stack = contextlib.ExitStack()
-        made_on_the_way = missing_dirs(self.out_root / self.scenario.name)
+        lock.acquire(f"scenario {name}, run {self.seen.run_id}")
         try:
-            self.run_id, self.run_dir = make_run_dir(self.out_root, self.scenario.name, self.run_id)
-            self.seen.run_id = self.run_id
+            self.seen.run_id, run_dir = make_run_dir(self.out_root, name, self.seen.run_id)
         except BaseException:
             lock.release()
             raise
         try:
-            try:
-                write_inputs(self.run_dir, self.plan)
-                stack.enter_context(mininet_log_to(self.run_dir / "logs" / "mininet.log"))
-                self._prepare_host()
-                try:
-                    with self.interrupts.installed():
-                        self._emulate()
-                finally:
-                    self._teardown()
-            except BaseException as exc:
-                error = exc
-                raise
+            with contextlib.ExitStack() as stack:     # left in reverse: teardown, Mininet's log, the lock
+                stack.callback(lock.release)
+                write_inputs(run_dir, self.plan)
+                stack.enter_context(mininet_log_to(run_dir / "logs" / "mininet.log"))
+                self.live = LiveRun(self.plan, run_dir, self._prepare_host(), substitutes, self.interrupts,
+                                    self.say, self.stream)
+                stack.callback(self._teardown)
+                with self.interrupts.installed():
+                    self.live.build()
+                    self.live.start(self.seen)
+                    self.live.watch(self.seen)
+        except BaseException as exc:
+            error = exc
+            raise
         finally:
-            stack.close()
-            lock.release()
-            # The results are written whole even if Ctrl-C comes again meanwhile (it is delivered after).
-            # Then, started through sudo, they are handed to the user who typed it, whatever came first.
-            with interrupts_deferred(), handing_over(new_tree(self.run_dir, made_on_the_way), say=self.say):
-                try:
-                    result = self._finish(time.monotonic() - t0, error)
-                except Exception:  # noqa: BLE001 - never mask the run's own error
-                    if error is None:
-                        raise
-            if result is not None and self.on_finished is not None:
-                self.on_finished(result)     # a failed or stalled run's results too, before its error goes on
+            result = self._finish(run_dir, made_on_the_way, time.monotonic() - t0, error)
         return result
 
-    def _prepare_host(self):
+    def _prepare_host(self) -> RunState:
         """Leftovers of an earlier run removed, interfaces of this run's names refused when something else
-        made them, the run's state record begun."""
+        made them; the run's state record begun."""
         for line in cleanup_stale():
             self.say(f"leftovers of an earlier run: {line}")
-        clashes = [i for i in self.world.topology.switch_port_interfaces() if Path(f"/sys/class/net/{i}").exists()]
+        clashes = [i for i in self.plan.world.topology.switch_port_interfaces()
+                   if Path(f"/sys/class/net/{i}").exists()]
         if clashes:
             raise EmulationError(f"interfaces {', '.join(clashes[:4])} already exist and were not created "
                                  f"by a run of this tool; remove them (ip link del NAME) before running")
-        self.state = RunState(self.run_id)
+        return RunState(self.seen.run_id)
 
-    # -- the emulated part ---------------------------------------------------------
-    def _emulate(self):
-        scenario, world, control = self.scenario, self.world, self.plan.control
-        self._build_network()
-        self.launcher = Launcher(self.network, self.state, self.run_dir, self.say)
-        self.launcher.start_meters(scenario.metrics.iftop_interfaces or [ps for job in scenario.jobs
-                                                                         for ps in job.ps])
-        self.launcher.start_captures(scenario.metrics.pcap_interfaces, scenario.metrics.pcap_max_bytes)
-        self.launcher.start_agents(control.agents)
-        self.injection_effects = InjectionEffects(world, self.network, self.runtimes, self.launcher.agents)
-        self.monitor = Monitor(self.plan, self.run_dir, network=self.network, runtimes=self.runtimes,
-                               launcher=self.launcher, injection_effects=self.injection_effects,
-                               interrupts=self.interrupts, say=self.say, stream=self.stream)
-        self.launcher.wait_agents_ready(check=lambda: (self.interrupts.check(), self.monitor.check_agents()))
-        start_epoch = self.seen.start_epoch_s = time.time() + START_LEAD_S
-        self.events = EventLog(self.run_dir / "events.jsonl", start_epoch, self.time_dilation)
-        self.launcher.start_background(world, start_epoch, self.substitutes, self.time_dilation)
-        (self.run_dir / "agents" / "go").write_text(f"{start_epoch:.6f}\n")
-        self.events.write("start", "run", phase="start")
-        agents = self.launcher.agents
-        self.fallback = RingFallback(self.run_dir, {a.name: a for a in control.agents},
-                                     {job.name: job.window for job in scenario.jobs},
-                                     lambda name, signum: os.kill(agents[name].proc.pid, signum),
-                                     lambda name: agents[name].proc.poll(), READY_TIMEOUT_S)
-        if world.stragglers.injections:
-            self.injections = InjectionScheduler(world.stragglers.injections, self.injection_effects.apply,
-                                                 self.injection_effects.revert, self.events)
-            self.injections.begin(time.monotonic() + (start_epoch - time.time()))
-        self.cpu = CpuSampler(process_ids(self.network, scenario.topology, self.launcher.agents),
-                              interval_s=CPU_SAMPLE_INTERVAL_S)
-        self.cpu.start()
-        self.monitor.watch(ps_port_interfaces(scenario), self.fallback, self.events)
-        self.seen.end_epoch_s = time.time()
-        self.cpu.stop()
-        self._read_switches()
-        read_host_losses(self.seen, self.network, scenario.jobs)
-
-    def _build_network(self):
-        """The network of the world's topology with the target's switches, each switch's entries installed
-        and the hosts' neighbours set."""
-        for line in describe(self.plan):     # what ``inatb validate`` prints of the same plan
-            self.say(line)
-        self.say(building_line(self.plan, self.run_dir))
-        if self.target == "bmv2":
-            # Thrift has no authentication: only root on this machine may reach the switches' ports.
-            self.thrift_guard = ThriftGuard(self.run_id, thrift_ports(self.scenario.topology))
-            self.thrift_guard.install()
-        self.network = build_network(self.world.topology, SWITCH_TARGETS[self.target],
-                                     switch_node_params(self.plan, self.run_dir / "logs", self.state), self.state)
-        for sw in self.scenario.topology.switches():
-            self.runtimes[sw.name] = self.network.switch(sw.name).runtime()
-        for name, config in self.plan.control.switches.items():
-            install(config, self.runtimes[name])
-        add_neighbors(self.network, self.plan.control.host_neighbors)
-
-    def _read_switches(self):
-        read_switches(self.seen, self.runtimes, self.network, self.scenario.topology)
-
-    # -- the end --------------------------------------------------------------------------
     def _teardown(self):
-        """Stop and remove everything the run created; every step runs even if an earlier one fails.
-
-        Interrupts are held off meanwhile (a second Ctrl-C must not leave half a network behind).
-        """
+        """Everything the run created removed; interrupts are held off meanwhile (a second Ctrl-C must
+        not leave half a network behind)."""
         with interrupts_deferred():
-            self._teardown_steps()
-
-    def _teardown_steps(self):
-        steps = [("injections", lambda: self.injections and self.injections.stop()),
-                 ("cpu sampler", lambda: self.cpu and self.cpu.stop()),
-                 ("switch counters", self._read_switches),
-                 ("counter sampler", lambda: self.monitor and self.monitor.stop()),
-                 ("agents and meters", lambda: self.launcher and self.launcher.stop_all()),
-                 ("switch runtimes", lambda: [r.close() for r in self.runtimes.values()]),
-                 ("network", lambda: self.network and stop_network(self.network.net)),
-                 ("thrift guard", lambda: self.thrift_guard and self.thrift_guard.remove())]
-        if self.state is not None:
-            # Whatever the steps above could not stop (a crash mid-way) is removed from the record.
-            steps += [("recorded processes", lambda: kill_recorded(self.state.data["processes"])),
-                      ("recorded congestion controls", lambda: unregister_recorded(self.state.data)),
-                      ("recorded ebpf pins", lambda: unpin_recorded(self.state.data)),
-                      ("recorded interfaces", lambda: delete_interfaces(self.state.data["interfaces"])),
-                      ("run state", self.state.remove)]
-        failures = []
-        for what, step in steps:
-            try:
-                step()
-            except Exception as exc:  # noqa: BLE001 - keep cleaning, report at the end
-                failures.append(f"{what}: {exc}")
+            failures = self.live.stop(self.seen)
         if failures:
             self.say("cleanup problems (run 'inatb cleanup'): " + "; ".join(failures))
 
-    def _finish(self, wall_s: float, error) -> RunResult:
-        """What the run observed, written beside its records, and the summary made from them."""
+    def _finish(self, run_dir: Path, made_on_the_way: list, wall_s: float, error):
+        """What the run observed written beside its records, and the summary made from them, whole even if
+        Ctrl-C comes again meanwhile (it is delivered after); then, started through sudo, handed to the user
+        who typed it, whatever came first; then ``on_finished`` (a failed run's results too). The
+        :class:`RunResult`, or None when the summary could not be made after the run's own error."""
+        result = None
+        with interrupts_deferred(), handing_over(new_tree(run_dir, made_on_the_way), say=self.say):
+            try:
+                records = load_records(run_dir)
+                result = RunResult(run_dir, summarise(run_dir, self.plan, self._observed(run_dir, records, wall_s,
+                                                                                         error), records))
+            except Exception:  # noqa: BLE001 - never mask the run's own error
+                if error is None:
+                    raise
+        if result is not None and self.on_finished is not None:
+            self.on_finished(result)
+        return result
+
+    def _observed(self, run_dir: Path, records: dict, wall_s: float, error) -> RunObservations:
+        """The run's observations completed with its end and what its live parts saw, and written."""
         seen = self.seen
-        seen.wall_s = wall_s
-        seen.status = run_status(error)
+        seen.wall_s, seen.status = wall_s, run_status(error)
         seen.error = None if error is None else (str(error) or type(error).__name__).splitlines()[0]
         if seen.start_epoch_s is not None and seen.end_epoch_s is None:
             seen.end_epoch_s = time.time()
-        seen.cpu_shares = self.cpu.shares() if self.cpu else {}
-        seen.failed_workers = sorted(self.injection_effects.failing) if self.injection_effects else []
-        seen.fallbacks = self.monitor.fallbacks if self.monitor else []
-        seen.injection_errors = self.injections.errors if self.injections else []
-        seen.metered_hosts = list(self.launcher.meters) if self.launcher else []
-        records = load_records(self.run_dir)
-        if self.events is not None:
-            log_compute_delays(self.events, self.scenario, records, seen.start_epoch_s)
-        seen.write(self.run_dir)
-        return RunResult(self.run_dir, summarise(self.run_dir, self.plan, seen, records))
+        if self.live is not None:
+            self.live.observe(seen)
+            if self.live.events is not None:
+                log_compute_delays(self.live.events, self.plan.scenario, records, seen.start_epoch_s)
+        seen.write(run_dir)
+        return seen
 
 
 def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr, plan=None,
