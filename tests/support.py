@@ -10,6 +10,7 @@ toolchain on PATH).
 """
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -125,3 +126,12 @@ def tops_in_chromium(path, selectors, window=(1280, 800)) -> dict:
             "for (const s of arguments[0]) { const e = document.querySelector(s);"
             "  tops[s] = e ? e.getBoundingClientRect().top : null; }"
             "return tops;", list(selectors))
+
+
+def require_torch():
+    """PyTorch (the [training] extra, which [test] includes): skip without it, fail under CI."""
+    if importlib.util.find_spec("torch") is None:
+        reason = "training test: torch not installed (pip install -e '.[training]')"
+        if IN_CI:
+            pytest.fail(reason + " (CI must train: [test] includes [training])")
+        pytest.skip(reason)

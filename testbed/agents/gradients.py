@@ -24,11 +24,12 @@ def worker_fragments(seed: int, job_id: int, worker_index: int, iteration: int, 
     limit = int(round(gradient_bound * (1 << scale_bits)))
     rows = [fragment(rng.integers(-limit, limit + 1, size=elements, dtype=np.int64).astype(np.int32), lanes)
             for elements, _ in submodels]
-    return np.concatenate(rows)[_layout_row_of_seq([n for _, n in submodels])]
+    return np.concatenate(rows)[layout_row_of_seq([n for _, n in submodels])]
 
 
-def _layout_row_of_seq(fragments_per_submodel) -> np.ndarray:
-    """For each seq, its row in the sub-model-by-sub-model layout."""
+def layout_row_of_seq(fragments_per_submodel) -> np.ndarray:
+    """For each seq, its row in the sub-model-by-sub-model layout (each sub-model's fragments in turn):
+    the order in which a gradient's fragments, cut sub-model by sub-model, go on the wire."""
     rows = np.empty(sum(fragments_per_submodel), dtype=np.int64)
     first = 0
     for seqs in fragment_seqs(fragments_per_submodel):
