@@ -224,6 +224,29 @@ SCENARIO_KEYS = (
                 "whether the workers wait the compute-delay spread (stragglers.compute_delay) for an "
                 "iteration's first RESULT before counting fragments as lost; false: their RTO alone, as a "
                 "deployed transport"),
+    ScenarioKey("jobs[].training", "mapping", "", "- (synthetic gradients)",
+                "real training (guide/training.md; the [training] extra): the workers train training.model on "
+                "their shards of training.dataset and aggregate its real gradients in fixed point; the "
+                "gradient is the model's (not scaled), so not with model, gradient_size, submodel_size or "
+                "submodel_elements, and submodels groups its tensors; not for ring schemes",
+                "keys: model, dataset, learning_rate, momentum, batch_size, eval_every, target_accuracy"),
+    ScenarioKey("jobs[].training.model", "choice: mlp | cnn", "", "required",
+                "the model every worker holds: a small MLP (64 hidden units) or a small CNN (two 3x3 "
+                "convolutions of 8 and 16 channels)"),
+    ScenarioKey("jobs[].training.dataset", "choice: blobs | patterns", "", "blobs for mlp, patterns for cnn",
+                "the classification set, generated from the scenario's seed (never downloaded): blobs, 10 "
+                "overlapping Gaussian classes in 32 dimensions; patterns, 10 classes of shifted noisy 8x8 "
+                "images (cnn needs these)"),
+    ScenarioKey("jobs[].training.learning_rate", "number", "", "0.1", "the SGD step size", "> 0, at most 10"),
+    ScenarioKey("jobs[].training.momentum", "number", "", "0.9", "SGD's momentum", "0 to 0.999"),
+    ScenarioKey("jobs[].training.batch_size", "integer", "examples", "32",
+                "examples of its shard each worker computes its gradient on per iteration",
+                "1 to the shard's size (4000 / workers)"),
+    ScenarioKey("jobs[].training.eval_every", "integer", "iterations", "5",
+                "iterations between two evaluations of the model on the held-out set (accuracy.csv)",
+                "1 to 1000000"),
+    ScenarioKey("jobs[].training.target_accuracy", "number", "share", "- (none)",
+                "the held-out accuracy whose first reach time_to_accuracy_s measures", "> 0, at most 1"),
     # --- impairments -------------------------------------------------------------------------------------------
     ScenarioKey("impairments", "list", "", "-",
                 "loss, duplication and reordering applied by the switches' P4 program on every target "

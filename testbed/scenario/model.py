@@ -24,6 +24,19 @@ class SwitchSettings:
 
 
 @dataclass
+class TrainingSpec:
+    """A job's ``training:`` section: its workers train ``model`` on their shards of ``dataset`` (the
+    scenario's seed draws both) and send its real gradients (testbed/training)."""
+    model: str                     # testbed.training.models.MODELS
+    dataset: str                   # testbed.training.datasets.DATASETS
+    learning_rate: float
+    momentum: float
+    batch_size: int                # examples per worker per iteration
+    eval_every: int                # iterations between two evaluations on the held-out set
+    target_accuracy: Optional[float] = None   # time_to_accuracy_s measures the virtual time to reach it
+
+
+@dataclass
 class JobSpec:
     name: str
     job_id: int
@@ -50,6 +63,8 @@ class JobSpec:
     #: False: as a deployed transport, which cannot know it, they time out on their RTO alone, and a fast
     #: worker resends while the job waits for its stragglers (GOAT §VII-B's asynchronous arrivals).
     straggler_allowance: bool = True
+    #: Real training (its ``training:`` section), or None: synthetic gradients (testbed/agents/gradients.py).
+    training: Optional[TrainingSpec] = None
 
     @property
     def is_ring(self) -> bool:

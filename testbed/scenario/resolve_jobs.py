@@ -7,10 +7,12 @@ from testbed import gradient_profiles
 from testbed.agents.transport import TRANSPORTS, default_transport
 from testbed.dataplane.wire import MAX_WORKERS_PER_JOB, choose_scale_bits, fragments_of
 from testbed.errors import brief_repr as _brief
-from testbed.scenario.model import JobSpec, SwitchSettings
-from testbed.scenario.schema import (AUTO_PROCESSES, DEFAULT_MIN_RTO, DEFAULT_WINDOW, JOB_KEYS,
-                                     MAX_FRAGMENTS_PER_ITERATION, MAX_SIZE_BYTES, PER_SWITCH_PROCESSES, SCHEME_NAMES,
-                                     SCHEME_OPTIONS, RING_SCHEMES, RING_TRANSPORTS, SWITCH_KEYS, TRANSPORT_NAMES)
+from testbed.scenario.model import JobSpec, SwitchSettings, TrainingSpec
+from testbed.scenario.schema import (AUTO_PROCESSES, DEFAULT_DATASET, DEFAULT_MIN_RTO, DEFAULT_WINDOW, JOB_KEYS,
+                                     MAX_FRAGMENTS_PER_ITERATION, MAX_SIZE_BYTES, NOT_WITH_TRAINING,
+                                     PER_SWITCH_PROCESSES, SCHEME_NAMES, SCHEME_OPTIONS, RING_SCHEMES,
+                                     RING_TRANSPORTS, SWITCH_KEYS, TRAINING_KEYS, TRANSPORT_NAMES)
+from testbed.training import datasets as training_datasets, models as training_models
 
 
 def resolve_switch(c, spec, scale):
@@ -65,7 +67,12 @@ def _resolve_job(c, i, job, topo, hosts, used, scale, switch):
     ring = scheme in RING_SCHEMES
     name = c.file_name(job.get("name", f"job{i}"), f"{p}.name")
     workers, ps = _job_hosts(c, job, p, scheme, name, hosts, used)
-    model_name, elements, submodels = _job_submodels(c, job, p, scale)
+    training = _job_training(c, job, p, scheme, len(workers)) if "training" in job else None
+    if training:
+        model_name, elements = training.model, _training_submodels(c, job, p, training)
+        submodels = len(elements)
+    else:
+        model_name, elements, submodels = _job_submodels(c, job, p, scale)
     if not ring and submodels > len(ps) * 4096:
         c.fail(f"{p}.submodels", "too many sub-models")
     if len(ps) > submodels:
@@ -93,7 +100,51 @@ def _resolve_job(c, i, job, topo, hosts, used, scale, switch):
         if "ps_memory" in job else 0.0,
         transport=transport, transport_options=transport_options,
         start_s=c.duration_s(job.get("start", "0s"), f"{p}.start"),
-        straggler_allowance=c.boolean(job.get("straggler_allowance", True), f"{p}.straggler_allowance"))
+        straggler_allowance=c.boolean(job.get("straggler_allowance", True), f"{p}.straggler_allowance"),
+        training=training)
+
+
+def _job_training(c, job, p, scheme, workers):
+    """``training:`` -> its TrainingSpec; the job then states no gradient of its own (NOT_WITH_TRAINING) and
+    aggregates at a PS or in the network (a ring scheme's workers do not train yet)."""
+    tp = f"{p}.training"
+    spec = job["training"]
+    c.keys(spec, tp, TRAINING_KEYS)
+    for other in NOT_WITH_TRAINING:
+        if other in job:
+            c.fail(f"{p}.{other}", "a job with training sends its model's gradient; remove "
+                                   f"{other} (training.model names the model)")
+    if scheme in RING_SCHEMES:
+        c.fail(tp, f"scheme {scheme} is a ring all-reduce; training runs with a PS scheme (e.g. ps, atp, ksgd)")
+    if "model" not in spec:
+        c.fail(f"{tp}.model", f"missing (required); expected one of {', '.join(training_models.MODELS)}")
+    model = c.choice(spec["model"], f"{tp}.model", training_models.MODELS)
+    dataset = c.choice(spec.get("dataset", DEFAULT_DATASET[model]), f"{tp}.dataset", training_datasets.DATASETS)
+    reason = training_models.unsupported(model, training_datasets.INPUT_SHAPES[dataset])
+    if reason:
+        c.fail(f"{tp}.dataset", f"{reason}; expected a dataset of images (patterns)")
+    shard = training_datasets.TRAIN_EXAMPLES // workers
+    target = spec.get("target_accuracy")
+    return TrainingSpec(
+        model=model, dataset=dataset,
+        learning_rate=c.number(spec.get("learning_rate", 0.1), f"{tp}.learning_rate", 0, 10, low_open=True),
+        momentum=c.number(spec.get("momentum", 0.9), f"{tp}.momentum", 0, 0.999),
+        batch_size=c.integer(spec.get("batch_size", 32), f"{tp}.batch_size", 1, shard),
+        eval_every=c.integer(spec.get("eval_every", 5), f"{tp}.eval_every", 1, 10**6),
+        target_accuracy=None if target is None else c.number(target, f"{tp}.target_accuracy", 0, 1,
+                                                             low_open=True))
+
+
+def _training_submodels(c, job, p, training):
+    """Elements per sub-model of a training job: its model's parameter tensors (not scaled: the gradient is
+    the model's) in ``submodels`` contiguous layer groups (at most one per tensor; 4 unless given)."""
+    shapes = training_models.tensor_shapes(training.model, training_datasets.INPUT_SHAPES[training.dataset],
+                                           training_datasets.CLASSES)
+    sizes = training_models.tensor_sizes(training.model, training_datasets.INPUT_SHAPES[training.dataset],
+                                         training_datasets.CLASSES)
+    tensors = tuple(zip((name for name, _ in shapes), sizes))
+    groups = c.integer(job.get("submodels", min(4, len(tensors))), f"{p}.submodels", 1, len(tensors))
+    return gradient_profiles.GradientProfile(training.model, tensors).partition(groups)
 
 
 def _job_scheme(c, job, p):

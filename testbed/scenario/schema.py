@@ -69,7 +69,13 @@ DEFAULT_WINDOW = 100
 JOB_KEYS = {"name", "model", "gradient_size", "workers", "ps", "policy", "iterations", "compute_time",
             "submodels", "window", "gradient_bound", "retransmit_timeout", "aggregation_switches",
             "submodel_elements", "submodel_size", "policy_options", "ps_memory", "transport", "transport_options",
-            "start", "straggler_allowance"}
+            "start", "straggler_allowance", "training"}
+#: A job's ``training:`` section (testbed/training): its model and dataset, and how its workers learn.
+TRAINING_KEYS = {"model", "dataset", "learning_rate", "momentum", "batch_size", "eval_every", "target_accuracy"}
+#: What a job with ``training:`` cannot also say: its gradient is its model's.
+NOT_WITH_TRAINING = ("model", "gradient_size", "submodel_elements", "submodel_size")
+#: The dataset a model trains on unless ``training.dataset`` names one.
+DEFAULT_DATASET = {"mlp": "blobs", "cnn": "patterns"}
 #: A job's ``transport:`` (how its workers send; testbed/agents/transport registers one class per name, and
 #: each class declares the ``transport_options`` it takes). Default: the one each paper pairs with the
 #: job's scheme (``default_transport``). Transports are not schemes: any scheme runs with any transport, except

@@ -72,6 +72,7 @@ def test_every_scenario_key_the_schema_accepts_is_in_the_reference(monkeypatch):
     accepted |= {f"{section}.{key}" if section else key
                  for section, keys in (("", scenario_mod.TOP_KEYS), ("switch", scenario_mod.SWITCH_KEYS),
                                        ("jobs[]", scenario_mod.JOB_KEYS), ("simulation", scenario_mod.SIMULATION_KEYS),
+                                       ("jobs[].training", scenario_mod.TRAINING_KEYS),
                                        ("impairments[]", scenario_mod.IMPAIRMENT_KEYS),
                                        ("metrics", scenario_mod.METRICS_KEYS),
                                        ("background[]", scenario_mod.BACKGROUND_KEYS),
