@@ -689,7 +689,7 @@ def _agents(scenario, routes, placement, result, time_dilation: float = 1.0):
                       total_fragments=total, layout=list(zip(job.submodel_elements, fragments)),
                       retransmit_timeout_s=job.retransmit_timeout_s,
                       deadline_s=scenario.run_timeout_s, ready_timeout_s=scenario.run_timeout_s * time_dilation,
-                      time_dilation=time_dilation)
+                      time_dilation=time_dilation, training=asdict(job.training) if job.training else {})
 
         if jp.scheme == "rina":
             _rina_agents(scenario, job, jp, common, result, planned.get(job.name))

@@ -82,6 +82,8 @@ class AgentConfig:
     ready_timeout_s: float = 600.0  # the longest it waits for the start signal once ready (wall seconds)
     time_dilation: float = 1.0     # the scenario's N: every duration here is virtual (agents.common.AgentClock)
     host: str = ""                 # the host it runs on ("" = its name; a co-located PS's name is <host>-ps)
+    training: dict = field(default_factory=dict)   # worker, ps: the job's training section (TrainingSpec's
+                                                   # fields); empty = synthetic gradients
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)

@@ -17,7 +17,10 @@ When all (participating) workers' bits are present the sum is compared with
 the exact sum recomputed from their seeds (``gradients.expected_sum``) and
 the RESULT, carrying the aggregate, goes to every worker; a CE mark (ECN,
 set by a switch queue) on anything that arrived since the last RESULT is
-echoed on it (ECN_ECHO), for the workers' congestion control. K-of-N schemes
+echoed on it (ECN_ECHO), for the workers' congestion control. A training job's
+gradients are real, not drawn from seeds: its PS records each aggregate's
+checksum instead (``checksums``, seq -> ``testbed.training.checks.fragment_checksums``;
+``exact`` is None) and the results compare it with the sum of the workers'. K-of-N schemes
 (K-SGD, GOAT-Async) name the workers that count; the others' gradients
 reach the PS directly and are counted and discarded (``discarded_pkts``). The iteration record
 says whether every fragment was exact; a mismatch is also printed, never
@@ -43,6 +46,7 @@ from testbed.agents.common import AgentClock, agent_session, install_status_dump
 from testbed.agents.datagrams import ReceiveBatch
 from testbed.agents.fragment_sum import DUPLICATE, OVERLAP, REPLACED, FragmentSum
 from testbed.agents.gradients import expected_sum
+from testbed.training.checks import fragment_checksums
 from testbed.dataplane.program import PA_ATP_TRANSPORTS
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     FRAME_OVERHEAD_BYTES, INA_HEADER, INA_UDP_PORT, fragment_seqs)
@@ -137,8 +141,9 @@ class ParameterServer:
     def run_iteration(self, iteration, previous_results, t_prev):
         cfg = self.cfg
         # Expected sums use the whole job's layout: seq numbering is job-wide.
-        expected = expected_sum(cfg.seed, cfg.job_id, self.participants, iteration, cfg.layout, cfg.lanes,
-                                cfg.gradient_bound, cfg.scale_bits)
+        expected = None if cfg.training else expected_sum(cfg.seed, cfg.job_id, self.participants, iteration,
+                                                          cfg.layout, cfg.lanes, cfg.gradient_bound, cfg.scale_bits)
+        checksums = {}    # a training job's: seq -> its aggregate's checksum
         acc = {}          # seq -> FragmentSum of what arrived, until the fragment is complete
         results = {}      # seq -> payload bytes
         self.iteration, self.held, self.completed = iteration, acc, results
@@ -209,7 +214,9 @@ class ParameterServer:
                     stats["replaced"] += 1
                 if fragment.bitmap == self.full_mask:
                     total = acc.pop(seq).total
-                    if not np.array_equal(total, expected[seq]):
+                    if expected is None:
+                        checksums[seq] = int(fragment_checksums(total[None])[0])
+                    elif not np.array_equal(total, expected[seq]):
                         exact = False
                         mismatches += 1
                         if mismatches <= 3:
@@ -222,8 +229,9 @@ class ParameterServer:
                     self.send_result(iteration, seq, payload, self.result_addrs)
         t_done = clock.now_s()
         return {"iteration": iteration, "t_end": clock.epoch_s(), "iteration_s": t_done - t_prev,
-                "aggregation_s": t_done - (t_first or t_done), "fragments": len(owned), "exact": exact,
-                "mismatched_fragments": mismatches, **stats, "_results": results}
+                "aggregation_s": t_done - (t_first or t_done), "fragments": len(owned),
+                "exact": None if expected is None else exact, "mismatched_fragments": mismatches, **stats,
+                **({"checksums": checksums} if expected is None else {}), "_results": results}
 
     def _addrs(self, bitmap):
         return [addr for i, addr in enumerate(self.worker_addrs) if bitmap >> i & 1]

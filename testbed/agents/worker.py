@@ -30,6 +30,14 @@ uses a normal with std 0.2 s clipped to [0, 1] s), from an RNG seeded by
 (seed, job, worker) so a run is repeatable. Each delay is in the iteration's
 record (``straggler_delay_s``) and so in the run's event log.
 
+Real training (a job with ``training``, ``training`` in its config): the gradient is its model's, from
+``testbed.training.session.WorkerTraining`` (imported only then: PyTorch), computed in the compute phase,
+which sleeps only what is left of ``compute_time_s`` after the real work (the virtual compute time stays
+the scenario's; a real computation longer than it is the iteration's ``compute_overrun_s``). The lanes of
+every RESULT are kept; once an iteration's are all in, their sum is applied at the next compute phase. A
+worker left out of K-of-N iterations does not skip ahead: it needs every aggregate to keep its model the
+others'.
+
 Fragment ``k`` of sub-model ``g`` has seq ``wire.fragment_seqs(layout)[g][k]``:
 the sub-models are interleaved, so sending in seq order sends them side by
 side. The slot of a fragment at its aggregation node is ``slot_base + seq mod
@@ -39,7 +47,9 @@ slot that ``wire.shadow_slot`` names for the iteration, flagged SHADOW when
 it is copy 1.
 """
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -48,12 +58,19 @@ from testbed.agents.common import (AgentClock, SendTally, agent_session, install
 from testbed.agents.datagrams import ReceiveBatch
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
+from testbed.atomic_io import write_text_atomic
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     FLAG_SHADOW, INA_HEADER_DTYPE, INA_UDP_PORT,
                                     fragment_seqs, ina_frame_bytes, shadow_slot, slot_index)
 from testbed.stragglers import straggler_delay_s
 
 IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks), wall seconds
+
+
+def training_state_path(run_dir, name: str) -> Path:
+    """Where a training worker leaves its final state when it ends (its last aggregate applied): the
+    parameters' hash and, from the evaluator, the final accuracy and loss: ``agents/<name>.training.json``."""
+    return Path(run_dir) / "agents" / f"{name}.training.json"
 
 
 class Worker:
@@ -88,6 +105,10 @@ class Worker:
                 self.path_keys[seq] = (p.agg_ip, p.ps_ip)
                 self.ps_nodes[seq] = p.ps_node
             self.agg_nodes[seqs], self.fanins[seqs], self.submodels[seqs] = p.agg_node, p.fanin, p.submodel
+        self.training = None
+        if config.training:
+            from testbed.training.session import WorkerTraining
+            self.training = WorkerTraining(config)
         self.transport = make_transport(config.transport, window_cap=config.window,
                                         link_rate_bps=config.link_rate_bps, frame_bytes=ina_frame_bytes(config.lanes),
                                         min_rto_s=config.retransmit_timeout_s,
@@ -153,9 +174,17 @@ class Worker:
         clock = self.clock
         t0 = clock.now_s()
         delay_s = straggler_delay_s(cfg.compute_delay, self.delay_rng)
-        clock.sleep(cfg.compute_time_s + delay_s)
-        frames = self.frames(iteration, worker_fragments(cfg.seed, cfg.job_id, cfg.worker_index, iteration,
-                                                         cfg.layout, cfg.lanes, cfg.gradient_bound, cfg.scale_bits))
+        training_record = {}
+        if self.training is None:
+            clock.sleep(cfg.compute_time_s + delay_s)
+            rows = worker_fragments(cfg.seed, cfg.job_id, cfg.worker_index, iteration, cfg.layout, cfg.lanes,
+                                    cfg.gradient_bound, cfg.scale_bits)
+        else:
+            rows, training_record = self.training.gradient_rows(iteration)
+            worked_s = clock.now_s() - t0
+            clock.sleep(max(0.0, cfg.compute_time_s + delay_s - worked_s))
+            training_record["compute_overrun_s"] = max(0.0, worked_s - cfg.compute_time_s - delay_s)
+        frames = self.frames(iteration, rows)
         packet, total = self.packets(frames), len(frames)
         transport = self.transport
         self.phase = "communicating"
@@ -168,8 +197,9 @@ class Worker:
         listening_since_s = time.time()     # what arrived while computing waited by design (host delay)
         deadline = t_comm + cfg.deadline_s
         superseded = False
+        keep = self.keep_result if self.training is not None else None
         while not transport.finished():
-            if not cfg.participant and self.newest_iteration > iteration:
+            if not cfg.participant and self.newest_iteration > iteration and self.training is None:
                 # Left out of this K-of-N iteration and overtaken: the model moved on; take the newest.
                 superseded = True
                 break
@@ -178,14 +208,21 @@ class Worker:
             wake = transport.next_deadline_s(now)
             wait_s = IDLE_WAIT_S if wake is None else min(IDLE_WAIT_S, clock.wall_s(wake - now))
             if wait_readable(sock, wait_s, IDLE_WAIT_S):
-                for _, header in batch.drain(listening_since_s):
+                for i, header in batch.drain(listening_since_s):
                     receive(header, iteration, clock.now_s())
+                    if keep is not None:
+                        keep(batch, i, header, iteration)
             if clock.now_s() > deadline:
                 missing = [seq for seq in range(total) if not transport.acked[seq]]
                 raise TimeoutError(f"worker {cfg.name}: iteration {iteration}: no RESULT for {len(missing)} of "
                                    f"{total} fragments after {cfg.deadline_s:.0f}s (first missing seq "
                                    f"{missing[0]}); is the PS running and every switch on the path up?")
         t_end = clock.now_s()
+        if self.training is not None:
+            if not self.training.complete(iteration):
+                raise RuntimeError(f"worker {cfg.name}: iteration {iteration}: every fragment acknowledged "
+                                   f"but not every RESULT's lanes kept")
+            self.training.finish_iteration(iteration)
         # What the transport did this iteration (every counter it keeps but the packets, counted above).
         counts = {k: v - before[k] for k, v in transport.stats.items() if k not in ("sent", "retransmitted")}
         return {"iteration": iteration, "participant": cfg.participant, "superseded": superseded,
@@ -194,7 +231,14 @@ class Worker:
                 "iteration_s": t_end - t0, "t_end": clock.epoch_s(), "sent_pkts": tally.pkts,
                 "retx_pkts": tally.retx_pkts, "sent_bytes": tally.frame_bytes, "fragments": total,
                 "window": transport.window(), "srtt_s": transport.rtt.srtt_s, **counts,
-                "sending_rate_bps": tally.rate_bps(cfg.link_rate_bps)}
+                "sending_rate_bps": tally.rate_bps(cfg.link_rate_bps), **training_record}
+
+    def keep_result(self, batch, i: int, header: tuple, iteration: int):
+        """A training worker keeps the lanes of a RESULT of this iteration or a later one (datagram ``i`` of
+        ``batch``)."""
+        job, flags, elems, _, _, _, _, _, it, seq, _, bitmap, _ = header
+        if job == self.cfg.job_id and flags & FLAG_RESULT and it >= iteration and seq < len(self.addresses):
+            self.training.keep_result(it, seq, bitmap, batch.lanes(i, min(elems, self.cfg.lanes)))
 
     def receive(self, header: tuple, iteration: int, now_s: float):
         """Hand one datagram of this job, by its INA ``header`` (the fields ``INA_HEADER.unpack`` gives), to
@@ -228,7 +272,12 @@ def run(config) -> int:
         iteration = 0
         while iteration < config.iterations:
             records.write(worker.run_iteration(iteration))
-            # A worker left out of K-of-N iterations continues from the newest model it has seen.
-            iteration = iteration + 1 if config.participant else max(iteration + 1, worker.newest_iteration)
+            # A worker left out of K-of-N iterations continues from the newest model it has seen (a training
+            # worker applies every aggregate in turn instead).
+            skip = not config.participant and worker.training is None
+            iteration = max(iteration + 1, worker.newest_iteration) if skip else iteration + 1
+        if worker.training is not None:
+            write_text_atomic(training_state_path(config.run_dir, config.name),
+                              json.dumps({"t_end": clock.epoch_s(), **worker.training.final_record()}))
         print(f"worker {config.name}: {config.iterations} iterations done", flush=True)
     return 0

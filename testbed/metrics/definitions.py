@@ -153,6 +153,15 @@ JOB_METRICS = {
     "aggregation_exact": Metric("bool", "every iteration completed and every aggregate exact", EMULATED),
     "mismatched_fragments": Metric("fragments", "fragments whose aggregate differed from the exact sum",
                                    EMULATED),
+    "training": Metric("object", "a job with `training:` only: `models_identical` (bool: every worker's "
+                                 "parameter hash equal at every iteration), `diverged_iterations` (list), "
+                                 "`final_accuracy` and `final_loss` (share, the last evaluation on the "
+                                 "held-out set), `target_accuracy` (share or null), `time_to_accuracy_s` "
+                                 "(s: virtual time from the job's first iteration to the start of the "
+                                 "first evaluation at or above the target; null if never), "
+                                 "`clipped_values` (count: gradient values clipped to their fixed-point "
+                                 "bound), `compute_overrun_s` (s: the most a worker's real computation "
+                                 "exceeded `compute_time` in one iteration)", EMULATED),
     "iteration_time_s": Metric("s", "mean time per iteration after the warm-up: between consecutive global "
                                     "aggregations at the PS (the slowest PS's mean), or a ring worker's compute "
                                     "plus its steps (the slowest worker's mean)"),

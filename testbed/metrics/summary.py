@@ -15,6 +15,7 @@ from statistics import mean
 
 from testbed.atomic_io import write_text_atomic
 from testbed.metrics.distortion import Evidence
+from testbed.training import checks as training_checks
 
 
 def load_records(run_dir: Path) -> dict:
@@ -74,7 +75,9 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0,
         "failed_workers": [w for w in job.workers if w in failed],
         "discarded_packets": sum(r.get("discarded_pkts", 0) for r in ps_rows),
         "iterations": job.iterations, "iterations_completed": completed,
-        "aggregation_exact": bool(done_rows) and completed == job.iterations and all(r["exact"] for r in done_rows),
+        "aggregation_exact": bool(done_rows) and completed == job.iterations and (
+            all(r["exact"] for r in done_rows) if job.training is None
+            else training_aggregates_exact(job, records, counted, done_by)),
         "mismatched_fragments": sum(r["mismatched_fragments"] for r in done_rows),
         "iteration_time_s": iteration_s,
         "comm_time_s": mean(comm) if comm else None,
@@ -99,7 +102,36 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0,
         # it waits for them: those resends are the scheme's, not the emulator's (honest_figures).
         "straggler_wait_retransmissions": 0 if job.straggler_allowance else events["retx_before_first_result"],
         "aggregation_depth": aggregation_depth,
+        **({} if job.training is None else {"training": training_metrics(job, records)}),
     }
+
+
+def training_aggregates_exact(job, records: dict, counted, ps_agents) -> bool:
+    """A training job's PSs' aggregates, checked against the sums of its counted workers' checksums
+    (testbed.training.checks: the PS cannot recompute real gradients)."""
+    by_index = {job.workers.index(w): records.get(w, []) for w in job.workers}
+    counted_indices = [job.workers.index(w) for w in counted]
+    verdicts = [training_checks.aggregates_exact(records.get(ps, []), by_index, counted_indices)
+                for ps in ps_agents]
+    return all(v and all(v.values()) for v in verdicts)
+
+
+def training_metrics(job, records: dict) -> dict:
+    """A training job's ``training`` figures (definitions: JOB_METRICS["training"]) from its workers' records;
+    the evaluator is its first worker."""
+    worker_rows = {w: records.get(w, []) for w in job.workers}
+    evaluator_rows = worker_rows[job.workers[0]]
+    start = evaluator_rows[0]["t_start"] if evaluator_rows else 0.0
+    curve = training_checks.accuracy_rows(evaluator_rows, start)
+    target = job.training.target_accuracy
+    diverged = training_checks.diverged_iterations(worker_rows)
+    rows = [r for rs in worker_rows.values() for r in rs]
+    return {"models_identical": not diverged, "diverged_iterations": diverged,
+            "final_accuracy": curve[-1]["accuracy"] if curve else None,
+            "final_loss": curve[-1]["loss"] if curve else None, "target_accuracy": target,
+            "time_to_accuracy_s": None if target is None else training_checks.time_to_accuracy_s(curve, target),
+            "clipped_values": sum(r.get("clipped", 0) for r in rows),
+            "compute_overrun_s": max((r.get("compute_overrun_s", 0.0) for r in rows), default=0.0)}
 
 
 def mean_of_known(values):

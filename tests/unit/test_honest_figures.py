@@ -173,7 +173,8 @@ def hand_run():
         for iteration, row in enumerate(rows):
             row["iteration"] = iteration
     job = SimpleNamespace(name="j", scheme="atp", transport="atp", workers=["w1", "w2"], ps=["ps"], iterations=2,
-                          is_ring=False, completion_agents=["ps"], ps_agents=["ps"], straggler_allowance=True)
+                          is_ring=False, completion_agents=["ps"], ps_agents=["ps"], straggler_allowance=True,
+                          training=None)
     return job, records
 
 

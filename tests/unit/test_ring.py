@@ -139,7 +139,8 @@ def ring_record(iteration, iteration_s, exact=True, mismatched=0):
 
 def test_a_ring_jobs_completion_time_and_exactness_come_from_its_workers():
     job = SimpleNamespace(name="ring", scheme="rar", transport="atp", workers=["a", "b"], ps=[], ps_agents=[],
-                          iterations=2, is_ring=True, completion_agents=["a", "b"], straggler_allowance=True)
+                          iterations=2, is_ring=True, completion_agents=["a", "b"], straggler_allowance=True,
+                          training=None)
     records = {"a": [ring_record(0, 0.2), ring_record(1, 0.4)], "b": [ring_record(0, 0.3), ring_record(1, 0.3)]}
     m = job_metrics(job, records)
     assert m["iterations_completed"] == 2 and m["aggregation_exact"] and m["mismatched_fragments"] == 0

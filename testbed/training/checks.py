@@ -1,0 +1,63 @@
+"""What a training run's records prove: the PS's sums exact, every worker's model identical, and the
+accuracy over virtual time. Pure functions over the agents' records (numpy, no torch).
+
+The PS cannot recompute real gradients from seeds, as it does synthetic ones; instead every worker records,
+per seq, a weighted checksum of the int32 lanes it sent (:func:`fragment_checksums`: the sum of lane k
+times k + 1, in int64), and the PS records the same checksum of each aggregate it completed. The checksum
+is linear in the lanes, so the aggregate is the exact sum of its contributors' fragments only if its
+checksum is the sum of theirs (a lane off by d changes it by d (k + 1), never 0; two lanes off in
+compensating ways pass, which a per-lane check would catch at the cost of the whole gradient in the
+records).
+"""
+
+import numpy as np
+
+
+def fragment_checksums(rows: np.ndarray) -> np.ndarray:
+    """int64 per row (seq) of [fragments, lanes] integer lanes: sum over k of lane k times (k + 1)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return rows @ np.arange(1, rows.shape[1] + 1, dtype=np.int64)
+
+
+def aggregates_exact(ps_rows: list, worker_rows: dict, participants) -> dict:
+    """{iteration: whether every aggregate the PS completed equals the sum of the participants' fragments}.
+
+    ``ps_rows``: a PS's records (each with ``iteration`` and ``checksums``, {seq: checksum} of its
+    aggregates); ``worker_rows``: {worker index: its records} (each with ``iteration`` and ``checksums``, a
+    list by seq); ``participants``: the worker indices whose gradients the sums hold. An iteration a
+    participant has no record of is not exact."""
+    by_worker = {w: {r["iteration"]: r.get("checksums") for r in rows} for w, rows in worker_rows.items()}
+    verdict = {}
+    for row in ps_rows:
+        it = row["iteration"]
+        sent = [by_worker.get(w, {}).get(it) for w in participants]
+        if any(s is None for s in sent):
+            verdict[it] = False
+            continue
+        verdict[it] = all(int(checksum) == sum(int(s[int(seq)]) for s in sent)
+                          for seq, checksum in (row.get("checksums") or {}).items())
+    return verdict
+
+
+def diverged_iterations(worker_rows: dict) -> list:
+    """Iterations at which the workers' ``param_hash`` differ (every worker's model must be identical)."""
+    hashes = {}
+    for rows in worker_rows.values():
+        for r in rows:
+            if "param_hash" in r:
+                hashes.setdefault(r["iteration"], set()).add(r["param_hash"])
+    return sorted(it for it, seen in hashes.items() if len(seen) > 1)
+
+
+def accuracy_rows(evaluator_rows: list, start_epoch_s: float) -> list:
+    """accuracy.csv's rows from the evaluator's records: iteration, virtual time since the run's start
+    (the record's ``t_start``: the evaluation ran at the start of that iteration's compute), accuracy,
+    loss, the evaluation's wall seconds."""
+    return [{"iteration": r["iteration"], "time_s": r["t_start"] - start_epoch_s, "accuracy": r["accuracy"],
+             "loss": r["loss"], "eval_s": r["eval_s"]}
+            for r in evaluator_rows if "accuracy" in r]
+
+
+def time_to_accuracy_s(rows: list, target: float):
+    """The virtual time of the first evaluation at or above ``target`` accuracy (None: never reached)."""
+    return next((r["time_s"] for r in rows if r["accuracy"] >= target), None)
