@@ -165,6 +165,7 @@ def summarise(run_dir: Path, plan, seen: RunObservations, records: dict = None) 
         p4_program_sha256=p4_program_sha256(),
         host={"cpus": os.cpu_count(), "kernel": platform.release()})
     summary_mod.write_iterations_csv(run_dir / "iterations.csv", scenario, records)
+    summary_mod.write_accuracy_csv(run_dir / "accuracy.csv", scenario, records, seen.start_epoch_s)
     _write_iftop_tables(run_dir, scenario, seen)
     try:
         (run_dir / "plots").mkdir(exist_ok=True)
@@ -254,6 +255,8 @@ def _plot(run_dir: Path, scenario, records: dict, samples: list, ps_ports: list,
     run's events marked), the switches' aggregation throughput."""
     topo = scenario.topology
     plots.plot_iterations(run_dir / "plots" / "iteration_time.png", scenario, records)
+    if any(job.training for job in scenario.jobs):
+        plots.plot_accuracy(run_dir / "plots" / "accuracy.png", scenario, records, seen.start_epoch_s)
     if samples:
         events_path = run_dir / "events.jsonl"
         events = [json.loads(line) for line in events_path.read_text().splitlines()] if events_path.exists() else []

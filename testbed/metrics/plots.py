@@ -38,6 +38,22 @@ def plot_iterations(path, scenario, records):
     finish_figure(fig, ax, path, "iteration", "time (ms)", f"{scenario.name}: per-iteration time", legend=True)
 
 
+def plot_accuracy(path, scenario, records, t0: float):
+    """Held-out accuracy of each training job's model against virtual time since ``t0`` (the run's start), its
+    target dotted."""
+    from testbed.training.checks import accuracy_rows
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for job in scenario.jobs:
+        if job.training:
+            rows = accuracy_rows(records.get(job.workers[0], []), t0)
+            ax.plot([r["time_s"] for r in rows], [r["accuracy"] for r in rows], marker="o",
+                    label=f"{job.name} ({job.scheme})")
+            if job.training.target_accuracy is not None:
+                ax.axhline(job.training.target_accuracy, linestyle=":", color="grey")
+    finish_figure(fig, ax, path, "virtual time (s)", "held-out accuracy", f"{scenario.name}: accuracy",
+                  legend=True)
+
+
 def plot_link_rates(path, title, samples, ifaces: dict, events=(), t0: float = None):
     """``ifaces``: label -> (interface, counter field); ``events``: event-log records to mark (at their
     ``t_s``, seconds since the start signal); time zero is ``t0`` (epoch s; the run's start signal),

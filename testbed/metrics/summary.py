@@ -285,8 +285,12 @@ def write_summary(run_dir: Path, summary: dict) -> Path:
 
 
 def write_iterations_csv(path: Path, scenario, records: dict):
+    """One row per agent and iteration; with a training job, each worker's parameter hash (every worker's must
+    be the same at an iteration) and training loss too."""
     fields = ["job", "node", "role", "iteration", "iteration_s", "comm_s", "compute_s", "sent_bytes", "retx_pkts",
               "ingress_bytes", "exact"]
+    if any(job.training for job in scenario.jobs):
+        fields += ["param_hash", "train_loss"]
     text = io.StringIO()
     out = csv.DictWriter(text, fieldnames=fields, extrasaction="ignore")
     out.writeheader()
@@ -295,3 +299,23 @@ def write_iterations_csv(path: Path, scenario, records: dict):
             for r in records.get(node, []):
                 out.writerow({"job": job.name, "node": node, "role": role, **r})
     write_text_atomic(path, text.getvalue())
+
+
+ACCURACY_FIELDS = ["job", "iteration", "time_s", "accuracy", "loss", "eval_s"]
+
+
+def write_accuracy_csv(path: Path, scenario, records: dict, start_epoch_s: float) -> bool:
+    """``accuracy.csv`` of a run with training jobs: each evaluation of a training job's model on its held-out
+    set (its first worker evaluates), with the virtual time since the run's start; False (nothing written)
+    without a training job."""
+    jobs = [job for job in scenario.jobs if job.training]
+    if not jobs:
+        return False
+    text = io.StringIO()
+    out = csv.DictWriter(text, fieldnames=ACCURACY_FIELDS)
+    out.writeheader()
+    for job in jobs:
+        for row in training_checks.accuracy_rows(records.get(job.workers[0], []), start_epoch_s):
+            out.writerow({"job": job.name, **row})
+    write_text_atomic(path, text.getvalue())
+    return True

@@ -87,3 +87,51 @@ def test_time_to_accuracy_is_the_first_evaluation_at_the_target():
                                 100.0)
     assert [r["time_s"] for r in rows] == [0.0, 1.0, 2.0]
     assert checks.time_to_accuracy_s(rows, 0.7) == 1.0 and checks.time_to_accuracy_s(rows, 0.9) is None
+
+
+def test_a_training_jobs_summary_accuracy_csv_and_iterations_csv(tmp_path):
+    """job_metrics checks a training job's aggregates by checksums and reports its training section;
+    accuracy.csv holds the evaluator's evaluations in virtual time since the run's start."""
+    import csv
+    from testbed.metrics.summary import job_metrics, write_accuracy_csv, write_iterations_csv
+    from testbed.scenario import parse_scenario
+    scenario = parse_scenario("""\
+version: 1
+topology: {kind: explicit, switches: [s1], hosts: [w1, w2, ps], links: [[w1, s1], [w2, s1], [ps, s1]]}
+jobs:
+  - {name: j, workers: [w1, w2], ps: ps, policy: atp, iterations: 2,
+     training: {model: mlp, eval_every: 1, target_accuracy: 0.5}}
+""", "t.yaml", ())
+    job = scenario.jobs[0]
+
+    def worker(index, accuracy=None):
+        rows = []
+        for it in range(2):
+            row = {"iteration": it, "t_start": 1000.0 + it, "iteration_s": 1.0, "comm_s": 0.5, "compute_s": 0.5,
+                   "sending_rate_bps": 1e6, "sent_bytes": 100, "sent_pkts": 2, "fragments": 2, "retx_pkts": 0,
+                   "checksums": [index + it, 10 * index], "param_hash": f"h{it}", "clipped": 1,
+                   "compute_overrun_s": 0.01 * index, "train_loss": 1.0}
+            if accuracy:
+                row.update(accuracy=accuracy[it], loss=1.0 - accuracy[it], eval_s=0.002)
+            rows.append(row)
+        return rows
+
+    ps = [{"iteration": it, "iteration_s": 1.0, "exact": None, "mismatched_fragments": 0, "ingress_bytes": 0,
+           "ingress_pkts": 0, "bypassed_pkts": 0, "duplicate_pkts": 0, "checksums": {"0": 1 + 2 * it, "1": 10}}
+          for it in range(2)]
+    records = {"w1": worker(0, [0.3, 0.6]), "w2": worker(1), "ps": ps}
+    metrics = job_metrics(job, records)
+    assert metrics["aggregation_exact"] is True
+    t = metrics["training"]
+    assert t["models_identical"] and t["final_accuracy"] == 0.6 and t["time_to_accuracy_s"] == 1.0
+    assert t["clipped_values"] == 4 and t["compute_overrun_s"] == 0.01
+    records["ps"][1]["checksums"]["1"] = 11
+    records["w2"][0]["param_hash"] = "other"
+    metrics = job_metrics(job, records)
+    assert metrics["aggregation_exact"] is False and metrics["training"]["diverged_iterations"] == [0]
+    assert write_accuracy_csv(tmp_path / "accuracy.csv", scenario, records, 999.0)
+    rows = list(csv.DictReader(open(tmp_path / "accuracy.csv")))
+    assert [(r["iteration"], float(r["time_s"]), float(r["accuracy"])) for r in rows] == [("0", 1.0, 0.3),
+                                                                                         ("1", 2.0, 0.6)]
+    write_iterations_csv(tmp_path / "iterations.csv", scenario, records)
+    assert "param_hash" in open(tmp_path / "iterations.csv").readline()
