@@ -197,7 +197,9 @@ SCENARIO_KEYS = (
                 "(atp with transport_options.slot_bound: false)"),
     ScenarioKey("jobs[].gradient_bound", "number", "", "1",
                 "the magnitude bound of the synthetic gradient values; with the worker count it sets the "
-                "fixed-point scale, so that the sum of every worker's value cannot overflow int32",
+                "fixed-point scale, so that the sum of every worker's value cannot overflow int32; with "
+                "training, the first iteration's bound of every tensor and every later one's ceiling "
+                "(larger values are clipped and counted)",
                 "> 0; workers x bound at most 2147483647"),
     ScenarioKey("jobs[].retransmit_timeout", "duration", "s", "200ms",
                 "the workers' minimum retransmission timeout (Linux's TCP_RTO_MIN); their RTO follows the "
