@@ -47,9 +47,7 @@ slot that ``wire.shadow_slot`` names for the iteration, flagged SHADOW when
 it is copy 1.
 """
 
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -58,7 +56,6 @@ from testbed.agents.common import (AgentClock, SendTally, agent_session, install
 from testbed.agents.datagrams import ReceiveBatch
 from testbed.agents.gradients import worker_fragments
 from testbed.agents.transport import make_transport
-from testbed.atomic_io import write_text_atomic
 from testbed.dataplane.wire import (FLAG_AECN, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
                                     FLAG_SHADOW, INA_HEADER_DTYPE, INA_UDP_PORT,
                                     fragment_seqs, ina_frame_bytes, shadow_slot, slot_index)
@@ -67,14 +64,10 @@ from testbed.stragglers import straggler_delay_s
 IDLE_WAIT_S = 0.05         # longest sleep without a timer due (stop and K-of-N checks), wall seconds
 
 
-def training_state_path(run_dir, name: str) -> Path:
-    """Where a training worker leaves its final state when it ends (its last aggregate applied): the
-    parameters' hash and, from the evaluator, the final accuracy and loss: ``agents/<name>.training.json``."""
-    return Path(run_dir) / "agents" / f"{name}.training.json"
-
-
 class Worker:
-    def __init__(self, config, sock, records, clock=None):
+    def __init__(self, config, sock, records, clock=None, training=None):
+        """``training``: a training job's ``testbed.training.session.WorkerTraining`` (made before the agent
+        says it is ready: it loads PyTorch and the dataset)."""
         self.cfg = config
         self.sock = sock
         self.records = records
@@ -105,10 +98,7 @@ class Worker:
                 self.path_keys[seq] = (p.agg_ip, p.ps_ip)
                 self.ps_nodes[seq] = p.ps_node
             self.agg_nodes[seqs], self.fanins[seqs], self.submodels[seqs] = p.agg_node, p.fanin, p.submodel
-        self.training = None
-        if config.training:
-            from testbed.training.session import WorkerTraining
-            self.training = WorkerTraining(config)
+        self.training = training
         self.transport = make_transport(config.transport, window_cap=config.window,
                                         link_rate_bps=config.link_rate_bps, frame_bytes=ina_frame_bytes(config.lanes),
                                         min_rto_s=config.retransmit_timeout_s,
@@ -223,6 +213,9 @@ class Worker:
                 raise RuntimeError(f"worker {cfg.name}: iteration {iteration}: every fragment acknowledged "
                                    f"but not every RESULT's lanes kept")
             self.training.finish_iteration(iteration)
+            if iteration == cfg.iterations - 1:
+                # The last aggregate applied and the model evaluated once more: the run's final figures.
+                training_record.update(self.training.final_record(), t_final=clock.epoch_s())
         # What the transport did this iteration (every counter it keeps but the packets, counted above).
         counts = {k: v - before[k] for k, v in transport.stats.items() if k not in ("sent", "retransmitted")}
         return {"iteration": iteration, "participant": cfg.participant, "superseded": superseded,
@@ -260,8 +253,12 @@ class Worker:
                 self.transport.on_result(seq, now_s, bool(flags & FLAG_ECN_ECHO), bool(flags & FLAG_AECN))
 
 def run(config) -> int:
+    training = None
+    if config.training:
+        from testbed.training.session import WorkerTraining     # PyTorch: only a training job's workers
+        training = WorkerTraining(config)
     with agent_session(config) as (sock, records, clock):
-        worker = Worker(config, sock, records, clock)
+        worker = Worker(config, sock, records, clock, training)
         install_status_dump(config.run_dir, config.name, worker.describe)
         if config.start_s > 0:
             # The job's scheduled start (its ``start``), after the run's common start.
@@ -276,8 +273,5 @@ def run(config) -> int:
             # worker applies every aggregate in turn instead).
             skip = not config.participant and worker.training is None
             iteration = max(iteration + 1, worker.newest_iteration) if skip else iteration + 1
-        if worker.training is not None:
-            write_text_atomic(training_state_path(config.run_dir, config.name),
-                              json.dumps({"t_end": clock.epoch_s(), **worker.training.final_record()}))
         print(f"worker {config.name}: {config.iterations} iterations done", flush=True)
     return 0

@@ -155,10 +155,10 @@ JOB_METRICS = {
                                    EMULATED),
     "training": Metric("object", "a job with `training:` only: `models_identical` (bool: every worker's "
                                  "parameter hash equal at every iteration), `diverged_iterations` (list), "
-                                 "`final_accuracy` and `final_loss` (share, the last evaluation on the "
-                                 "held-out set), `target_accuracy` (share or null), `time_to_accuracy_s` "
-                                 "(s: virtual time from the job's first iteration to the start of the "
-                                 "first evaluation at or above the target; null if never), "
+                                 "`final_accuracy` and `final_loss` (share, the evaluation on the "
+                                 "held-out set after the last update), `target_accuracy` (share or null), "
+                                 "`time_to_accuracy_s` (s: virtual time from the job's first iteration to the first "
+                                 "evaluation at or above the target; null if never), "
                                  "`clipped_values` (count: gradient values clipped to their fixed-point "
                                  "bound), `compute_overrun_s` (s: the most a worker's real computation "
                                  "exceeded `compute_time` in one iteration)", EMULATED),

@@ -40,22 +40,32 @@ def aggregates_exact(ps_rows: list, worker_rows: dict, participants) -> dict:
 
 
 def diverged_iterations(worker_rows: dict) -> list:
-    """Iterations at which the workers' ``param_hash`` differ (every worker's model must be identical)."""
+    """Iterations at which the workers' ``param_hash`` differ (every worker's model must be identical); the
+    final parameters (a last record's ``final_param_hash``) count as the iteration after the last."""
     hashes = {}
     for rows in worker_rows.values():
         for r in rows:
             if "param_hash" in r:
                 hashes.setdefault(r["iteration"], set()).add(r["param_hash"])
+            if "final_param_hash" in r:
+                hashes.setdefault(r["iteration"] + 1, set()).add(r["final_param_hash"])
     return sorted(it for it, seen in hashes.items() if len(seen) > 1)
 
 
 def accuracy_rows(evaluator_rows: list, start_epoch_s: float) -> list:
-    """accuracy.csv's rows from the evaluator's records: iteration, virtual time since the run's start
-    (the record's ``t_start``: the evaluation ran at the start of that iteration's compute), accuracy,
+    """accuracy.csv's rows from the evaluator's records: the iterations the model has been updated by,
+    virtual time since ``start_epoch_s`` (the record's ``t_start``: the evaluation ran at the start of
+    that iteration's compute; the final evaluation, after the last update, at its ``t_final``), accuracy,
     loss, the evaluation's wall seconds."""
-    return [{"iteration": r["iteration"], "time_s": r["t_start"] - start_epoch_s, "accuracy": r["accuracy"],
-             "loss": r["loss"], "eval_s": r["eval_s"]}
-            for r in evaluator_rows if "accuracy" in r]
+    rows = []
+    for r in evaluator_rows:
+        if "accuracy" in r:
+            rows.append({"iteration": r["iteration"], "time_s": r["t_start"] - start_epoch_s,
+                         "accuracy": r["accuracy"], "loss": r["loss"], "eval_s": r["eval_s"]})
+        if "final_accuracy" in r:
+            rows.append({"iteration": r["iteration"] + 1, "time_s": r["t_final"] - start_epoch_s,
+                         "accuracy": r["final_accuracy"], "loss": r["final_loss"], "eval_s": r["final_eval_s"]})
+    return rows
 
 
 def time_to_accuracy_s(rows: list, target: float):

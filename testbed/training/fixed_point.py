@@ -3,8 +3,9 @@
 Switches and the PS add integers, exactly; a worker turns its float gradient into integers with a scale
 every worker of the job shares, so the integer sum is the sum of the floats times that scale. This follows
 SwitchML's conversion (Sapio et al., "Scaling Distributed Machine Learning with In-Network Aggregation",
-NSDI 2021, §5: a scaling factor shared by the workers, chosen from a bound on the values so that the sum of
-the n workers' integers cannot overflow 32 bits), which ATP adopts (Lao et al., NSDI 2021). The rule here:
+NSDI 2021, its handling of floating-point gradients: a scaling factor shared by the workers, chosen from a
+bound on the values so that the sum of the n workers' integers cannot overflow 32 bits), which ATP adopts
+(Lao et al., NSDI 2021). The rule here:
 
 - **one scale per parameter tensor**, a power of two ``2^bits``, with ``bits`` the largest integer such
   that ``n (bound 2^bits + 1/2) <= 2^31 - 1`` (:func:`scale_bits_for`): a value clipped to ``[-bound,

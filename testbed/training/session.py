@@ -102,12 +102,13 @@ class WorkerTraining:
             del self.results[old]
 
     def final_record(self) -> dict:
-        """After the last iteration: its aggregate applied, the final parameters' hash and (evaluator) the
-        final evaluation."""
+        """After the last iteration, what its record gains: its aggregate applied, the final parameters'
+        hash (``final_param_hash``) and, on the evaluator, the final evaluation (``final_accuracy``,
+        ``final_loss``, ``final_eval_s``)."""
         if self.pending is not None:
             self.apply(self.pending)
             self.pending = None
-        record = {"param_hash": self.trainer.parameter_hash()}
+        record = {"final_param_hash": self.trainer.parameter_hash()}
         if self.evaluator:
-            record.update(self.evaluation())
+            record.update({f"final_{key}": value for key, value in self.evaluation().items()})
         return record

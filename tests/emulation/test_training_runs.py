@@ -1,6 +1,7 @@
-"""Real training through the emulated network (root; these run in CI): the quickstart with a training
-section reaches its target accuracy with every worker's model identical at every iteration; the exact sums
-of ps and atp give the same models iteration by iteration; K-SGD with K < N learns measurably less."""
+"""Real training through the emulated network (root; these run in CI): the training quickstart
+(scenarios/quickstart-training.yaml) reaches its target accuracy with every worker's model identical at
+every iteration; the exact sums of ps and atp give the same models iteration by iteration; K-SGD with
+K < N learns measurably less."""
 
 import csv
 import json
@@ -10,24 +11,15 @@ import pytest
 from support import require_bmv2, require_torch
 
 from testbed.emulation.orchestrator import run_scenario
-from testbed.scenario import parse_scenario
+from testbed.scenario import load_scenario
 from testbed.training.checks import diverged_iterations
 
 REPO = Path(__file__).resolve().parents[2]
-QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
-TRAINING = """    training:
-      model: mlp
-      learning_rate: 0.05
-      batch_size: 32
-      eval_every: 5
-      target_accuracy: 0.7
-"""
+TRAINING_QUICKSTART = REPO / "scenarios" / "quickstart-training.yaml"
 
 
 def training_quickstart(overrides=()):
-    """The quickstart, its job training the MLP on the blobs instead of ResNet-50's synthetic gradient."""
-    text = QUICKSTART.read_text().replace("    model: resnet50\n", "") + TRAINING
-    return parse_scenario(text, str(QUICKSTART), list(overrides), default_name="quickstart-training")
+    return load_scenario(TRAINING_QUICKSTART, list(overrides))
 
 
 def worker_records(run_dir, scenario):
@@ -52,7 +44,8 @@ def test_the_quickstart_trains_to_its_target_with_identical_models(target, emula
     assert all(len(rows) == scenario.jobs[0].iterations for rows in records.values())
     assert diverged_iterations(records) == []
     rows = list(csv.DictReader((run_dir / "accuracy.csv").open()))
-    assert [int(r["iteration"]) for r in rows] == list(range(0, scenario.jobs[0].iterations, 5))
+    # every fifth iteration's start, and after the last update
+    assert [int(r["iteration"]) for r in rows] == list(range(0, scenario.jobs[0].iterations + 1, 5))
     assert all(float(a["time_s"]) < float(b["time_s"]) for a, b in zip(rows, rows[1:]))
     assert (run_dir / "plots" / "accuracy.png").exists()
     assert "param_hash" in (run_dir / "iterations.csv").open().readline()
@@ -73,16 +66,18 @@ def test_ps_and_atp_give_the_same_models_iteration_by_iteration(emulation, tmp_p
 
 
 def test_ksgd_with_fewer_participants_learns_less_over_iterations(emulation, tmp_path, quiet):
-    """K-SGD's update is the mean of its K participants' gradients: with K = 1 of 4 each iteration sees a
-    quarter of the examples, and the loss over the same iterations stays measurably higher."""
+    """K-SGD's update is the mean of its K participants' gradients: with K = 1 of 4 each update sees a
+    quarter of the examples (8 instead of 32), a noisier step, and over the same 30 iterations the model
+    stays measurably worse (the same trainer without a network: accuracy 0.61 against 0.74 at the end)."""
     require_torch()
-    losses = {}
+    curves = {}
     for k in (4, 1):
         scenario = training_quickstart(["policy=ksgd", f"jobs.0.policy_options={{ksgd: {{k: {k}}}}}",
-                                        "jobs.0.iterations=20", "jobs.0.training.learning_rate=0.02",
-                                        "jobs.0.training.momentum=0"])
+                                        "jobs.0.training.batch_size=8"])
         result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
         assert result.summary["aggregation_exact"] is True, k
         assert result.summary["jobs"][0]["training"]["models_identical"], k
-        losses[k] = [float(r["loss"]) for r in csv.DictReader((Path(result.run_dir) / "accuracy.csv").open())]
-    assert losses[1][-1] > losses[4][-1] * 1.05, losses
+        curves[k] = [(float(r["accuracy"]), float(r["loss"]))
+                     for r in csv.DictReader((Path(result.run_dir) / "accuracy.csv").open())]
+    last = {k: [sum(values) / 3 for values in zip(*curve[-3:])] for k, curve in curves.items()}
+    assert last[1][0] < last[4][0] - 0.05 and last[1][1] > 1.1 * last[4][1], curves

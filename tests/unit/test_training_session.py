@@ -58,7 +58,8 @@ def test_workers_apply_the_participants_mean_and_stay_identical(participants):
     assert all("accuracy" not in r for r in records[1])                # one evaluator
     assert all(checks.aggregates_exact(ps_rows, records, participants).values())
     finals = [s.final_record() for s in sessions]
-    assert len({f["param_hash"] for f in finals}) == 1 and "accuracy" in finals[0]
+    assert len({f["final_param_hash"] for f in finals}) == 1 and "final_accuracy" in finals[0]
+    assert "final_accuracy" not in finals[1]
 
 
 def test_a_wrong_aggregate_or_a_missing_worker_is_not_exact_and_a_divergence_is_found():
