@@ -3,7 +3,8 @@
 :class:`Monitor` samples the switch ports' kernel counters (``metrics.jsonl``, a thread) and the
 programmable switches' INA counters (``switch_stats.jsonl``), shows progress, and ends the run at once
 when it must: an agent or switch process died (with the tail of its log), no job progressed for the stall
-bound (``diagnosis.json`` says why, :mod:`testbed.emulation.stall`), or the run outlived ``run_timeout``.
+bound (``diagnosis.json`` says why, :mod:`testbed.emulation.stall`), the run outlived ``run_timeout``, or
+a training job's workers' models diverged.
 An agent that a failure injection killed is not a failure: its Rina job falls back to the next ring
 generation (:class:`testbed.emulation.failover.RingFallback`).
 """
@@ -18,6 +19,7 @@ from testbed.emulation.progress import Progress, line_count
 from testbed.emulation.stall import StallWatch, diagnose, stall_bound_s
 from testbed.errors import EmulationError, RunStalled
 from testbed.metrics import counters
+from testbed.training.checks import DivergenceWatch
 
 #: The monitor loop's period (agents, stall, progress, switch counters), or the sample interval when shorter.
 MONITOR_PERIOD_S = 0.25
@@ -46,6 +48,9 @@ class Monitor:
         self.stat_series = None
         self.fallbacks = []
         self.stalled = None
+        # A training job's workers must hold the same model at every iteration: a divergence fails the run.
+        self.divergence = {job.name: DivergenceWatch({w: run_dir / "records" / f"{w}.jsonl" for w in job.workers})
+                           for job in plan.scenario.jobs if job.training}
 
     # -- the loop ---------------------------------------------------------------------------
     def watch(self, ps_ports: list, fallback, events) -> None:
@@ -70,6 +75,7 @@ class Monitor:
             while True:
                 self.interrupts.check()
                 self.check_agents()
+                self.check_models()
                 now = time.monotonic()
                 # Progress is a job's: once every worker is done (background with its own duration may
                 # keep the run going), there is nothing left to stall.
@@ -116,6 +122,16 @@ class Monitor:
             if code not in (None, 0):
                 raise EmulationError(f"{agent.role} agent {name} failed (exit {code}); last lines of "
                                      f"{agent.log}:\n{log_tail(agent.log)}")
+
+    def check_models(self) -> None:
+        """A training job whose workers' models differ at an iteration ends the run as failed: its figures
+        would be no job's (testbed.training.checks.DivergenceWatch)."""
+        for job, watch in self.divergence.items():
+            diverged = watch.poll()
+            if diverged:
+                iteration, hashes = diverged
+                raise EmulationError(f"job {job}: the workers' models diverged at iteration {iteration} "
+                                     f"(parameter hashes {', '.join(f'{w} {h}' for w, h in sorted(hashes.items()))})")
 
     def workers_running(self) -> bool:
         """Some worker (of a ring too) whose gradient counts has not finished (those left out of K-of-N

@@ -10,6 +10,8 @@ compensating ways pass, which a per-lane check would catch at the cost of the wh
 records).
 """
 
+import json
+
 import numpy as np
 
 
@@ -45,10 +47,8 @@ def diverged_iterations(worker_rows: dict) -> list:
     hashes = {}
     for rows in worker_rows.values():
         for r in rows:
-            if "param_hash" in r:
-                hashes.setdefault(r["iteration"], set()).add(r["param_hash"])
-            if "final_param_hash" in r:
-                hashes.setdefault(r["iteration"] + 1, set()).add(r["final_param_hash"])
+            for iteration, digest in _hashes_of(r):
+                hashes.setdefault(iteration, set()).add(digest)
     return sorted(it for it, seen in hashes.items() if len(seen) > 1)
 
 
@@ -71,3 +71,51 @@ def accuracy_rows(evaluator_rows: list, start_epoch_s: float) -> list:
 def time_to_accuracy_s(rows: list, target: float):
     """The virtual time of the first evaluation at or above ``target`` accuracy (None: never reached)."""
     return next((r["time_s"] for r in rows if r["accuracy"] >= target), None)
+
+
+class DivergenceWatch:
+    """Follows a training job's workers' records while they are written (``paths``: worker -> its records
+    file, JSON lines) and finds the first iteration at which their parameter hashes differ, as soon as every
+    worker has recorded it; each :meth:`poll` reads only what was appended since the last (whole lines)."""
+
+    def __init__(self, paths: dict):
+        self.paths = dict(paths)
+        self.offsets = {worker: 0 for worker in self.paths}
+        self.hashes = {}        # iteration -> {worker: hash}, until every worker's is in
+
+    def poll(self):
+        """``(iteration, {worker: hash})`` of the first divergence seen, or None."""
+        for worker, path in self.paths.items():
+            for record in self._new_records(worker, path):
+                for iteration, digest in _hashes_of(record):
+                    self.hashes.setdefault(iteration, {})[worker] = digest
+        for iteration in sorted(self.hashes):
+            seen = self.hashes[iteration]
+            if len(seen) < len(self.paths):
+                continue
+            if len(set(seen.values())) > 1:
+                return iteration, seen
+            del self.hashes[iteration]
+        return None
+
+    def _new_records(self, worker, path) -> list:
+        try:
+            with open(path, "rb") as f:
+                f.seek(self.offsets[worker])
+                text = f.read()
+        except FileNotFoundError:
+            return []
+        whole = text[:text.rfind(b"\n") + 1]
+        self.offsets[worker] += len(whole)
+        return [json.loads(line) for line in whole.splitlines() if line.strip()]
+
+
+def _hashes_of(record: dict) -> list:
+    """(iteration, parameter hash) pairs a worker's record holds: its iteration's, and after the last
+    iteration the final parameters' as the iteration after it."""
+    pairs = []
+    if "param_hash" in record:
+        pairs.append((record["iteration"], record["param_hash"]))
+    if "final_param_hash" in record:
+        pairs.append((record["iteration"] + 1, record["final_param_hash"]))
+    return pairs

@@ -136,3 +136,21 @@ jobs:
                                                                                          ("1", 2.0, 0.6)]
     write_iterations_csv(tmp_path / "iterations.csv", scenario, records)
     assert "param_hash" in open(tmp_path / "iterations.csv").readline()
+
+
+def test_the_divergence_watch_reads_records_as_they_grow_and_names_the_first_iteration_that_differs(tmp_path):
+    paths = {w: tmp_path / f"{w}.jsonl" for w in ("w1", "w2")}
+    watch = checks.DivergenceWatch(paths)
+    assert watch.poll() is None                                          # nothing written yet
+
+    def append(worker, text):
+        with open(paths[worker], "a") as f:
+            f.write(text)
+    append("w1", '{"iteration": 0, "param_hash": "a"}\n{"iteration": 1, "param_hash": "b"}\n')
+    append("w2", '{"iteration": 0, "param_hash": "a"}\n{"iteration": 1, "par')    # a line half written
+    assert watch.poll() is None                                          # iteration 1 not known for w2 yet
+    append("w2", 'am_hash": "b"}\n')
+    assert watch.poll() is None and watch.hashes == {}                   # both agree, forgotten
+    append("w1", '{"iteration": 2, "param_hash": "c", "final_param_hash": "d"}\n')
+    append("w2", '{"iteration": 2, "param_hash": "c", "final_param_hash": "e"}\n')
+    assert watch.poll() == (3, {"w1": "d", "w2": "e"})                  # the final parameters differ
