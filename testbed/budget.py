@@ -366,6 +366,9 @@ class PacketBudget:
     #: Each job's round (testbed.metrics.rounds.JobRound): its round trips must wait for processes at most
     #: ``PLANNED_ROUND_SHARE`` of it (:meth:`latency_needs`).
     rounds: tuple = ()
+    #: The cores each worker of a training job keeps busy with its real work at time dilation 1 (its
+    #: measured CPU per iteration over its virtual iteration time: :func:`training_cores`); N divides it.
+    training_cores: dict = dataclasses.field(default_factory=dict)
 
     def visit_wait_s(self, factor: float) -> float:
         """What a packet waits for a process at each visit, wall seconds, at time dilation ``factor``
@@ -446,7 +449,7 @@ class PacketBudget:
             busy += work(pps, switch_curve) * (1 - handed_over / pps) if pps else 0.0
             busy += (handed_over / factor) / switch_curve[-1][1]
         return busy + sum(work(pps, curves["ps" if name in self.ps_names else "worker"])
-                          for name, pps in self.agent_pps.items())
+                          for name, pps in self.agent_pps.items()) + sum(self.training_cores.values()) / factor
 
     def processes(self) -> int:
         """The switch and agent processes of the run (an ebpf switch has none)."""
@@ -478,7 +481,9 @@ class PacketBudget:
             needs[f"agent {agent} ({self.agent_pps[agent]:,.0f} packets/s at time dilation 1, budget "
                   f"{AGENT_BUDGET_PPS:,.0f}/s)"] = self.agent_pps[agent] / AGENT_BUDGET_PPS
         processes = self.processes()
-        needs[f"the machine ({self.cores_busy(1.0):.1f} cores' work at time dilation 1 and {processes} processes "
+        training = f", {sum(self.training_cores.values()):.2f} of them training" if self.training_cores else ""
+        needs[f"the machine ({self.cores_busy(1.0):.1f} cores' work at time dilation 1{training} and {processes} "
+              f"processes "
               f"idling on {processes * PROCESS_IDLE_CORES:.2f}, {USABLE_CORE_SHARE:.0%} of {self.cores:g} cores "
               f"usable)"] = self.machine_needs()
         needs.update(self.latency_needs())
@@ -510,6 +515,7 @@ class PacketBudget:
                 "switch_pps": {k: round(v) for k, v in sorted(self.switch_pps.items())},
                 "agent_pps": {k: round(v) for k, v in sorted(self.agent_pps.items())},
                 "switch_processes": [list(group) for group in self.switch_process_pps()],
+                "training_cores": {k: round(v, 4) for k, v in sorted(self.training_cores.items())},
                 "packet_costs": self.costs.source, "packet_costs_measured_here": self.costs.measured_here,
                 "warnings": self.warnings(factor)}
 
@@ -589,8 +595,24 @@ def packet_budget(scenario, target: str, placement=None, cores: int = None) -> P
                           {n: pps for n, pps in rates.node_pps.items() if n in agents}, ps_names, load_packet_costs(),
                           switch_link_pps=rates.switch_link_pps,
                           rounds=tuple(job_rounds(scenario, placement, rates.job_rates_bps)))
+    budget = dataclasses.replace(budget, training_cores=training_cores(scenario, budget.rounds))
     groups = plan_switch_groups(scenario, budget)
     return dataclasses.replace(budget, switch_groups=groups)
+
+
+def training_cores(scenario, rounds) -> dict:
+    """Each worker of a training job -> the cores its real work keeps busy at time dilation 1: its CPU per
+    iteration, measured on this machine (:func:`testbed.training.cost.iteration_cpu_s`), over the job's
+    virtual iteration time (its ``compute_time`` and the communication its round gives)."""
+    cores = {}
+    comm_s = {job_round.job: job_round.comm_s for job_round in rounds}
+    for job in scenario.jobs:
+        if job.training:
+            from testbed.training.cost import iteration_cpu_s     # PyTorch: only for a job that trains
+            cpu_s = iteration_cpu_s(job.training, scenario.seed, len(job.workers), job.gradient_bound)
+            iteration_s = job.compute_time_s + comm_s.get(job.name, 0.0)
+            cores.update({worker: cpu_s / max(iteration_s, 1e-6) for worker in job.workers})
+    return cores
 
 
 def dilation_factor(scenario, budget: PacketBudget) -> float:

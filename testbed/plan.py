@@ -129,6 +129,9 @@ def describe(plan: RunPlan) -> list:
     lines.append(f"busiest switch {busiest}: about {budget.switch_pps[busiest]:,.0f} packets/s while its jobs "
                  f"communicate ({budget.target})")
     lines.append(f"packet costs: {budget.costs.source}")
+    if budget.training_cores:
+        lines.append(f"training: the workers' real work keeps {sum(budget.training_cores.values()):.2f} cores busy at "
+                     f"time dilation 1 (measured on this machine; in the machine's budget)")
     groups = budget.switch_process_pps()
     if len(groups) < len(topo.switches()):
         lines.append(f"switch processes: {len(groups)} for {len(topo.switches())} switches (switch.processes "

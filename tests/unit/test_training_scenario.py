@@ -1,6 +1,7 @@
 """A job's ``training:`` section: resolved into a TrainingSpec whose model sets the job's gradient, and
 refused, one line naming the field, when it is wrong or meets a gradient stated otherwise."""
 
+import dataclasses
 import textwrap
 
 import pytest
@@ -78,3 +79,19 @@ def test_a_ring_job_does_not_train():
     text = BASE.replace("    ps: ps\n    policy: atp\n", "    policy: rar\n") + "    training: {model: mlp}\n"
     err = error_of(text)
     assert err.field == "jobs.0.training" and "ring all-reduce" in err.message
+
+
+def test_the_planner_counts_the_workers_real_work_measured_here_in_the_machines_budget():
+    from support import require_torch
+    require_torch()
+    from testbed.budget import packet_budget
+    scenario = parse(BASE.replace("    policy: atp\n", "    policy: atp\n    compute_time: 20ms\n"
+                                  "    training: {model: mlp}\n"))
+    budget = packet_budget(scenario, "pyswitch", cores=2)
+    assert set(budget.training_cores) == {"w1", "w2"} and all(0 < c < 1 for c in budget.training_cores.values())
+    without = dataclasses.replace(budget, training_cores={})
+    added = budget.cores_busy(1.0) - without.cores_busy(1.0)
+    assert added == pytest.approx(sum(budget.training_cores.values()))
+    assert budget.cores_busy(4.0) - without.cores_busy(4.0) == pytest.approx(added / 4)   # N divides it
+    assert any("of them training" in need for need in budget.needs())
+    assert budget.to_dict(1.0)["training_cores"].keys() == {"w1", "w2"}
