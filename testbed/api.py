@@ -151,13 +151,18 @@ def simulate(scenario: Scenario) -> Simulation:
     return Simulation(plan, figures, jobs)
 
 
-def run(scenario: Scenario, out_root="results", target: str = None, stream=sys.stderr) -> RunResults:
+def run(scenario: Scenario, out_root="results", target: str = None, stream=sys.stderr,
+        report: bool = True) -> RunResults:
     """What ``inatb run`` does (root): build the network, run the scenario on ``target`` (the scenario's when
     None), write the run directory under ``out_root`` and return it read back. Progress goes to ``stream``.
-    A run that ends without every aggregate exact still returns (its ``status`` says how it ended); a run that
-    cannot start raises the typed error the command line reports."""
+    With ``report`` the run's plots and ``report.html`` are written too (False: the numbers only, faster for
+    many runs; ``inatb report DIR --html`` draws them later). A run that ends without every aggregate exact
+    still returns (its ``status`` says how it ended); a run that cannot start raises the typed error the
+    command line reports."""
     from testbed.emulation.orchestrator import run_scenario
-    result = run_scenario(scenario, out_root=out_root, target=target, stream=stream)
+    from testbed.reports.html import write_report
+    result = run_scenario(scenario, out_root=out_root, target=target, stream=stream,
+                          on_finished=(lambda finished: write_report(finished.run_dir)) if report else None)
     return RunResults(Path(result.run_dir), result.summary, results.job_figures(result.summary))
 
 

@@ -68,15 +68,17 @@ def _report_run(command: str, result, strict: bool, *texts) -> int:
 
 
 def _write_html_report(command: str, results_dir) -> None:
-    """``report.html`` into a run's or sweep's directory (the invoking user's under sudo, as the rest of it),
-    its path on stderr; a failure to write it is one line on stderr and nothing else: the command's own result
-    and exit status stand."""
+    """``report.html`` into a run's or sweep's directory, with a run's plots (the invoking user's under sudo, as
+    the rest of it), its path on stderr; a failure to write it is one line on stderr and nothing else: the
+    command's own result and exit status stand."""
+    from testbed.emulation.interrupts import interrupts_deferred
     from testbed.emulation.progress import ReaderSafeStream
     from testbed.errors import one_line
     from testbed.reports.html import write_report
     display = ReaderSafeStream(sys.stderr)
     try:
-        with handing_over(output_into(results_dir), say=_say):
+        # whole even if Ctrl-C comes meanwhile (it is delivered after): the page and the plots it draws
+        with interrupts_deferred(), handing_over(output_into(results_dir), say=_say):
             page = write_report(results_dir)
         print(f"report {page}", file=display)
     except Exception as exc:  # noqa: BLE001 - the page is a convenience; the results are written

@@ -128,16 +128,18 @@ class Run:
         who typed it, whatever came first; then ``on_finished`` (a failed run's results too). The
         :class:`RunResult`, or None when the summary could not be made after the run's own error."""
         result = None
-        with interrupts_deferred(), handing_over(new_tree(run_dir, made_on_the_way), say=self.say):
-            try:
-                records = load_records(run_dir)
-                result = RunResult(run_dir, summarise(run_dir, self.plan, self._observed(run_dir, records, wall_s,
-                                                                                         error), records))
-            except Exception:  # noqa: BLE001 - never mask the run's own error
-                if error is None:
-                    raise
-        if result is not None and self.on_finished is not None:
-            self.on_finished(result)
+        try:
+            with interrupts_deferred(), handing_over(new_tree(run_dir, made_on_the_way), say=self.say):
+                try:
+                    records = load_records(run_dir)
+                    result = RunResult(run_dir, summarise(run_dir, self.plan,
+                                                          self._observed(run_dir, records, wall_s, error), records))
+                except Exception:  # noqa: BLE001 - never mask the run's own error
+                    if error is None:
+                        raise
+        finally:      # also when a Ctrl-C held meanwhile is delivered at the block's end
+            if result is not None and self.on_finished is not None:
+                self.on_finished(result)
         return result
 
     def _observed(self, run_dir: Path, records: dict, wall_s: float, error) -> RunObservations:

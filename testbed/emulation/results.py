@@ -7,8 +7,9 @@ The run directory holds, before the run, what it will run (:func:`write_inputs`:
 after it, what only the orchestrator saw (:class:`RunObservations`, ``observations.json``: the switches'
 final counters, the CPU shares, the kernel's losses, the ring fallbacks). :func:`summarise` turns the
 directory plus the run's plan into ``summary.json`` (through :func:`testbed.metrics.summary.run_summary`,
-the one producer of a summary, a simulated run's too), ``iterations.csv``, the iftop tables and the plots;
-it needs no root and no network, so the same run directory gives the same summary again.
+the one producer of a summary, a simulated run's too), ``iterations.csv`` and the iftop tables;
+:func:`draw_plots` draws the plots from the directory alone, when they are asked for. Neither needs root
+or a network, so the same run directory gives the same summary and plots again.
 """
 
 import dataclasses
@@ -29,7 +30,7 @@ from testbed.dataplane.wire import ina_frame_bytes
 from testbed.agents.common import host_delay_path
 from testbed.emulation import background
 from testbed.errors import EmulationError
-from testbed.metrics import counters, plots, summary as summary_mod
+from testbed.metrics import counters, summary as summary_mod
 from testbed.metrics.distortion import assess
 from testbed.metrics.host_delay import by_role
 from testbed.metrics.iftop import format_iftop_table, load_samples
@@ -101,7 +102,7 @@ def make_run_dir(out_root: Path, scenario_name: str, run_id: str) -> tuple:
 def write_inputs(run_dir: Path, plan) -> None:
     """What the run will run, written before it: the scenario, the placement, every switch's entries and
     every agent's config."""
-    for sub in ("logs", "agents", "records", "entries", "plots", "iftop"):
+    for sub in ("logs", "agents", "records", "entries", "iftop"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     (run_dir / "scenario.yaml").write_text(yaml.safe_dump(plan.scenario.resolved, sort_keys=False))
     (run_dir / "placement.json").write_text(plan.placement.to_json())
@@ -130,10 +131,10 @@ def log_compute_delays(events, scenario, records: dict, start_epoch_s: float) ->
 
 def summarise(run_dir: Path, plan, seen: RunObservations, records: dict = None) -> dict:
     """The run's summary (written as ``summary.json``) from its directory, its plan (the scenario, placement and
-    packet budget it ran) and what the live run saw; also ``iterations.csv``, the iftop tables and the plots.
-    Figures are virtual (testbed/dilation.py); a plot that fails is reported in ``plot_error``, never at the
-    cost of the numbers. ``records``: the agents' records (:func:`testbed.metrics.summary.load_records`),
-    read from the directory when not given."""
+    packet budget it ran) and what the live run saw; also ``iterations.csv`` (and ``accuracy.csv``) and the
+    iftop tables. Figures are virtual (testbed/dilation.py). ``records``: the agents' records
+    (:func:`testbed.metrics.summary.load_records`), read from the directory when not given. The plots are
+    drawn apart, from the directory alone (:func:`draw_plots`)."""
     scenario, placement = plan.scenario, plan.placement
     run_dir = Path(run_dir)
     records = summary_mod.load_records(run_dir) if records is None else records
@@ -167,12 +168,6 @@ def summarise(run_dir: Path, plan, seen: RunObservations, records: dict = None) 
     summary_mod.write_iterations_csv(run_dir / "iterations.csv", scenario, records)
     summary_mod.write_accuracy_csv(run_dir / "accuracy.csv", scenario, records, seen.start_epoch_s)
     _write_iftop_tables(run_dir, scenario, seen)
-    try:
-        (run_dir / "plots").mkdir(exist_ok=True)
-        _plot(run_dir, scenario, records, dilation.virtual_samples(wall_samples, seen.start_epoch_s,
-                                                                     seen.time_dilation), ps_ports, seen)
-    except Exception as exc:  # noqa: BLE001 - a plot must not lose the run's numbers
-        summary["plot_error"] = str(exc)
     summary_mod.write_summary(run_dir, summary)
     return summary
 
@@ -250,9 +245,26 @@ def _write_iftop_tables(run_dir: Path, scenario, seen: RunObservations) -> None:
                 write_text_atomic(run_dir / "iftop" / f"{host}.txt", table + "\n")
 
 
-def _plot(run_dir: Path, scenario, records: dict, samples: list, ps_ports: list, seen: RunObservations) -> None:
-    """The run's plots in ``plots/``: iteration times, the PS ingress and the workers' sending rates (with the
-    run's events marked), the switches' aggregation throughput."""
+def draw_plots(run_dir) -> list:
+    """An emulated run's plots in ``plots/``, drawn from its directory alone (its ``scenario.yaml``, records,
+    samples and observations; no root, no network, any time after the run): iteration times, the held-out
+    accuracy of a training job, the PS ingress and the workers' sending rates (with the run's events marked),
+    the switches' aggregation throughput, each as PNG and SVG. Returns the PNGs drawn. ``inatb run`` and
+    ``inatb fidelity`` draw them with the run's report (:func:`testbed.reports.html.write_report`), a sweep
+    for its ``run_plots``; a run made by :func:`testbed.emulation.orchestrator.run_scenario` alone has none
+    until asked."""
+    from testbed.metrics import plots
+    from testbed.scenario import parse_scenario
+    run_dir = Path(run_dir)
+    scenario_path = run_dir / "scenario.yaml"
+    scenario = parse_scenario(scenario_path.read_text(), str(scenario_path), [])
+    seen = RunObservations.read(run_dir)
+    records = summary_mod.load_records(run_dir)
+    metrics_path = run_dir / "metrics.jsonl"
+    wall_samples = counters.load_counter_samples(metrics_path) if metrics_path.exists() else []
+    samples = dilation.virtual_samples(wall_samples, seen.start_epoch_s, seen.time_dilation)
+    ps_ports = ps_port_interfaces(scenario)
+    (run_dir / "plots").mkdir(exist_ok=True)
     topo = scenario.topology
     plots.plot_iterations(run_dir / "plots" / "iteration_time.png", scenario, records)
     if any(job.training for job in scenario.jobs):
@@ -275,3 +287,14 @@ def _plot(run_dir: Path, scenario, records: dict, samples: list, ps_ports: list,
                                                               seen.start_epoch_s, seen.time_dilation),
                                      [sw.name for sw in topo.programmable_switches()],
                                      4 * scenario.switch.lanes, seen.start_epoch_s)
+    return sorted((run_dir / "plots").glob("*.png"))
+
+
+def draw_missing_plots(run_dir) -> list:
+    """An emulated run's plots (:func:`draw_plots`) unless it has some already; a simulated run has none to
+    draw. The PNGs it has."""
+    run_dir = Path(run_dir)
+    existing = sorted((run_dir / "plots").glob("*.png")) if (run_dir / "plots").is_dir() else []
+    if existing or not (run_dir / OBSERVATIONS_FILE).is_file():
+        return existing
+    return draw_plots(run_dir)

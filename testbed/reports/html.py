@@ -60,8 +60,13 @@ pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; 
 
 
 def write_report(path) -> Path:
-    """Write ``report.html`` into the run or sweep directory ``path``; returns its path."""
+    """Write ``report.html`` into the run or sweep directory ``path``; returns its path. An emulated run's page
+    shows its plots: a run that has none yet gets them drawn first (:func:`testbed.emulation.results.draw_plots`,
+    from its directory)."""
     path = Path(path)
+    if results_kind(path) == "run":
+        from testbed.emulation.results import draw_missing_plots
+        draw_missing_plots(path)
     page = render_run(path) if results_kind(path) == "run" else render_sweep(path)
     out = path / REPORT_FILE
     write_text_atomic(out, page)

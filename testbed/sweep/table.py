@@ -83,9 +83,12 @@ def run_label(run, axes: list, repeated: bool) -> str:
 
 def compose_run_plots(frame: pd.DataFrame, axes: list, names: list, path: Path, title: str) -> bool:
     """The runs' own plots side by side (a sweep's ``run_plots``): one row per run that finished ok, its
-    axis values as the row's title, one column per plot name (the run's ``plots/<name>.png``); a run
-    without that plot leaves its cell empty. False (nothing written) when no run has any of them."""
+    axis values as the row's title, one column per plot name (the run's ``plots/<name>.png``, drawn now
+    when the run has none); a run without that plot leaves its cell empty. False (nothing written) when no run has any of them."""
+    from testbed.emulation.results import draw_missing_plots
     done = frame[frame["status"] == "ok"] if len(frame) else frame
+    for run_dir in done["run_dir"]:
+        draw_missing_plots(Path(run_dir))     # a point's run draws no plots of its own
     cells = [[Path(run_dir) / "plots" / f"{name}.png" for name in names] for run_dir in done["run_dir"]]
     if not any(p.is_file() for row_cells in cells for p in row_cells):
         return False

@@ -17,6 +17,7 @@ def test_the_api_runs_the_quickstart_and_loads_its_results(emulation, tmp_path, 
     result = api.run(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
     assert result.status == "ok", result.summary.get("error")
     assert result.run_dir.parent.parent == tmp_path and (result.run_dir / "summary.json").is_file()
+    assert (result.run_dir / "report.html").is_file() and (result.run_dir / "plots" / "iteration_time.png").is_file()
     assert result.summary["aggregation_exact"] is True
     assert result.jobs.loc["resnet50", "iterations_completed"] == ITERATIONS
 

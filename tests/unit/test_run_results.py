@@ -11,7 +11,7 @@ from pathlib import Path
 
 import testbed
 from testbed import provenance
-from testbed.emulation.results import RunObservations, summarise
+from testbed.emulation.results import RunObservations, draw_missing_plots, summarise
 from testbed.metrics.definitions import undefined_keys
 from testbed.metrics.summary import SUMMARY_SCHEMA_VERSION, run_summary
 from testbed.plan import make_plan
@@ -52,10 +52,19 @@ def test_a_recorded_run_directory_gives_its_summary_again(tmp_path):
     assert {key: value for key, value in summary.items() if key not in MACHINE_KEYS} == \
         {key: value for key, value in recorded.items() if key not in MACHINE_KEYS}
     assert json.loads((run_dir / "summary.json").read_text()) == summary
-    for name in ("iterations.csv", "plots/iteration_time.png", "plots/ps_ingress_rate.png",
-                 "plots/worker_send_rate.png", "plots/aggregation_rate.png", "iftop/ps.txt"):
+    for name in ("iterations.csv", "iftop/ps.txt"):
         assert (run_dir / name).is_file(), name
-    assert "plot_error" not in summary
+    assert not (run_dir / "plots").exists()          # drawn apart, when asked for
+
+
+def test_a_recorded_run_directory_gives_its_plots_from_the_directory_alone(tmp_path):
+    run_dir, _, _ = summary_again(tmp_path)
+    drawn = draw_missing_plots(run_dir)
+    assert [p.name for p in drawn] == ["aggregation_rate.png", "iteration_time.png", "ps_ingress_rate.png",
+                                       "worker_send_rate.png"]
+    assert all(p.stat().st_size > 0 and p.with_suffix(".svg").is_file() for p in drawn)
+    stamps = [p.stat().st_mtime_ns for p in drawn]
+    assert draw_missing_plots(run_dir) == drawn and [p.stat().st_mtime_ns for p in drawn] == stamps  # not again
 
 
 def test_the_summary_is_computed_from_the_records_not_copied(tmp_path):
