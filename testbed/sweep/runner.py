@@ -34,7 +34,8 @@ from testbed.atomic_io import write_text_atomic
 from testbed.metrics.display import metric_name
 from testbed.ownership import handing_over, output_into
 from testbed.sweep.executors import LocalExecutor, run_summaries
-from testbed.sweep.table import compose_run_plots, paper_comparison, plot_metric, row, write_table
+from testbed.sweep.table import (compose_run_plots, paper_comparison, plot_accuracy_curves, plot_metric, row,
+                                 write_table)
 
 DONE_STATUSES = ("ok", "stalled")
 
@@ -137,6 +138,9 @@ def _run_sweep(spec, sweep_dir: Path, target, progress, executor) -> SweepResult
                 plots.append(path)
             else:
                 unplotted.append(metric)
+        path = sweep_dir / "plots" / "accuracy.png"
+        if plot_accuracy_curves(frame, [a for a, _ in spec.axes], path, f"{spec.name}: held-out accuracy"):
+            plots.append(path)
         if spec.run_plots:
             path = sweep_dir / "plots" / "run_plots.png"
             if compose_run_plots(frame, [a for a, _ in spec.axes], spec.run_plots, path, spec.name):

@@ -84,7 +84,8 @@ def run_label(run, axes: list, repeated: bool) -> str:
 def compose_run_plots(frame: pd.DataFrame, axes: list, names: list, path: Path, title: str) -> bool:
     """The runs' own plots side by side (a sweep's ``run_plots``): one row per run that finished ok, its
     axis values as the row's title, one column per plot name (the run's ``plots/<name>.png``, drawn now
-    when the run has none); a run without that plot leaves its cell empty. False (nothing written) when no run has any of them."""
+    when the run has none); a run without that plot leaves its cell empty. False (nothing written) when no
+    run has any of them."""
     from testbed.emulation.results import draw_missing_plots
     done = frame[frame["status"] == "ok"] if len(frame) else frame
     for run_dir in done["run_dir"]:
@@ -104,6 +105,36 @@ def compose_run_plots(frame: pd.DataFrame, axes: list, names: list, path: Path, 
     fig.suptitle(title)
     fig.tight_layout()
     save_figure(fig, path, vector=False)     # its cells are the runs' PNGs
+    plt.close(fig)
+    return True
+
+
+def plot_accuracy_curves(frame: pd.DataFrame, axes: list, path: Path, title: str) -> bool:
+    """The held-out accuracy of every training job of every run that finished ok (its ``accuracy.csv``), one
+    series per run and job labelled with its axis values (a sweep over ``policy``: one per scheme), against
+    virtual time and against the iterations: exact sums give the same curve over iterations at different
+    times. False (nothing written) when no run trained."""
+    done = frame[frame["status"] == "ok"] if len(frame) else frame
+    curves = [(run, pd.read_csv(Path(run["run_dir"]) / "accuracy.csv")) for _, run in done.iterrows()
+              if (Path(run["run_dir"]) / "accuracy.csv").is_file()]
+    if not curves:
+        return False
+    repeated = "repetition" in done and done["repetition"].nunique() > 1
+    fig, (over_time, over_iterations) = plt.subplots(1, 2, figsize=(11, 4))
+    for run, accuracy in curves:
+        for job, rows in accuracy.groupby("job", sort=False):
+            label = run_label(run, axes, repeated) + (f" ({job})" if accuracy["job"].nunique() > 1 else "")
+            over_time.plot(rows["time_s"], rows["accuracy"], marker="o", markersize=3, label=label)
+            over_iterations.plot(rows["iteration"], rows["accuracy"], marker="o", markersize=3, label=label)
+    over_time.set_xlabel("virtual time (s)")
+    over_iterations.set_xlabel("iterations (updates applied)")
+    for ax in (over_time, over_iterations):
+        ax.set_ylabel("held-out accuracy")
+        ax.grid(alpha=0.3)
+    over_iterations.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path)
     plt.close(fig)
     return True
 

@@ -14,7 +14,8 @@ from testbed.errors import PlacementError, ScenarioError
 from testbed.sweep import derive_seed, load_sweep, run_sweep
 from testbed.sweep.executors import LocalExecutor
 from testbed.sweep.spec import PaperClaim
-from testbed.sweep.table import format_paper_comparison, mean_ci, paper_comparison, row as table_row, run_label
+from testbed.sweep.table import (format_paper_comparison, mean_ci, paper_comparison, plot_accuracy_curves,
+                                 row as table_row, run_label)
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
@@ -465,3 +466,22 @@ def test_a_two_job_sweeps_table_has_each_jobs_columns(tmp_path):
     table = pd.read_csv(result.table_path)
     assert list(table["job-a.iteration_time_s"]) == [0.04, 0.04] and list(table["job-b.iteration_time_s"]) == [0.06] * 2
     assert "job-a.comm_time_s" not in table
+
+
+def test_a_sweep_of_training_runs_plots_one_accuracy_series_per_point_over_time_and_iterations(tmp_path):
+    def run_dir(name, times):
+        directory = tmp_path / name
+        directory.mkdir()
+        pd.DataFrame({"job": "mlp", "iteration": [0, 5, 10], "time_s": times, "accuracy": [0.1, 0.5, 0.7],
+                      "loss": [2.3, 1.5, 1.0], "eval_s": 0.001}).to_csv(directory / "accuracy.csv", index=False)
+        return str(directory)
+    frame = pd.DataFrame({"policy": ["ps", "atp", "goat"], "status": ["ok", "ok", "failed"],
+                          "run_dir": [run_dir("ps", [0, 0.4, 0.8]), run_dir("atp", [0, 0.2, 0.4]),
+                                      str(tmp_path / "none")]})
+    path = tmp_path / "plots" / "accuracy.png"
+    path.parent.mkdir()
+    assert plot_accuracy_curves(frame, ["policy"], path, "t")
+    assert path.stat().st_size > 0 and path.with_suffix(".svg").is_file()
+    svg = path.with_suffix(".svg").read_text()
+    assert "policy=ps" in svg and "policy=atp" in svg and "policy=goat" not in svg     # ok runs, one each
+    assert not plot_accuracy_curves(frame.iloc[2:], ["policy"], tmp_path / "no.png", "t")   # nothing trained
