@@ -5,26 +5,11 @@ import dataclasses
 import textwrap
 
 import pytest
+from test_scenario import BASE     # one rack: w1, w2 and a PS under s1, a job under atp
 
 from testbed.errors import ScenarioError
 from testbed.scenario import parse_scenario
 from testbed.training import models
-
-BASE = """\
-version: 1
-name: t
-scale: 0.001
-topology:
-  kind: explicit
-  switches: [s1]
-  hosts: [w1, w2, ps]
-  links: [[w1, s1], [w2, s1], [ps, s1]]
-jobs:
-  - workers: [w1, w2]
-    ps: ps
-    policy: atp
-"""
-
 
 def parse(text):
     return parse_scenario(textwrap.dedent(text), "test.yaml", ())
