@@ -53,7 +53,8 @@ __all__ = [
     "AUTO_DILATION", "AUTO_PROCESSES", "BACKGROUND_KEYS", "HTB_MAX_RATE_BPS", "IMPAIRMENT_KEYS", "JOB_KEYS",
     "MAX_SCENARIO_BYTES", "METRICS_KEYS", "NODE_NAME", "PER_SWITCH_PROCESSES", "SCHEME_NAMES", "SCHEME_OPTIONS",
     "RING_SCHEMES", "RING_TRANSPORTS", "SIMULATION_KEYS", "STRAGGLER_KEYS", "SWITCH_KEYS", "Scenario", "TARGETS",
-    "TOP_KEYS", "TOPOLOGY_KEYS", "TRAINING_KEYS", "TRANSPORT_NAMES", "apply_overrides", "default_scenario_name", "emulation_limits",
+    "TOP_KEYS", "TOPOLOGY_KEYS", "TRAINING_KEYS", "TRANSPORT_NAMES", "apply_overrides", "default_scenario_name",
+    "emulation_limits",
     "field_error", "line_of", "load_scenario", "parse_scenario", "read_yaml_document", "read_yaml_text",
     "require_emulable", "resolve_document",
 ]

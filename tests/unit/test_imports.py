@@ -57,7 +57,8 @@ def test_the_simulator_and_the_controller_share_the_path_model_without_importing
 
 #: What the schema may read: the declarations it validates a scenario against (each scheme's and transport's
 #: options beside its code, the wire's limits, the targets' names, the gradient profiles, the topology
-#: builders, the straggler and flow-size draws, the training models and datasets), never a stage that consumes a Scenario.
+#: builders, the straggler and flow-size draws, the training models and datasets), never a stage that consumes
+#: a Scenario.
 SCHEMA_READS = ("testbed.errors", "testbed.units", "testbed.topology", "testbed.stragglers", "testbed.gradient_profiles",
                 "testbed.traffic.distributions", "testbed.dataplane.wire", "testbed.dataplane.program",
                 "testbed.dataplane.targets", "testbed.agents.transport", "testbed.schemes",
