@@ -7,8 +7,9 @@ documentation (``docs/reference/metrics.md``, written by
 without a definition here fails a test. Units: ``s`` seconds (virtual
 seconds under time dilation), ``b/s`` bits per second, ``bytes``,
 ``packets``, ``fragments`` (INA frames of one fragment each), ``share``
-(0 to 1), ``count``, ``bool``, ``text``, ``object`` (a nested table,
-described in its entry), ``list``.
+(0 to 1), ``count``, ``number`` (dimensionless, not a count: a loss),
+``bool``, ``text``, ``object`` (a nested table, described in its entry),
+``list``.
 """
 
 from dataclasses import dataclass
@@ -153,15 +154,23 @@ JOB_METRICS = {
     "aggregation_exact": Metric("bool", "every iteration completed and every aggregate exact", EMULATED),
     "mismatched_fragments": Metric("fragments", "fragments whose aggregate differed from the exact sum",
                                    EMULATED),
-    "training": Metric("object", "a job with `training:` only: `models_identical` (bool: every worker's "
-                                 "parameter hash equal at every iteration), `diverged_iterations` (list), "
-                                 "`final_accuracy` and `final_loss` (share, the evaluation on the "
-                                 "held-out set after the last update), `target_accuracy` (share or null), "
-                                 "`time_to_accuracy_s` (s: virtual time from the job's first iteration to the first "
-                                 "evaluation at or above the target; null if never), "
-                                 "`clipped_values` (count: gradient values clipped to their fixed-point "
-                                 "bound), `compute_overrun_s` (s: the most a worker's real computation "
-                                 "exceeded `compute_time` in one iteration)", EMULATED),
+    # a job with `training:` only (testbed/training)
+    "models_identical": Metric("bool", "a job with `training:`: every worker's parameter hash equal at every "
+                                       "iteration (a difference fails the run at once)", EMULATED),
+    "diverged_iterations": Metric("list", "a job with `training:`: the iterations at which the workers' "
+                                          "parameter hashes differed", EMULATED),
+    "final_accuracy": Metric("share", "a job with `training:`: held-out accuracy after the last update", EMULATED),
+    "final_loss": Metric("number", "a job with `training:`: mean cross-entropy on the held-out set after the "
+                                  "last update", EMULATED),
+    "target_accuracy": Metric("share", "a job with `training:`: its `training.target_accuracy`, or null",
+                              EMULATED),
+    "time_to_accuracy_s": Metric("s", "a job with `training:`: virtual time from the job's first iteration to "
+                                      "the first evaluation at or above `target_accuracy`; null if never",
+                                 EMULATED),
+    "clipped_values": Metric("count", "a job with `training:`: gradient values clipped to their fixed-point "
+                                      "bound (testbed/training/fixed_point.py)", EMULATED),
+    "compute_overrun_s": Metric("s", "a job with `training:`: the most a worker's real computation exceeded "
+                                     "`compute_time` in one iteration (wall seconds)", EMULATED),
     "iteration_time_s": Metric("s", "mean time per iteration after the warm-up: between consecutive global "
                                     "aggregations at the PS (the slowest PS's mean), or a ring worker's compute "
                                     "plus its steps (the slowest worker's mean)"),

@@ -75,7 +75,7 @@ def metric_scale(name: str, values=()) -> Scale:
     """The scale of ``name``'s values: the readable unit of the largest of ``values`` (one value or several);
     a count as it is, a metric without a definition (or not a number) without a unit."""
     unit = metric_unit(name)
-    if unit is None or unit in ("count", "bool", "text", "object", "list"):
+    if unit is None or unit in ("count", "number", "bool", "text", "object", "list"):
         return Scale("")
     if unit in COUNTED_UNITS:
         return Scale(unit)

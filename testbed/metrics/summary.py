@@ -102,7 +102,7 @@ def job_metrics(job, records: dict, participants=(), warmup_iterations: int = 0,
         # it waits for them: those resends are the scheme's, not the emulator's (honest_figures).
         "straggler_wait_retransmissions": 0 if job.straggler_allowance else events["retx_before_first_result"],
         "aggregation_depth": aggregation_depth,
-        **({} if job.training is None else {"training": training_metrics(job, records)}),
+        **({} if job.training is None else training_metrics(job, records)),
     }
 
 
@@ -117,8 +117,8 @@ def training_aggregates_exact(job, records: dict, counted, ps_agents) -> bool:
 
 
 def training_metrics(job, records: dict) -> dict:
-    """A training job's ``training`` figures (definitions: JOB_METRICS["training"]) from its workers' records;
-    the evaluator is its first worker."""
+    """A training job's own figures (definitions: JOB_METRICS, from ``models_identical`` to
+    ``compute_overrun_s``) from its workers' records; the evaluator is its first worker."""
     worker_rows = {w: records.get(w, []) for w in job.workers}
     evaluator_rows = worker_rows[job.workers[0]]
     start = evaluator_rows[0]["t_start"] if evaluator_rows else 0.0

@@ -38,7 +38,7 @@ def test_the_quickstart_trains_to_its_target_with_identical_models(target, emula
     result = run_scenario(scenario, out_root=tmp_path, target=target, stream=quiet)
     summary, run_dir = result.summary, Path(result.run_dir)
     assert summary["aggregation_exact"] is True
-    training = summary["jobs"][0]["training"]
+    training = summary["jobs"][0]
     assert training["models_identical"] and training["diverged_iterations"] == []
     assert training["time_to_accuracy_s"] is not None and training["final_accuracy"] >= 0.7
     records = worker_records(run_dir, scenario)
@@ -77,7 +77,7 @@ def test_ksgd_with_fewer_participants_learns_less_over_iterations(emulation, tmp
                                         "jobs.0.training.batch_size=8"])
         result = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet)
         assert result.summary["aggregation_exact"] is True, k
-        assert result.summary["jobs"][0]["training"]["models_identical"], k
+        assert result.summary["jobs"][0]["models_identical"], k
         curves[k] = [(float(r["accuracy"]), float(r["loss"]))
                      for r in csv.DictReader((Path(result.run_dir) / "accuracy.csv").open())]
     last = {k: [sum(values) / 3 for values in zip(*curve[-3:])] for k, curve in curves.items()}

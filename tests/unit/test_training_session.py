@@ -123,13 +123,13 @@ jobs:
     records = {"w1": worker(0, [0.3, 0.6]), "w2": worker(1), "ps": ps}
     metrics = job_metrics(job, records)
     assert metrics["aggregation_exact"] is True
-    t = metrics["training"]
+    t = metrics
     assert t["models_identical"] and t["final_accuracy"] == 0.6 and t["time_to_accuracy_s"] == 1.0
     assert t["clipped_values"] == 4 and t["compute_overrun_s"] == 0.01
     records["ps"][1]["checksums"]["1"] = 11
     records["w2"][0]["param_hash"] = "other"
     metrics = job_metrics(job, records)
-    assert metrics["aggregation_exact"] is False and metrics["training"]["diverged_iterations"] == [0]
+    assert metrics["aggregation_exact"] is False and metrics["diverged_iterations"] == [0]
     assert write_accuracy_csv(tmp_path / "accuracy.csv", scenario, records, 999.0)
     rows = list(csv.DictReader(open(tmp_path / "accuracy.csv")))
     assert [(r["iteration"], float(r["time_s"]), float(r["accuracy"])) for r in rows] == [("0", 1.0, 0.3),
