@@ -29,8 +29,17 @@ AGENT_MARKER = "testbed.agents.run"
 METER_MARKER = "testbed.metrics.iftop"
 FLOWGEN_MARKER = "testbed.traffic.flowgen"
 CAPTURE_MARKER = "testbed.metrics.pcap"
-#: How long the agents and meters may take to say they are ready (wall seconds).
+#: How long the agents and meters may take to say they are ready (wall seconds) ...
 READY_TIMEOUT_S = 30.0
+#: ... and more for each worker of a training job, which loads PyTorch and its model first: its CPU seconds,
+#: over the machine's cores (PyTorch's import measured at 1.4-1.8 s of CPU; twice that for a busy machine).
+TRAINING_SET_UP_CPU_S = 3.5
+
+
+def agents_ready_timeout_s(plan) -> float:
+    """How long the agents of ``plan`` (:class:`testbed.plan.RunPlan`) may take to say they are ready."""
+    training_workers = sum(len(job.workers) for job in plan.scenario.jobs if job.training)
+    return READY_TIMEOUT_S + TRAINING_SET_UP_CPU_S * training_workers / max(1, plan.budget.cores)
 #: The meters' sample interval (wall seconds).
 METER_INTERVAL_S = 1.0
 #: How often a readiness wait looks again (wall seconds).
@@ -141,16 +150,17 @@ class Launcher:
             proc = self.popen(agent.host or agent.name, agent_argv(self.run_dir, agent.name), log, AGENT_MARKER)
             self.agents[agent.name] = AgentProcess(proc, log, agent.role)
 
-    def wait_agents_ready(self, check) -> None:
-        """Until every agent has written ``agents/<name>.ready``; ``check()`` runs at each look (it raises
-        when an agent died or the user interrupted)."""
-        deadline = time.monotonic() + READY_TIMEOUT_S
+    def wait_agents_ready(self, check, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Until every agent has written ``agents/<name>.ready``, at most ``timeout_s``
+        (:func:`agents_ready_timeout_s`); ``check()`` runs at each look (it raises when an agent died or the user
+        interrupted)."""
+        deadline = time.monotonic() + timeout_s
         agents_dir = self.run_dir / "agents"
         while not all((agents_dir / f"{name}.ready").exists() for name in self.agents):
             check()
             if time.monotonic() > deadline:
                 missing = [n for n in self.agents if not (agents_dir / f"{n}.ready").exists()]
-                raise EmulationError(f"agents not ready after {READY_TIMEOUT_S:.0f}s: {', '.join(missing)}")
+                raise EmulationError(f"agents not ready after {timeout_s:.0f}s: {', '.join(missing)}")
             time.sleep(READY_POLL_S)
 
     def start_background(self, world, start_epoch: float, substitutes: dict, time_dilation: float) -> None:

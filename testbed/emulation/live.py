@@ -17,7 +17,7 @@ from testbed.emulation.bmv2_node import thrift_ports
 from testbed.emulation.events import EventLog, InjectionScheduler
 from testbed.emulation.failover import RingFallback
 from testbed.emulation.injections import InjectionEffects
-from testbed.emulation.launch import READY_TIMEOUT_S, Launcher
+from testbed.emulation.launch import READY_TIMEOUT_S, Launcher, agents_ready_timeout_s
 from testbed.emulation.monitor import Monitor
 from testbed.emulation.network import add_neighbors, build_network, stop_network
 from testbed.emulation.nodes import SWITCH_TARGETS, switch_node_params
@@ -78,7 +78,8 @@ class LiveRun:
         self.monitor = Monitor(self.plan, self.run_dir, network=self.network, runtimes=self.runtimes,
                                launcher=launcher, injection_effects=self.injection_effects,
                                interrupts=self.interrupts, say=self.say, stream=self.stream)
-        launcher.wait_agents_ready(check=lambda: (self.interrupts.check(), self.monitor.check_agents()))
+        launcher.wait_agents_ready(check=lambda: (self.interrupts.check(), self.monitor.check_agents()),
+                                   timeout_s=agents_ready_timeout_s(self.plan))
         start_epoch = seen.start_epoch_s = time.time() + START_LEAD_S
         self.events = EventLog(self.run_dir / "events.jsonl", start_epoch, self.plan.time_dilation)
         launcher.start_background(world, start_epoch, self.substitutes, self.plan.time_dilation)

@@ -3,8 +3,7 @@
 Every worker of a job builds the same model from the same seed, computes a float gradient on a mini-batch
 of its own shard each iteration (:meth:`Trainer.gradient`), and applies the aggregated mean gradient it
 gets back (:meth:`Trainer.apply`) with the same deterministic optimizer, so every worker's parameters stay
-identical bit for bit (:meth:`Trainer.parameter_hash` says so each iteration). Torch runs on one thread
-with deterministic algorithms; the optimizer is SGD with momentum, written out in numpy on the flat
+identical bit for bit (:meth:`Trainer.parameter_hash` says so each iteration). Torch runs on one thread; the optimizer is SGD with momentum, written out in numpy on the flat
 parameter vector so that nothing in it depends on torch's kernels.
 """
 
@@ -18,13 +17,14 @@ from testbed.training.models import CNN_CHANNELS, CNN_KERNEL, MLP_HIDDEN, tensor
 
 
 def _torch():
-    """torch, set up for reproducible CPU work (one thread, deterministic algorithms)."""
+    """torch, set up for reproducible CPU work: one thread, so the same batch gives the same gradient bits
+    run after run (torch's CPU kernels are deterministic on one thread; its ``use_deterministic_algorithms``
+    guards GPU kernels and would import its compiler, seconds of every worker's start)."""
     try:
         import torch
     except ImportError as exc:        # the agent's one-line error
         raise RuntimeError("training needs PyTorch: install the [training] extra (see guide/training.md)") from exc
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
     return torch
 
 

@@ -80,3 +80,13 @@ def test_the_planner_counts_the_workers_real_work_measured_here_in_the_machines_
     assert budget.cores_busy(4.0) - without.cores_busy(4.0) == pytest.approx(added / 4)   # N divides it
     assert any("of them training" in need for need in budget.needs())
     assert budget.to_dict(1.0)["training_cores"].keys() == {"w1", "w2"}
+
+
+def test_the_agents_wait_for_readiness_grows_with_the_workers_that_load_a_model_not_with_the_others():
+    from types import SimpleNamespace
+    from testbed.emulation.launch import READY_TIMEOUT_S, TRAINING_SET_UP_CPU_S, agents_ready_timeout_s
+    synthetic = parse(BASE)
+    training = parse(BASE.replace("    policy: atp\n", "    policy: atp\n    training: {model: mlp}\n"))
+    on_two_cores = [SimpleNamespace(scenario=s, budget=SimpleNamespace(cores=2)) for s in (synthetic, training)]
+    assert agents_ready_timeout_s(on_two_cores[0]) == READY_TIMEOUT_S
+    assert agents_ready_timeout_s(on_two_cores[1]) == READY_TIMEOUT_S + TRAINING_SET_UP_CPU_S * 2 / 2
