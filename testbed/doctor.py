@@ -9,8 +9,8 @@ so a fresh VM proves its toolchain and the program together.
 
 bmv2 and p4c are reported with the version their ``--version`` prints and the
 version the project is tested with (:data:`TESTED_BMV2_VERSION`,
-:data:`TESTED_P4C_VERSION`: CI's toolchain; vagrant/provision.sh installs
-p4lang's current packages, unpinned). Another version is reported, not
+:data:`TESTED_P4C_VERSION`: CI's toolchain; vagrant/provision.sh installs a given
+bundle or p4lang's current packages, unpinned). Another version is reported, not
 refused: it may well work.
 """
 

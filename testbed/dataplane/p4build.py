@@ -112,8 +112,8 @@ def find_p4c(p4c: str = None) -> str:
     path = shutil.which(p4c or "p4c")
     if path is None:
         raise EnvironmentMissingError(
-            "p4c not found: install the p4lang-p4c package (p4lang's Ubuntu repository; see vagrant/README.md) "
-            "or use target pyswitch")
+            "p4c not found: install the p4lang-p4c package (p4lang's Debian 12 repository) or a p4 toolchain "
+            "bundle (see vagrant/README.md), or use target pyswitch")
     return path
 
 
