@@ -17,7 +17,8 @@
 #
 # Settings: INATB_VM_DIR (default /var/tmp/inatb-vm: image, key, logs; never inside the repository),
 # INATB_VM_CPUS (2), INATB_VM_MEMORY_MB (4096), INATB_VM_SSH_PORT (2222), INATB_VM_DISK_GB (20),
-# INATB_DEBIAN_MIRROR (http://deb.debian.org/debian), INATB_VM_ACCEL (kvm where /dev/kvm is writable,
+# INATB_DEBIAN_MIRROR (http://deb.debian.org/debian), INATB_VM_CA_CERTS (extra CA certificates the VM
+# trusts, for a TLS-intercepting proxy: see trust_ca_certs), INATB_VM_ACCEL (kvm where /dev/kvm is writable,
 # otherwise tcg: QEMU emulates the CPU; set tcg where /dev/kvm cannot run a stock kernel, e.g. a PVM
 # host whose KVM runs PVM guest kernels only). QEMU and the image build run under `nice -n 19`.
 # Requirements on the host (Debian/Ubuntu package names): mmdebstrap qemu-system-x86 qemu-utils fdisk
@@ -32,6 +33,7 @@ ssh_port=${INATB_VM_SSH_PORT:-2222}
 disk_gb=${INATB_VM_DISK_GB:-20}
 if [ -w /dev/kvm ]; then accelerator=${INATB_VM_ACCEL:-kvm}; else accelerator=${INATB_VM_ACCEL:-tcg}; fi
 mirror=${INATB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+ca_certs=${INATB_VM_CA_CERTS:-}
 security_mirror=${mirror%/debian}/debian-security
 project_in_vm=/home/vagrant/ina-testbed
 base_image=$vm_dir/debian12.qcow2      # the built image, what `box` packages (like debian/bookworm64)
@@ -190,6 +192,27 @@ boot() {
     phase_done "boot"
 }
 
+# INATB_VM_CA_CERTS: where the host reaches deb.debian.org and PyPI through a TLS-intercepting proxy, the
+# VM must trust the proxy's CA too: these PEM certificates (a file, or a directory of *.crt) join the VM's
+# system store, and pip is pointed at that store (pip reads its own bundle otherwise).
+trust_ca_certs() {
+    local certs=()
+    if [ -d "$ca_certs" ]; then
+        certs=("$ca_certs"/*.crt)
+    else
+        certs=("$ca_certs")
+    fi
+    [ -f "${certs[0]}" ] || fail "INATB_VM_CA_CERTS=$ca_certs: no PEM certificate (a .crt file, or a directory of them)"
+    phase "trusting ${#certs[@]} extra CA certificate(s) in the VM"
+    local cert
+    for cert in "${certs[@]}"; do
+        vm_ssh "sudo tee /usr/local/share/ca-certificates/inatb-$(basename "${cert%.crt}").crt > /dev/null" < "$cert"
+    done
+    vm_ssh 'sudo update-ca-certificates > /dev/null
+        printf "[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n" | sudo tee /etc/pip.conf > /dev/null'
+    phase_done "CA certificates"
+}
+
 provision() {
     local toolchain=${INATB_P4_TOOLCHAIN:-}
     if [ "${1:-}" = "-t" ]; then
@@ -204,6 +227,9 @@ provision() {
         vm_ssh 'cat > /tmp/p4-toolchain.tar.gz' < "$toolchain"
         provision_env=(INATB_P4_TOOLCHAIN=/tmp/p4-toolchain.tar.gz)
         phase_done "bundle copy"
+    fi
+    if [ -n "$ca_certs" ]; then
+        trust_ca_certs
     fi
     phase "copying the working tree into $project_in_vm (rsync, what the Vagrantfile syncs)"
     rsync -a --delete -e "ssh ${ssh_options[*]}" \
@@ -252,10 +278,12 @@ case $command in
     boot) boot ;;
     provision) provision "$@" ;;
     ssh)
+        tty=()
+        [ -t 0 ] && tty=(-t)
         if [ $# -gt 0 ]; then
-            ssh "${ssh_options[@]}" -t vagrant@127.0.0.1 "cd $project_in_vm 2>/dev/null; $*"
+            ssh "${ssh_options[@]}" "${tty[@]}" vagrant@127.0.0.1 "cd $project_in_vm 2>/dev/null; $*"
         else
-            ssh "${ssh_options[@]}" -t vagrant@127.0.0.1
+            ssh "${ssh_options[@]}" "${tty[@]}" vagrant@127.0.0.1
         fi
         ;;
     stop) stop_vm ;;

@@ -98,11 +98,12 @@ command -v mnexec > /dev/null || fail "mnexec missing after scripts/bootstrap.sh
 chown -R "$owner:$owner" "$project_dir" 2>/dev/null || true
 
 echo "provision: inatb doctor"
-if ! .venv/bin/inatb doctor; then
-    fail "inatb doctor reports a missing requirement (above)"
-fi
+doctor_status=0
+doctor_report=$(.venv/bin/inatb doctor) || doctor_status=$?
+echo "$doctor_report"
+[ "$doctor_status" -eq 0 ] || fail "inatb doctor reports a missing requirement (above)"
 for check in "bmv2 simple_switch" "p4c" "p4/ina.p4 compiles"; do
-    .venv/bin/inatb doctor | grep -q "^ok .*${check}:" || fail "inatb doctor: '${check}' is not ok; the bmv2 target cannot run"
+    grep -q "^ok .*${check}:" <<< "$doctor_report" || fail "inatb doctor: '${check}' is not ok; the bmv2 target cannot run"
 done
 
 # The installed p4c and bmv2 are checked against the tested ones by the tests CI runs on them: the
