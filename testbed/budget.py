@@ -143,6 +143,12 @@ BMV2_MAX_UTILISATION = 0.999
 #: at 7 12.4 and 7.1 ms (24%, 14%), at 8 6.1 ms (10%), at 12 1.8 ms (2%), where the queue alone gives 2.1, 1.1, 0.85
 #: and 0.65 ms, and twelve times it 25, 13, 10 and 7.8 ms: N = 8 is planned there on two cores.
 BMV2_RING_STEP_BURST = 12.0
+#: ... and this many times it at a switch that merges other switches' partial sums (ATP with ``levels: all``
+#: or 2, Rina §III-B's chain): it takes the partials of all its children at once. Measured on
+#: tests/emulation/test_atp_every_level.py's chain (t1, t2 -> a1 -> c1, ``levels: all``) at N = 6: the
+#: switches' waits came to 1.5 ms a round trip in virtual time, twice the 0.75 ms planned without it, the
+#: excess on the two merging switches: about four times a visit's sojourn at each.
+BMV2_MERGE_BURST = 4.0
 #: The share of a job's round the planner lets its round trips wait for processes: well inside the detector's
 #: limits (testbed.metrics.distortion: a third of a ring's step, 0.4 of a window), so that a run planned inside
 #: them is not marked. At a quarter, H-AR on Rina's testbed was planned at N = 1 and waited 0.43 of its 14.5 ms
@@ -413,15 +419,21 @@ class PacketBudget:
                                   for part, span_s, what in job_round.spans())
 
             summed = job_round.steps_summed_in_switches
+            # bmv2 switches that merge partial sums wait BMV2_MERGE_BURST times a visit once a round trip
+            merge_visits = job_round.merging_switches * (BMV2_MERGE_BURST - 1) if self.target == "bmv2" else 0
 
             def waits(factor):
-                return (3 * self.visit_wait_s(factor) + switch_visits * self.switch_visit_wait_s(factor, summed)) \
+                switch_wait_s = self.switch_visit_wait_s(factor, summed)
+                return (3 * self.visit_wait_s(factor) + (switch_visits + merge_visits) * switch_wait_s) \
                     / factor > limit_s
             need = smallest_dilation(waits) if limit_s else 1.0
             visits = f"{3 + switch_visits} visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1"
             if self.target == "bmv2":
+                merging = (f" ({job_round.merging_switches} merging partial sums: {BMV2_MERGE_BURST:g} times the "
+                           f"wait)" if job_round.merging_switches else "")
                 visits = (f"3 visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1 and {switch_visits} "
-                          f"of bmv2 switches, {self.switch_visit_wait_s(need, summed) * 1e3:.2g} ms at {need:.3g}")
+                          f"of bmv2 switches{merging}, {self.switch_visit_wait_s(need, summed) * 1e3:.2g} ms at "
+                          f"{need:.3g}")
             needs[f"job {job_round.job}'s round trips ({visits}, {phrase})"] = need
         return needs
 

@@ -48,6 +48,7 @@ class JobRound:
     round_s: float
     comm_s: float
     steps_summed_in_switches: bool = False   # a ring whose ToRs sum their racks' shards each step (Rina's racks)
+    merging_switches: int = 0   # a windowed job's switches on the way that merge other switches' partial sums
 
     def spans(self) -> tuple:
         """What a round trip's wait for processes is weighed against, as (part, span_s, how a message names
@@ -108,8 +109,11 @@ def job_rounds(scenario, placement, job_rates_bps: dict) -> list:
         else:
             rate_bps = job_rates_bps.get(job.name) or 0.0
             comm_s = (fragments * 8.0 * frame_bytes / rate_bps if rate_bps else fragments * frame_s) + round_trip_s
+            # Aggregation nodes past the first switch, less the PS: the switches that merge partial sums.
+            merging = max(0, placement.jobs[job.name].aggregation_depth() - 2)
             rounds.append(JobRound(job.name, "window", sender, "ps", hops, round_trip_s,
-                                   max(round_trip_s, min(job.window, fragments) * frame_s), comm_s))
+                                   max(round_trip_s, min(job.window, fragments) * frame_s), comm_s,
+                                   merging_switches=merging))
     return rounds
 
 
