@@ -90,13 +90,21 @@ def _write_html_report(command: str, results_dir) -> None:
 def _html_report_of_the_run(command: str):
     """Yields the ``on_finished`` to hand the run (:func:`testbed.emulation.orchestrator.run_scenario`); on leaving,
     whether the command returns or the run's error goes on (a failed or stalled run), the run's report.html is
-    written, from the summary as the command left it."""
-    finished = []
+    written, from the summary as the command left it. From the run's end until the page and its plots are
+    written, Ctrl-C is held and delivered after them."""
+    from testbed.emulation.interrupts import interrupts_deferred
+    finished, held = [], contextlib.ExitStack()
+
+    def on_finished(result):
+        finished.append(result)
+        if len(finished) == 1:
+            held.enter_context(interrupts_deferred())
     try:
-        yield finished.append
+        yield on_finished
     finally:
-        if finished:
-            _write_html_report(command, finished[-1].run_dir)
+        with held:
+            if finished:
+                _write_html_report(command, finished[-1].run_dir)
 
 
 def cmd_run(args) -> int:
