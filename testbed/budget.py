@@ -324,6 +324,13 @@ def write_calibration(calibration, path=None) -> Path:
     return _write_doc(path, old["curves"] if old else {}, calibration)
 
 
+def slowness(costs: PacketCosts, target: str) -> float:
+    """How much dearer a packet that wakes ``target``'s switch process is under ``costs`` than on the
+    reference (1 with the reference costs): the reference curve's slowest point's packets per CPU-second over
+    ``costs``'."""
+    return max(1.0, PACKET_COST_CURVES[target][0][1] / costs.curves[target][0][1])
+
+
 def bmv2_installed() -> bool:
     """Whether bmv2 can run here: simple_switch and p4c on PATH."""
     return bool(shutil.which("simple_switch") and shutil.which("p4c"))
@@ -384,11 +391,8 @@ class PacketBudget:
         return (VISIT_WAIT_IDLE_S + VISIT_WAIT_BUSY_S * utilisation) * self.slowness()
 
     def slowness(self) -> float:
-        """How much dearer a switch packet that wakes its process is on this machine than on the reference
-        (1 with the reference costs): the reference curve's slowest point's packets per CPU-second over this
-        machine's."""
-        reference = PACKET_COST_CURVES[self.target][0][1]
-        return max(1.0, reference / self.costs.curves[self.target][0][1])
+        """How much dearer a switch packet is on this machine than on the reference (:func:`slowness`)."""
+        return slowness(self.costs, self.target)
 
     def switch_visit_wait_s(self, factor: float, summed_steps: bool = False) -> float:
         """What a packet waits at each switch it crosses, wall seconds, at time dilation ``factor``: a pyswitch

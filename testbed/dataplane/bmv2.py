@@ -66,6 +66,9 @@ UNCAPPED_RATE_PER_S = 1e9        # "no cap" for a meter
 UNCAPPED_BURST = 1_000_000
 BMV2_LOG_SUFFIX = ".txt"         # simple_switch's logger appends it to the --log-file name
 LOG_LEVEL = "warn"               # per-packet trace logging would dominate bmv2's cost
+#: How long simple_switch may take to answer on its Thrift port on the reference machine (wall seconds);
+#: a slower machine allows as much more as its packet costs say (:func:`start_timeout_s`).
+BMV2_START_TIMEOUT_S = 30.0
 ERROR_ENUMS = {"InvalidTableOperation": "TableOperationErrorCode",
                "InvalidRegisterOperation": "RegisterOperationErrorCode",
                "InvalidCounterOperation": "CounterOperationErrorCode",
@@ -154,6 +157,12 @@ def log_tails(paths, lines: int = 15) -> str:
                 text = candidate.read_text(errors="replace").splitlines()[-lines:]
                 out.append(f"--- {candidate}:\n" + "\n".join(text))
     return "\n".join(out) or "(no log written)"
+
+
+def start_timeout_s(slowness: float) -> float:
+    """How long simple_switch may take to start on a machine ``slowness`` times the reference's packet cost
+    (:meth:`testbed.budget.PacketBudget.slowness`): under an emulated CPU it loads its program as much slower."""
+    return BMV2_START_TIMEOUT_S * max(1.0, slowness)
 
 
 def wait_for_thrift(thrift_port: int, timeout_s: float, alive=lambda: True, switch: str = "?", log_paths=(),

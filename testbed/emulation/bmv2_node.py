@@ -24,7 +24,7 @@ from pathlib import Path
 from mininet.node import Switch
 
 from testbed.dataplane import program
-from testbed.dataplane.bmv2 import Bmv2Runtime, log_tails, settle_log, simple_switch_argv, wait_for_thrift
+from testbed.dataplane.bmv2 import BMV2_START_TIMEOUT_S, Bmv2Runtime, log_tails, settle_log, simple_switch_argv, wait_for_thrift
 from testbed.dataplane.p4build import compile_program
 from testbed.dataplane.wire import DEFAULT_LANES
 from testbed.emulation.state import stop_process
@@ -45,7 +45,7 @@ class Bmv2SwitchNode(Switch):
     target = "bmv2"
 
     def __init__(self, name, log_dir=".", control_dir="/tmp", lanes=DEFAULT_LANES, slots=program.DEFAULT_SLOTS,
-                 run_state=None, thrift_base=THRIFT_BASE_PORT, **params):
+                 run_state=None, thrift_base=THRIFT_BASE_PORT, start_timeout_s=BMV2_START_TIMEOUT_S, **params):
         Switch.__init__(self, name, **params)
         self.log_dir = Path(log_dir)
         self.log_path = self.log_dir / f"{name}.log"         # bmv2's own log (warnings and errors), after stop
@@ -55,6 +55,7 @@ class Bmv2SwitchNode(Switch):
         self.run_state = run_state
         self.device_id = int(self.dpid, 16)
         self.thrift_port = thrift_base + self.device_id
+        self.start_timeout_s = start_timeout_s
         self.json_path = None
         self.proc = None
 
@@ -71,8 +72,8 @@ class Bmv2SwitchNode(Switch):
         if self.run_state is not None:
             self.run_state.add_process(self.proc.pid, BMV2_MARKER)
 
-    def runtime(self, timeout_s: float = 30.0):
-        wait_for_thrift(self.thrift_port, timeout_s, alive=lambda: self.proc is not None and self.proc.poll() is None,
+    def runtime(self):
+        wait_for_thrift(self.thrift_port, self.start_timeout_s, alive=lambda: self.proc is not None and self.proc.poll() is None,
                         switch=self.name, log_paths=[self.out_path, self.log_path])
         return Bmv2Runtime(self.thrift_port, switch=self.name, lanes=self.lanes, slots=self.slots)
 

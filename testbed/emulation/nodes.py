@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mininet.node import Switch
 
+from testbed.dataplane.bmv2 import start_timeout_s
 from testbed.dataplane.runtime import PySwitchRuntime
 from testbed.errors import DataplaneError
 from testbed.emulation.state import stop_process
@@ -32,11 +33,13 @@ def log_tail(path: Path, lines: int = 15) -> str:
 def switch_node_params(plan, log_dir: Path, run_state) -> dict:
     """The parameters every switch node of ``plan``'s run takes: where it logs, where its control socket
     lives (the run state's directory), the program's lanes and slots, the run state that records what it
-    starts, and for pyswitch the switches that share each process."""
+    starts, for pyswitch the switches that share each process, for bmv2 how long it may take to start."""
     params = dict(log_dir=str(log_dir), control_dir=str(run_state.dir), lanes=plan.scenario.switch.lanes,
                   slots=plan.scenario.switch.slots, run_state=run_state)
     if plan.target == "pyswitch" and plan.budget.switch_groups is not None:
         params["process_groups"] = plan.budget.switch_groups
+    if plan.target == "bmv2":
+        params["start_timeout_s"] = start_timeout_s(plan.budget.slowness())
     return params
 
 

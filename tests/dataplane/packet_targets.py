@@ -173,7 +173,8 @@ def _free_tcp_port():
 
 
 def _start_bmv2(tmp_path):
-    from testbed.dataplane.bmv2 import Bmv2Runtime, simple_switch_argv, wait_for_thrift
+    from testbed.budget import load_packet_costs, slowness
+    from testbed.dataplane.bmv2 import Bmv2Runtime, simple_switch_argv, start_timeout_s, wait_for_thrift
     from testbed.dataplane.p4build import compile_program
     json_path = compile_program(LANES, SLOTS)
 
@@ -185,7 +186,8 @@ def _start_bmv2(tmp_path):
         out = open(tmp_path / "bmv2.out", "w")
         target.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         out.close()
-        wait_for_thrift(thrift_port, 30.0, alive=lambda: target.proc.poll() is None, switch="t",
+        limit_s = start_timeout_s(slowness(load_packet_costs(), "bmv2"))
+        wait_for_thrift(thrift_port, limit_s, alive=lambda: target.proc.poll() is None, switch="t",
                         log_paths=[tmp_path / "bmv2.out", tmp_path / "bmv2.log"])
         target.runtime = Bmv2Runtime(thrift_port, switch="t", lanes=LANES, slots=SLOTS)
     return _on_rig("bmv2", start)

@@ -3,6 +3,7 @@ own rate, predicts each switch's and agent's packet rate from the fluid model, a
 picks the smallest whole N inside every budget."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -313,6 +314,23 @@ def test_a_machine_without_costs_of_its_own_is_calibrated_once_and_keeps_it(tmp_
     slower = packet_budget(scenario, "pyswitch", cores=2)
     assert slower.slowness() == pytest.approx(2.0) and reference.slowness() == 1.0
     assert slower.auto_factor() > reference.auto_factor()
+
+
+def test_a_slower_machine_gives_each_bmv2_switch_as_much_longer_to_start(tmp_path, monkeypatch):
+    from testbed.dataplane.bmv2 import BMV2_START_TIMEOUT_S, start_timeout_s
+    from testbed.emulation.nodes import switch_node_params
+    monkeypatch.setattr(budget, "measure_calibration", lambda: SLOWER)
+    costs = budget.load_packet_costs(tmp_path / "packet_costs.json")
+    assert budget.slowness(costs, "bmv2") == pytest.approx(1.25)               # bmv2's one point: packet work
+    assert budget.slowness(budget.REFERENCE_PACKET_COSTS, "bmv2") == 1.0
+    assert start_timeout_s(1.0) == BMV2_START_TIMEOUT_S and start_timeout_s(0.5) == BMV2_START_TIMEOUT_S
+    monkeypatch.setenv("INATB_PACKET_COSTS", str(tmp_path / "packet_costs.json"))
+    plan = SimpleNamespace(target="bmv2", scenario=load_scenario(QUICKSTART, ["scale=0.001"]),
+                           budget=packet_budget(load_scenario(QUICKSTART, ["scale=0.001"]), "bmv2", cores=2))
+    state = SimpleNamespace(dir=tmp_path)
+    assert switch_node_params(plan, tmp_path, state)["start_timeout_s"] == pytest.approx(1.25 * BMV2_START_TIMEOUT_S)
+    plan.target = "pyswitch"
+    assert "start_timeout_s" not in switch_node_params(plan, tmp_path, state)
 
 
 def test_a_faster_machine_plans_as_the_reference_does_and_reference_alone_is_asked_for_by_name(tmp_path, monkeypatch):
