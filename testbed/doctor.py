@@ -19,6 +19,8 @@ import re
 import shutil
 import subprocess
 
+from testbed.provenance import tool_version
+
 BMV2 = "bmv2 simple_switch"
 P4C = "p4c"
 THRIFT = "bmv2 thrift bindings"
@@ -48,15 +50,6 @@ def _tc_qdiscs():
     return found
 
 
-def _version(argv):
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    lines = (out.stdout or out.stderr).strip().splitlines()
-    return lines[0] if lines else ""
-
-
 def version_number(version_line: str) -> str:
     """The dotted number of a ``--version`` line: ``1.15.5-693e69e6`` -> ``1.15.5``,
     ``p4c 1.2.5.16 (SHA: ...)`` -> ``1.2.5.16``; "" when there is none."""
@@ -74,15 +67,14 @@ def version_note(version_line: str, tested: str) -> str:
     return f"version {number}, tested with {tested}: another version may compile or behave differently"
 
 
-def _binary(name, label, cost, version_flag=None, tested=None):
-    """(label, present, detail): the path, and with ``version_flag`` the version (against ``tested``)."""
+def _binary(name, label, cost, tested=None):
+    """(label, present, detail): the path, and with ``tested`` the version it prints against that one."""
     path = shutil.which(name)
     if path is None:
         return label, False, cost + (f"; tested with {tested}" if tested else "")
-    version = _version([path, version_flag]) if version_flag else ""
     if tested:
-        return label, True, f"{path} ({version_note(version, tested)})"
-    return label, True, f"{path}" + (f" ({version})" if version else "")
+        return label, True, f"{path} ({version_note(tool_version(name), tested)})"
+    return label, True, path
 
 
 def _dctcp():
@@ -125,12 +117,12 @@ def checks():
     yield _binary("ethtool", "ethtool", "user-space switches see bad checksums: install ethtool")
     yield _binary("iftop", IFTOP, "no cross-check of the iftop-style table: install iftop")
     yield _binary("simple_switch", BMV2, "no bmv2 target; runs use pyswitch (install p4lang-bmv2: vagrant/README.md)",
-                  "--version", TESTED_BMV2_VERSION)
+                  TESTED_BMV2_VERSION)
     yield _dctcp()
     yield _binary("nft", NFT, "the bmv2 target cannot close its Thrift ports to other users and namespaces, so "
                               "it refuses to run: install nftables (scripts/bootstrap.sh does)")
     yield _binary("p4c", P4C, "ina.p4 cannot be compiled; runs use pyswitch (install p4lang-p4c: vagrant/README.md)",
-                  "--version", TESTED_P4C_VERSION)
+                  TESTED_P4C_VERSION)
     try:
         import bm_runtime.simple_pre_lag  # noqa: F401
         import bm_runtime.standard  # noqa: F401

@@ -154,13 +154,6 @@ def format_number(number: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def format_rate(bps: float) -> str:
-    for unit, factor in (("Gbps", 1e9), ("Mbps", 1e6), ("kbps", 1e3)):
-        if abs(bps) >= factor:
-            return f"{bps / factor:.3g}{unit}"
-    return f"{bps:.3g}bps"
-
-
 def format_wall_time(seconds: float) -> str:
     """A wall time as people read it: ``45 s`` below a minute and a half, else whole minutes (``16 min``)."""
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"

@@ -48,11 +48,11 @@ def test_reports_found_and_tested_versions_of_bmv2_and_p4c(monkeypatch, tmp_path
     monkeypatch.setattr(doctor.shutil, "which", lambda name: str(fakes[name]) if name in fakes else None)
     results = {}
     for name in ("simple_switch", "p4c"):
-        label, present, detail = doctor._binary(name, name, "absent", "--version",
+        label, present, detail = doctor._binary(name, name, "absent",
                                                 doctor.TESTED_BMV2_VERSION if name == "simple_switch"
                                                 else doctor.TESTED_P4C_VERSION)
         results[name] = (present, detail)
     assert results["simple_switch"] == (True, f"{fakes['simple_switch']} (version 1.15.5, tested with 1.15.5)")
     present, detail = results["p4c"]
     assert present and "version 1.2.4.2, tested with 1.2.5.16: another version" in detail
-    assert doctor._binary("nope", "nope", "absent", "--version", "9.9") == ("nope", False, "absent; tested with 9.9")
+    assert doctor._binary("nope", "nope", "absent", "9.9") == ("nope", False, "absent; tested with 9.9")

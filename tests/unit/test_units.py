@@ -1,7 +1,7 @@
 import pytest
 
 from testbed.errors import UnitError
-from testbed.units import (format_number, format_rate, parse_duration_s, parse_rate_bps, parse_size_bytes,
+from testbed.units import (format_number, parse_duration_s, parse_rate_bps, parse_size_bytes,
                            readable_unit)
 
 
@@ -67,11 +67,6 @@ def test_bare_numbers_only_when_allowed():
     assert parse_rate_bps(5, allow_bare=True) == 5.0
     with pytest.raises(UnitError):
         parse_rate_bps(5)
-
-
-def test_format_rate():
-    assert format_rate(2.5e9) == "2.5Gbps"
-    assert format_rate(900) == "900bps"
 
 
 @pytest.mark.parametrize("number, text", [
