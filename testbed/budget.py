@@ -268,7 +268,7 @@ def load_packet_costs(path=None, calibrate: bool = True) -> PacketCosts:
     """The costs the planner uses on this machine (:func:`packet_costs_path`): the curves measured here
     (benchmarks/bench_packet_costs.py --calibrate) for their roles, the reference scaled by this machine's
     calibration (testbed/calibration.py) for the others. A machine with neither (no file, another machine's,
-    an unreadable one) is calibrated now, about three seconds, and the result kept in the file (without
+    an unreadable one) is calibrated now, about four seconds, and the result kept in the file (without
     ``calibrate``: the reference, with why in ``source``). Without ``path``, ``INATB_PACKET_COSTS=reference``
     gives the reference."""
     if path is None and os.environ.get("INATB_PACKET_COSTS") == REFERENCE_ONLY:

@@ -30,7 +30,7 @@ def _not_strict(monkeypatch):
 
 @pytest.fixture(scope="session")
 def session_packet_costs(tmp_path_factory):
-    """This machine's packet costs, calibrated once for the session (testbed/calibration.py: about three
+    """This machine's packet costs, calibrated once for the session (testbed/calibration.py: about four
     seconds, on the first emulation test that plans), in a file of the session's own, as a user's first run
     calibrates into the cache."""
     return tmp_path_factory.getbasetemp() / "packet_costs.json"
