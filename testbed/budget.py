@@ -143,6 +143,14 @@ BMV2_MAX_UTILISATION = 0.999
 #: at 7 12.4 and 7.1 ms (24%, 14%), at 8 6.1 ms (10%), at 12 1.8 ms (2%), where the queue alone gives 2.1, 1.1, 0.85
 #: and 0.65 ms, and twelve times it 25, 13, 10 and 7.8 ms: N = 8 is planned there on two cores.
 BMV2_RING_STEP_BURST = 12.0
+#: A pyswitch process's visit wait (:meth:`PacketBudget.visit_wait_s`) times this for a ring's step that switches
+#: sum, for the same reason: the ToR's process takes its rack's chunks from all its links at once, and past its
+#: rate the queue grows through the step. Measured on Rina's testbed under rina, both ToRs programmable
+#: (`inatb run scenarios/papers/rina/testbed.yaml --target pyswitch --set policy=rina --set jobs.0.iterations=6
+#: --set metrics.warmup_iterations=1 --set time_dilation=N`, the summary's ``host_delay``) on a 2-core AMD EPYC:
+#: at N = 1 a switch visit waited 3.36 ms (a round trip 50% of its 30.1 ms ring step, marked), at N = 2 0.20 ms
+#: (4%), at N = 3 0.10 ms (2%); the formula gives 0.46 ms at N = 1, so seven times it: N = 2 is planned.
+PYSWITCH_RING_STEP_BURST = 7.0
 #: ... and this many times it at a switch that merges other switches' partial sums (ATP with ``levels: all``
 #: or 2, Rina §III-B's chain): it takes the partials of all its children at once. Measured on
 #: tests/emulation/test_atp_every_level.py's chain (t1, t2 -> a1 -> c1, ``levels: all``) at N = 6: the
@@ -396,14 +404,15 @@ class PacketBudget:
 
     def switch_visit_wait_s(self, factor: float, summed_steps: bool = False) -> float:
         """What a packet waits at each switch it crosses, wall seconds, at time dilation ``factor``: a pyswitch
-        process's as any process's (:meth:`visit_wait_s`); a bmv2 switch's as a queue's sojourn, its service
+        process's as any process's (:meth:`visit_wait_s`), ``PYSWITCH_RING_STEP_BURST`` times that in a ring's step
+        that switches sum; a bmv2 switch's as a queue's sojourn, its service
         ``1 / BMV2_SERVICE_PPS`` and its utilisation the busier of the busiest switch's rate over that and the
         machine's planned busy share, ``BMV2_RING_STEP_BURST`` times that in a ring's step that switches sum
         (``summed_steps``; on every switch of the round trip, the ToRs that sum and the rest alike)."""
         if self.target == "ebpf":
             return EBPF_VISIT_WAIT_S
         if self.target != "bmv2":
-            return self.visit_wait_s(factor)
+            return self.visit_wait_s(factor) * (PYSWITCH_RING_STEP_BURST if summed_steps else 1.0)
         service_s = self.slowness() / BMV2_SERVICE_PPS
         switch_share = max(self.switch_process_pps().values(), default=0.0) / factor * service_s
         machine_share = self.cores_busy(factor) / self.working_cores()
@@ -432,6 +441,9 @@ class PacketBudget:
                     / factor > limit_s
             need = smallest_dilation(waits) if limit_s else 1.0
             visits = f"{3 + switch_visits} visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1"
+            if self.target == "pyswitch" and summed:
+                visits += (f", the {switch_visits} at switches summing the ring's steps {PYSWITCH_RING_STEP_BURST:g} "
+                           f"times that")
             if self.target == "bmv2":
                 merging = (f" ({job_round.merging_switches} merging partial sums: {BMV2_MERGE_BURST:g} times the "
                            f"wait)" if job_round.merging_switches else "")

@@ -122,7 +122,7 @@ def test_a_bmv2_switch_is_planned_as_a_queue_and_a_step_its_tors_sum_as_a_burst(
     """A bmv2 switch keeps a packet ``service / (1 - utilisation)``: GOAT's testbed at 1/1000, s1 at 83,705
     packets/s, is planned at 40 on two cores, past the 34 its throughput budget asks (where its round trips
     waited 54% of a window in bmv2); Rina's steps, which its ToRs sum, twelve times that; a ring whose switches
-    only forward, and a pyswitch switch, wait as any process does."""
+    only forward waits as any process does, and a pyswitch switch too, but seven times that in a step it sums."""
     goat = packet_budget(load_scenario(GOAT_1000), "bmv2", cores=2)
     assert goat.auto_factor() == 40.0 and goat.needs()[next(w for w in goat.needs() if w.startswith("switch s1"))] \
         == pytest.approx(83705 / 2500, rel=1e-3)
@@ -137,7 +137,13 @@ def test_a_bmv2_switch_is_planned_as_a_queue_and_a_step_its_tors_sum_as_a_burst(
     forwarded = packet_budget(load_scenario(rina, ["policy=rar"]), "bmv2", cores=2)
     assert [r.steps_summed_in_switches for r in forwarded.rounds] == [False] and forwarded.auto_factor() == 6.0
     on_pyswitch = packet_budget(load_scenario(GOAT_1000), "pyswitch", cores=2)
-    assert on_pyswitch.switch_visit_wait_s(7, summed_steps=True) == on_pyswitch.visit_wait_s(7)
+    assert on_pyswitch.switch_visit_wait_s(7) == on_pyswitch.visit_wait_s(7)
+    assert on_pyswitch.switch_visit_wait_s(7, summed_steps=True) == \
+        pytest.approx(budget.PYSWITCH_RING_STEP_BURST * on_pyswitch.visit_wait_s(7))
+    # Rina's steps, summed by pyswitch ToRs, ask for N = 2 where a ToR's visit waited 3.36 ms at N = 1.
+    on_pyswitch = packet_budget(load_scenario(rina, ["policy=rina", "topology.programmable=all",
+                                                     "jobs.0.iterations=6"]), "pyswitch", cores=2)
+    assert on_pyswitch.auto_factor() == 2.0
 
 
 def test_the_expected_wall_time_is_the_simulated_iterations_times_the_dilation():
