@@ -122,6 +122,15 @@ class HostDelayMeter:
             if len(self._receive.buffer) >= FOLD_EVERY:
                 self._receive.fold()
 
+    def received_for(self, kernel_ts_s: float, now_epoch_s: float, frames: int):
+        """As :meth:`received`, for a packet that stands for ``frames`` packets read with it (a sample of a
+        busy switch's batch): counted ``frames`` times, so that a busy spell weighs in the mean and the
+        percentiles as much as its packets do."""
+        if kernel_ts_s:
+            self._receive.buffer.extend((now_epoch_s - kernel_ts_s,) * frames)
+            if len(self._receive.buffer) >= FOLD_EVERY:
+                self._receive.fold()
+
     def woke(self, due_s: float, now_s: float):
         """A timed wake-up due at ``due_s`` that ran at ``now_s`` (one clock, wall seconds)."""
         self._late_append(now_s - due_s)

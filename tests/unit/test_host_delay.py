@@ -34,6 +34,22 @@ def test_receive_waits_give_count_mean_tail_and_maximum():
     assert meter.summary()["send_lateness"] == {"count": 0, "mean_s": None, "p99_s": None, "max_s": None}
 
 
+def test_a_sampled_frame_counts_for_the_frames_it_stands_for():
+    """A busy switch stamps one frame in eight of a batch: ten quiet frames of 0.1 ms, each alone in its wake-up,
+    and a batch of 81 that waited 4 ms, sampled at its first frame and ten more, weigh 10 against 81."""
+    meter = HostDelayMeter()
+    for _ in range(10):
+        meter.received_for(1000.0, 1000.0001, 1)
+    meter.received_for(1000.0, 1000.004, 1)
+    for _ in range(10):
+        meter.received_for(1000.0, 1000.004, 8)
+    meter.received_for(0.0, 5.0, 8)                 # unstamped: not counted
+    wait = meter.summary()["receive_wait"]
+    assert wait["count"] == 91
+    assert wait["mean_s"] == pytest.approx((10 * 0.0001 + 81 * 0.004) / 91)
+    assert 0.004 <= wait["p99_s"] <= 0.0044
+
+
 def test_waits_fold_into_a_fixed_histogram_and_a_clock_step_back_reads_as_no_wait():
     meter = HostDelayMeter()
     for k in range(FOLD_EVERY * 2 + 7):
