@@ -24,7 +24,10 @@ and drops duplicates of steps it has finished.
 The worker answers its peers while it computes, and once its last
 iteration is done it keeps answering until nothing has arrived for
 ``LINGER_QUIET_S`` (longer than the longest RTO), so a peer whose last ACKs
-were lost gets them again (TCP's TIME-WAIT, RFC 793).
+were lost gets them again (TCP's TIME-WAIT, RFC 793), or until the
+orchestrator, which sees every worker's records, says that all of them have
+recorded their last iteration (:func:`job_done_path`): then nobody awaits an
+answer, and a run need not last ``LINGER_QUIET_S`` times its dilation more.
 
 Each step may start with a delay (the scheme's ``step_overhead`` and
 ``step_jitter`` options: Rina Eq. 1's per-step overhead O(G) and its
@@ -42,6 +45,7 @@ the first step to the end of the last.
 
 import random
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 
@@ -67,6 +71,12 @@ def mismatched_fragments(cfg, iteration: int, rows) -> int:
     expected = expected_sum(cfg.seed, cfg.job_id, cfg.contributors or cfg.total_workers, iteration, cfg.layout,
                             cfg.lanes, cfg.gradient_bound, cfg.scale_bits)
     return int(np.any(rows != expected, axis=1).sum())
+
+
+def job_done_path(run_dir, job: str) -> Path:
+    """The file the orchestrator writes once every worker of ring job ``job`` has recorded its last iteration
+    (testbed.emulation.monitor.Monitor.release_finished_rings); it ends their lingering."""
+    return Path(run_dir) / "agents" / f"{job}.job-done"
 
 
 class AnsweringPeer:
@@ -99,9 +109,14 @@ class AnsweringPeer:
         return ready
 
     def linger(self):
-        """Keep answering until nothing has arrived for ``LINGER_QUIET_S``."""
+        """Keep answering until nothing has arrived for ``LINGER_QUIET_S``, or until the job is done
+        (:func:`job_done_path`; looked for at each wake-up, at most ``IDLE_WAIT_S`` apart)."""
         self.phase = "lingering"
+        done = job_done_path(self.cfg.run_dir, self.cfg.job) if self.cfg.run_dir else None
         while (quiet_until := self.last_arrival_s + LINGER_QUIET_S) > (now := self.clock.now_s()):
+            if done is not None and done.exists():
+                self.phase = "done"
+                return
             self.serve(quiet_until - now)
 
 

@@ -12,6 +12,7 @@ generation (:class:`testbed.emulation.failover.RingFallback`).
 import json
 import time
 
+from testbed.agents.ring import job_done_path
 from testbed.atomic_io import write_text_atomic
 from testbed.dataplane import program
 from testbed.emulation.nodes import log_tail
@@ -27,6 +28,20 @@ MONITOR_PERIOD_S = 0.25
 STALL_COUNTERS_PERIOD_S = 1.0
 #: The agents whose finishing ends a job: workers of every kind.
 WORKER_ROLES = ("worker", "ring", "rina")
+
+
+def last_recorded_iteration(path) -> int:
+    """The iteration of the last complete record in ``path`` (an agent's ``records/<name>.jsonl``), -1 while
+    there is none."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return -1
+    lines = data[:data.rfind(b"\n")].rsplit(b"\n", 1)
+    try:
+        return int(json.loads(lines[-1])["iteration"]) if lines[-1] else -1
+    except (ValueError, KeyError, TypeError):
+        return -1
 
 
 class Monitor:
@@ -51,6 +66,8 @@ class Monitor:
         # A training job's workers must hold the same model at every iteration: a divergence fails the run.
         self.divergence = {job.name: DivergenceWatch({w: run_dir / "records" / f"{w}.jsonl" for w in job.workers})
                            for job in plan.scenario.jobs if job.training}
+        # Ring jobs whose workers may still linger after their last iteration (release_finished_rings).
+        self.rings_lingering = [job for job in plan.scenario.jobs if job.is_ring]
 
     # -- the loop ---------------------------------------------------------------------------
     def watch(self, ps_ports: list, fallback, events) -> None:
@@ -76,6 +93,7 @@ class Monitor:
                 self.interrupts.check()
                 self.check_agents()
                 self.check_models()
+                self.release_finished_rings()
                 now = time.monotonic()
                 # Progress is a job's: once every worker is done (background with its own duration may
                 # keep the run going), there is nothing left to stall.
@@ -132,6 +150,16 @@ class Monitor:
                 iteration, hashes = diverged
                 raise EmulationError(f"job {job}: the workers' models diverged at iteration {iteration} "
                                      f"(parameter hashes {', '.join(f'{w} {h}' for w, h in sorted(hashes.items()))})")
+
+    def release_finished_rings(self) -> None:
+        """Once every worker of a ring job has recorded its last iteration, nobody awaits an answer: the file
+        :func:`testbed.agents.ring.job_done_path` ends their lingering. A job that lost a worker never gets
+        there (its failed worker's records stop short), so its survivors linger as before."""
+        for job in list(self.rings_lingering):
+            if all(last_recorded_iteration(self.run_dir / "records" / f"{w}.jsonl") == job.iterations - 1
+                   for w in job.workers):
+                write_text_atomic(job_done_path(self.run_dir, job.name), "")
+                self.rings_lingering.remove(job)
 
     def workers_running(self) -> bool:
         """Some worker (of a ring too) whose gradient counts has not finished (those left out of K-of-N

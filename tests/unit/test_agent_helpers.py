@@ -8,7 +8,7 @@ import numpy as np
 
 from testbed.agents.common import ECN_CE, ECN_ECT0, arrived_ce, open_endpoint, pending_datagrams, straggler_rng
 from testbed.agents.gradients import expected_sum
-from testbed.agents.ring import LINGER_QUIET_S, AnsweringPeer, mismatched_fragments
+from testbed.agents.ring import LINGER_QUIET_S, AnsweringPeer, job_done_path, mismatched_fragments
 
 
 def test_pending_datagrams_yields_every_waiting_datagram_with_its_tos_then_stops():
@@ -73,8 +73,8 @@ class FakeClock:
 class Peer(AnsweringPeer):
     """Serves by advancing the clock; a datagram arrives at each instant in ``arrivals_s``."""
 
-    def __init__(self, arrivals_s):
-        super().__init__(SimpleNamespace(), sock=None, records=None, clock=FakeClock())
+    def __init__(self, arrivals_s, run_dir=""):
+        super().__init__(SimpleNamespace(run_dir=run_dir, job="j"), sock=None, records=None, clock=FakeClock())
         self.arrivals_s, self.waits = list(arrivals_s), []
 
     def serve(self, wait_s):
@@ -94,3 +94,15 @@ def test_a_ring_peer_serves_until_its_deadline_and_lingers_until_quiet():
     assert peer.phase == "lingering"
     assert peer.last_arrival_s == 1.0                               # the late datagram restarted the quiet time
     assert peer.clock.t >= 1.0 + LINGER_QUIET_S and peer.clock.t < 1.0 + LINGER_QUIET_S + 0.25
+
+
+def test_a_lingering_ring_peer_ends_once_the_orchestrator_says_the_job_is_done(tmp_path):
+    (tmp_path / "agents").mkdir()
+    peer = Peer([0.1, 0.3], run_dir=str(tmp_path))
+    peer.serve_until(0.2)
+    peer.arrivals_s.append(0.4)
+    peer.serve = lambda wait_s, serve=peer.serve: (serve(wait_s), peer.clock.t >= 0.5 and
+                                                    job_done_path(tmp_path, "j").write_text(""))
+    peer.linger()
+    assert peer.phase == "done" and 0.5 <= peer.clock.t < 0.8          # not 0.4 + LINGER_QUIET_S
+    assert job_done_path(tmp_path, "j") == tmp_path / "agents" / "j.job-done"
