@@ -24,7 +24,8 @@ from pathlib import Path
 from mininet.node import Switch
 
 from testbed.dataplane import program
-from testbed.dataplane.bmv2 import BMV2_START_TIMEOUT_S, Bmv2Runtime, log_tails, settle_log, simple_switch_argv, wait_for_thrift
+from testbed.dataplane.bmv2 import (BMV2_START_TIMEOUT_S, Bmv2Runtime, log_tails, settle_log, simple_switch_argv,
+                                    wait_for_thrift)
 from testbed.dataplane.p4build import compile_program
 from testbed.dataplane.wire import DEFAULT_LANES
 from testbed.emulation.state import stop_process
@@ -73,7 +74,8 @@ class Bmv2SwitchNode(Switch):
             self.run_state.add_process(self.proc.pid, BMV2_MARKER)
 
     def runtime(self):
-        wait_for_thrift(self.thrift_port, self.start_timeout_s, alive=lambda: self.proc is not None and self.proc.poll() is None,
+        wait_for_thrift(self.thrift_port, self.start_timeout_s,
+                        alive=lambda: self.proc is not None and self.proc.poll() is None,
                         switch=self.name, log_paths=[self.out_path, self.log_path])
         return Bmv2Runtime(self.thrift_port, switch=self.name, lanes=self.lanes, slots=self.slots)
 
