@@ -151,6 +151,15 @@ BMV2_RING_STEP_BURST = 12.0
 #: at N = 1 a switch visit waited 3.36 ms (a round trip 50% of its 30.1 ms ring step, marked), at N = 2 0.20 ms
 #: (4%), at N = 3 0.10 ms (2%); the formula gives 0.46 ms at N = 1, so seven times it: N = 2 is planned.
 PYSWITCH_RING_STEP_BURST = 7.0
+#: ... and a switch that merges other switches' partial sums (ATP with ``levels: all`` or 2) this many times a
+#: visit's wait once a round trip, as bmv2's (``BMV2_MERGE_BURST``): it takes its children's partials at once, and
+#: the switches that share its process wait behind it. Measured on Rina's fat-tree k=4 with all 20 switches
+#: aggregating in 2 processes, 4 of them merging (tests/emulation/test_fidelity.py's ATP case: VGG16, the PS at
+#: h16, `inatb fidelity ... --set time_dilation=N`) on a 2-core AMD EPYC: a round trip's 10 switch visits waited
+#: 48 ms in all at N = 4 (19% of the communication, marked, 1.36x the model's time), 41 ms at N = 5 (12-13%,
+#: 1.16-1.21x), 26 ms at N = 6 (7%, 1.03x) and 14 ms at N = 8, about 100 times the formula's visit (0.44, 0.39,
+#: 0.35 and 0.31 ms) where it is highest: 10 visits and 4 x 22.5 more.
+PYSWITCH_MERGE_BURST = 23.5
 #: ... and this many times it at a switch that merges other switches' partial sums (ATP with ``levels: all``
 #: or 2, Rina §III-B's chain): it takes the partials of all its children at once. Measured on
 #: tests/emulation/test_atp_every_level.py's chain (t1, t2 -> a1 -> c1, ``levels: all``) at N = 6: the
@@ -432,8 +441,10 @@ class PacketBudget:
                                   for part, span_s, what in job_round.spans())
 
             summed = job_round.steps_summed_in_switches
-            # bmv2 switches that merge partial sums wait BMV2_MERGE_BURST times a visit once a round trip
-            merge_visits = job_round.merging_switches * (BMV2_MERGE_BURST - 1) if self.target == "bmv2" else 0
+            # switches that merge partial sums wait BMV2_MERGE_BURST (PYSWITCH_MERGE_BURST) times a visit once a
+            # round trip
+            burst = {"bmv2": BMV2_MERGE_BURST, "pyswitch": PYSWITCH_MERGE_BURST}.get(self.target, 1.0)
+            merge_visits = job_round.merging_switches * (burst - 1)
 
             def waits(factor):
                 switch_wait_s = self.switch_visit_wait_s(factor, summed)
@@ -444,11 +455,14 @@ class PacketBudget:
             if self.target == "pyswitch" and summed:
                 visits += (f", the {switch_visits} at switches summing the ring's steps {PYSWITCH_RING_STEP_BURST:g} "
                            f"times that")
+            if self.target == "pyswitch" and merge_visits:
+                visits += (f", {job_round.merging_switches} merging partial sums {PYSWITCH_MERGE_BURST:g} times "
+                           f"that once")
             if self.target == "bmv2":
-                merging = (f" ({job_round.merging_switches} merging partial sums: {BMV2_MERGE_BURST:g} times the "
-                           f"wait)" if job_round.merging_switches else "")
+                merging_note = (f" ({job_round.merging_switches} merging partial sums: {BMV2_MERGE_BURST:g} times "
+                                f"the wait)" if job_round.merging_switches else "")
                 visits = (f"3 visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1 and {switch_visits} "
-                          f"of bmv2 switches{merging}, {self.switch_visit_wait_s(need, summed) * 1e3:.2g} ms at "
+                          f"of bmv2 switches{merging_note}, {self.switch_visit_wait_s(need, summed) * 1e3:.2g} ms at "
                           f"{need:.3g}")
             needs[f"job {job_round.job}'s round trips ({visits}, {phrase})"] = need
         return needs

@@ -146,6 +146,20 @@ def test_a_bmv2_switch_is_planned_as_a_queue_and_a_step_its_tors_sum_as_a_burst(
     assert on_pyswitch.auto_factor() == 2.0
 
 
+def test_a_pyswitch_switch_that_merges_partial_sums_waits_a_burst_once_a_round_trip():
+    """ATP at every level of Rina's fat-tree (4 switches merging partial sums) is planned at 5 with the reference
+    costs, where 4 waited 19% of its communication on an AMD EPYC; one merging switch adds little."""
+    fat_tree = REPO / "scenarios" / "papers" / "rina" / "fat-tree-k4.yaml"
+    base = ["scale=0.00005", "policy=atp", "jobs.0.ps=[h16]", "jobs.0.model=vgg16", "topology.programmable.count=20",
+            "jobs.0.iterations=6"]
+    every_level = packet_budget(load_scenario(fat_tree, base + ["jobs.0.policy_options.atp.levels=all"]), "pyswitch",
+                                cores=2)
+    assert [r.merging_switches for r in every_level.rounds] == [4] and every_level.auto_factor() == 5.0
+    assert "4 merging partial sums 23.5 times that once" in next(iter(every_level.latency_needs()))
+    default = packet_budget(load_scenario(fat_tree, base), "pyswitch", cores=2)
+    assert [r.merging_switches for r in default.rounds] == [1] and next(iter(default.latency_needs().values())) == 1.0
+
+
 def test_the_expected_wall_time_is_the_simulated_iterations_times_the_dilation():
     scenario = load_scenario(QUICKSTART, ["scale=0.001", "jobs.0.iterations=10"])
     simulation = {"jobs": {"resnet50": {"comm_time_s": 0.01}}}
