@@ -143,8 +143,14 @@ BMV2_MAX_UTILISATION = 0.999
 #: at 7 12.4 and 7.1 ms (24%, 14%), at 8 6.1 ms (10%), at 12 1.8 ms (2%), where the queue alone gives 2.1, 1.1, 0.85
 #: and 0.65 ms, and twelve times it 25, 13, 10 and 7.8 ms: N = 8 is planned there on two cores.
 BMV2_RING_STEP_BURST = 12.0
+#: ... and this many times it at a switch that merges other switches' partial sums (ATP with ``levels: all``
+#: or 2, Rina §III-B's chain): it takes the partials of all its children at once. Measured on
+#: tests/emulation/test_atp_every_level.py's chain (t1, t2 -> a1 -> c1, ``levels: all``) at N = 6: the
+#: switches' waits came to 1.5 ms a round trip in virtual time, twice the 0.75 ms planned without it, the
+#: excess on the two merging switches: about four times a visit's sojourn at each.
+BMV2_MERGE_BURST = 4.0
 #: A pyswitch process's visit wait (:meth:`PacketBudget.visit_wait_s`) times this for a ring's step that switches
-#: sum, for the same reason: the ToR's process takes its rack's chunks from all its links at once, and past its
+#: sum, as ``BMV2_RING_STEP_BURST`` for bmv2: the ToR's process takes its rack's chunks from all its links at once, and past its
 #: rate the queue grows through the step. Measured on Rina's testbed under rina, both ToRs programmable
 #: (`inatb run scenarios/papers/rina/testbed.yaml --target pyswitch --set policy=rina --set jobs.0.iterations=6
 #: --set metrics.warmup_iterations=1 --set time_dilation=N`, the summary's ``host_delay``) on a 2-core AMD EPYC:
@@ -160,12 +166,6 @@ PYSWITCH_RING_STEP_BURST = 7.0
 #: 1.16-1.21x), 26 ms at N = 6 (7%, 1.03x) and 14 ms at N = 8, about 100 times the formula's visit (0.44, 0.39,
 #: 0.35 and 0.31 ms) where it is highest: 10 visits and 4 x 22.5 more.
 PYSWITCH_MERGE_BURST = 23.5
-#: ... and this many times it at a switch that merges other switches' partial sums (ATP with ``levels: all``
-#: or 2, Rina §III-B's chain): it takes the partials of all its children at once. Measured on
-#: tests/emulation/test_atp_every_level.py's chain (t1, t2 -> a1 -> c1, ``levels: all``) at N = 6: the
-#: switches' waits came to 1.5 ms a round trip in virtual time, twice the 0.75 ms planned without it, the
-#: excess on the two merging switches: about four times a visit's sojourn at each.
-BMV2_MERGE_BURST = 4.0
 #: The share of a job's round the planner lets its round trips wait for processes: well inside the detector's
 #: limits (testbed.metrics.distortion: a third of a ring's step, 0.4 of a window), so that a run planned inside
 #: them is not marked. At a quarter, H-AR on Rina's testbed was planned at N = 1 and waited 0.43 of its 14.5 ms
