@@ -151,9 +151,10 @@ BMV2_RING_STEP_BURST = 12.0
 BMV2_MERGE_BURST = 4.0
 #: A pyswitch process's visit wait (:meth:`PacketBudget.visit_wait_s`) times this for a ring's step that switches
 #: sum, as ``BMV2_RING_STEP_BURST`` for bmv2: the ToR's process takes its rack's chunks from all its links at
-#: once, and past its rate the queue grows through the step. Measured on Rina's testbed under rina, both ToRs programmable
-#: (`inatb run scenarios/papers/rina/testbed.yaml --target pyswitch --set policy=rina --set jobs.0.iterations=6
-#: --set metrics.warmup_iterations=1 --set time_dilation=N`, the summary's ``host_delay``) on a 2-core AMD EPYC:
+#: once, and past its rate the queue grows through the step. Measured on Rina's testbed under rina, both ToRs
+#: programmable (`inatb run scenarios/papers/rina/testbed.yaml --target pyswitch --set policy=rina --set
+#: jobs.0.iterations=6 --set metrics.warmup_iterations=1 --set time_dilation=N`, the summary's ``host_delay``) on
+#: a 2-core AMD EPYC:
 #: at N = 1 a switch visit waited 3.36 ms (a round trip 50% of its 30.1 ms ring step, marked), at N = 2 0.20 ms
 #: (4%), at N = 3 0.10 ms (2%); the formula gives 0.46 ms at N = 1, so seven times it: N = 2 is planned.
 PYSWITCH_RING_STEP_BURST = 7.0
