@@ -43,7 +43,17 @@ lockstep. Measured on PA-ATP's testbed
 (``scenarios/papers/pa-atp/fidelity.yaml``): 1.24-1.51x the simulated PS
 ingress. The run's switch egress is then not judged either.
 
-Their rates and communication times are judged, as every transport's. Until
+Their communication times are judged, as every transport's, and so are
+their rates where the job has the network to itself. Where another job
+shares its paths, a rate is judged from below only (``below_only``): the
+fluid model splits a shared path fairly, which asynchronous windows need
+not do within a run (PA-ATP §VI-B: StrawAsyn's jobs contend for bandwidth,
+and §V-D credits PA-ATP's progress awareness with keeping jobs fair). On
+PA-ATP's testbed, eight iterations of about four round trips each, the job
+that took the larger share of the two shared paths read 1.34-1.35x the
+model's rate under strawasyn and 1.28-1.30x under pa-atp in suite runs on a
+2-core AMD EPYC (its communication time 0.83x, the other job's 1.0x);
+below the model, a rate says the emulation was slower than its links. Until
 a worker's rate left out its first window (sent before any acknowledgement
 could clock it, and still queued at the bottleneck when its last frame
 left), the windows at an iteration's end made the rates read above the
@@ -66,18 +76,22 @@ RATE_TOLERANCE = 0.25
 
 #: Why a row is not judged: the simulator does not model it (see the module's docstring).
 ASYNCHRONOUS_OVERFLOW = "transport sends past the slots by design: overflow to the PS not modelled"
+#: Why a row is judged from below only: the simulator does not model it above (see the module's docstring).
+ASYNCHRONOUS_SHARE = "above not judged: asynchronous windows do not split a path shared with another job fairly"
 
 
-def _row(metric, emulated, simulated, tolerance, reference=None, unjudged=None):
+def _row(metric, emulated, simulated, tolerance, reference=None, unjudged=None, below_only=None):
     """One comparison; ``within`` when |emulated - simulated| <= tolerance x the reference (the simulated
     value, or ``reference`` where that is larger: an amount the simulator puts at 0, such as ``ps``'s
     in-network aggregation, is judged against the fragments sent). ``unjudged``: why the row is shown but
-    left out of ``all_within``."""
+    left out of ``all_within``; ``below_only``: why only ``emulated`` below the bound is outside it."""
     ratio = emulated / simulated if emulated is not None and simulated else None
     scale = max(abs(simulated or 0), reference or 0)
-    within = emulated is not None and simulated is not None and abs(emulated - simulated) <= tolerance * scale
+    within = emulated is not None and simulated is not None and (
+        (simulated - emulated if below_only else abs(emulated - simulated)) <= tolerance * scale)
     return {"metric": metric, "emulated": emulated, "simulated": simulated, "ratio": ratio,
-            "tolerance": tolerance, "within": within, "judged": unjudged is None, "unjudged": unjudged}
+            "tolerance": tolerance, "within": within, "judged": unjudged is None, "unjudged": unjudged,
+            "below_only": below_only}
 
 
 def compare(summary: dict, simulation: dict) -> dict:
@@ -91,6 +105,7 @@ def compare(summary: dict, simulation: dict) -> dict:
         emulated_sent = job["fragments_sent"] / done if done else None
         asynchronous = not sim["overflow_modelled"]        # the simulator's mark of an asynchronous transport
         counts = ASYNCHRONOUS_OVERFLOW if asynchronous else None
+        shares_paths = asynchronous and len(simulation["jobs"]) > 1
         if sim["ring"]:
             # A ring all-reduce: no PS, nothing aggregated; what its workers send is the count to compare.
             rows = [_row("sent_fragments", emulated_sent, sim["sent_fragments"], FRAGMENT_TOLERANCE)]
@@ -103,7 +118,7 @@ def compare(summary: dict, simulation: dict) -> dict:
                      unjudged=counts)]
         rows += [
             _row("min_sending_rate_bps", job["min_gradient_sending_rate_bps"], sim["min_sending_rate_bps"],
-                 RATE_TOLERANCE),
+                 RATE_TOLERANCE, below_only=ASYNCHRONOUS_SHARE if shares_paths else None),
             _row("comm_time_s", job["comm_time_s"], sim["comm_time_s"], RATE_TOLERANCE),
         ]
         jobs[job["job"]] = rows
@@ -129,8 +144,15 @@ def format_fidelity(result: dict) -> str:
         for r in rows:
             lines.append(f"  {job:<12}{r['metric']:<24}{num(r['emulated']):>12}{num(r['simulated']):>12}"
                          f"{num(r['ratio']):>8}  {verdict(r)}"
-                         + (f" (±{r['tolerance']:.0%})" if r.get("judged", True) else ""))
+                         + (f" ({bound(r)})" if r.get("judged", True) else ""))
     return "\n".join(lines)
+
+
+def bound(row: dict) -> str:
+    """A judged row's bound in words: ``±25%``, or ``-25%; above not judged: ...``."""
+    if row.get("below_only"):
+        return f"-{row['tolerance']:.0%}; {row['below_only']}"
+    return f"±{row['tolerance']:.0%}"
 
 
 def verdict(row: dict) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.atomic_io import write_text_atomic
-from testbed.fidelity import verdict as fidelity_verdict
+from testbed.fidelity import bound as fidelity_bound, verdict as fidelity_verdict
 from testbed.metrics.display import format_metric, format_value, metric_label, metric_name, metric_scale
 from testbed.reports import results_kind
 from testbed.reports.results import load_summary, load_table, numeric_metrics, point_means, sweep_axes
@@ -237,7 +237,7 @@ def _transposed(columns: dict, row_label: str) -> str:
 def _fidelity(fidelity: dict) -> str:
     rows = [{"job": job, "metric": metric_name(r["metric"]), "emulated": format_metric(r["metric"], r["emulated"]),
              "simulated": format_metric(r["metric"], r["simulated"]), "ratio": r["ratio"],
-             "tolerance": f"±{r['tolerance']:.0%}", "within": fidelity_verdict(r)}
+             "tolerance": fidelity_bound(r), "within": fidelity_verdict(r)}
             for job, job_rows in list(fidelity["jobs"].items()) + [("(run)", fidelity.get("run", []))]
             for r in job_rows]
     verdict = "every row within its bound" if fidelity.get("all_within") else "NOT every row within its bound"

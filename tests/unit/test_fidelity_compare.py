@@ -66,6 +66,26 @@ def test_fragment_counts_the_simulator_does_not_model_are_shown_not_judged():
     assert not synchronous["all_within"]
 
 
+def two_jobs(summary_of_j, simulation_of_j):
+    """``summary_of_j`` and ``simulation_of_j`` with a second job, ``k``, a copy of ``j``."""
+    return ({**summary_of_j, "jobs": summary_of_j["jobs"] + [{**summary_of_j["jobs"][0], "job": "k"}]},
+            {**simulation_of_j, "jobs": {**simulation_of_j["jobs"], "k": simulation_of_j["jobs"]["j"]}})
+
+
+def test_an_asynchronous_jobs_rate_beside_another_job_is_judged_from_below_only():
+    asynchronous = simulation(overflow_modelled=False)
+    fast = compare(*two_jobs(summary(ps_packets=600, sent=1920, rate_bps=7e6, comm_s=0.1, egress=900), asynchronous))
+    rate = {r["metric"]: r for r in fast["jobs"]["j"]}["min_sending_rate_bps"]
+    assert rate["judged"] and rate["within"] and rate["ratio"] == 1.4 and fast["all_within"]   # 1.4x: not judged
+    assert "yes (-25%; above not judged: asynchronous windows do not split a path shared" in format_fidelity(fast)
+    slow = compare(*two_jobs(summary(ps_packets=600, sent=1920, rate_bps=3.5e6, comm_s=0.1, egress=900),
+                             asynchronous))
+    assert not {r["metric"]: r for r in slow["jobs"]["j"]}["min_sending_rate_bps"]["within"]  # 0.7x: judged
+    assert not slow["all_within"]
+    synchronous = compare(*two_jobs(summary(ps_packets=240, sent=1920, rate_bps=7e6, comm_s=0.1, egress=720), SIM))
+    assert not synchronous["all_within"]                                          # a synchronous job's 1.4x: judged
+
+
 def test_a_ring_all_reduce_is_compared_on_what_its_workers_send():
     sim = {"jobs": {"j": {"ps_ingress_fragments": 0, "sent_fragments": 1554, "min_sending_rate_bps": 4.78e6,
                           "comm_time_s": 0.111, "overflow_modelled": True, "ring": True}},
