@@ -121,6 +121,15 @@ MIN_WORKING_CORE_SHARE = 0.05
 #: atp (0.50) 0.19-0.72 ms, Rina's testbed under rar (0.95) 0.35-0.46 ms.
 VISIT_WAIT_IDLE_S = 0.15e-3
 VISIT_WAIT_BUSY_S = 0.3e-3
+#: ... times ``(1 - VISIT_WAIT_KNEE_SHARE) / (1 - utilisation)`` past this share (utilisation at most
+#: ``VISIT_WAIT_MAX_UTILISATION``): near a full machine processes queue for a core, and a visit's wait grows as a
+#: queue's does rather than along the line. Measured on GOAT's testbed at 1/1000 on ebpf (`inatb run
+#: scenarios/papers/goat/testbed-1000.yaml --target ebpf --set time_dilation=N`, the agents the only processes) on
+#: a 2-core AMD EPYC: planned at 0.93 of the working cores (N = 5) a round trip's three agent visits waited 0.26,
+#: 0.40, 0.71 and 0.66 of its 2.69 ms window (marked past 0.40: 1.8 ms a visit in wall time where the line gives
+#: 0.43), at 0.66 (N = 7) 0.04 (0.23 ms a visit). Past 0.75 the queue's factor is 3.6 at 0.93.
+VISIT_WAIT_KNEE_SHARE = 0.75
+VISIT_WAIT_MAX_UTILISATION = 0.99
 #: What a packet waits inside a bmv2 switch, in wall seconds: a simple_switch takes packets in turn, so a
 #: packet's wait from its receipt to its egress queue is a single-server queue's sojourn,
 #: ``service / (1 - utilisation)``. The service is ``1 / BMV2_SERVICE_PPS`` (slower by this machine's slowness),
@@ -403,10 +412,11 @@ class PacketBudget:
 
     def visit_wait_s(self, factor: float) -> float:
         """What a packet waits for a process at each visit, wall seconds, at time dilation ``factor``
-        (``VISIT_WAIT_IDLE_S``, ``VISIT_WAIT_BUSY_S``), slower by as much as this machine's measured packet
-        costs are above the reference's."""
-        utilisation = min(1.0, self.cores_busy(factor) / self.working_cores())
-        return (VISIT_WAIT_IDLE_S + VISIT_WAIT_BUSY_S * utilisation) * self.slowness()
+        (``VISIT_WAIT_IDLE_S``, ``VISIT_WAIT_BUSY_S``; past ``VISIT_WAIT_KNEE_SHARE``, a queue's growth), slower
+        by as much as this machine's measured packet costs are above the reference's."""
+        utilisation = min(VISIT_WAIT_MAX_UTILISATION, self.cores_busy(factor) / self.working_cores())
+        queueing = max(1.0, (1 - VISIT_WAIT_KNEE_SHARE) / (1 - utilisation))
+        return (VISIT_WAIT_IDLE_S + VISIT_WAIT_BUSY_S * utilisation) * queueing * self.slowness()
 
     def slowness(self) -> float:
         """How much dearer a switch packet is on this machine than on the reference (:func:`slowness`)."""
@@ -452,7 +462,7 @@ class PacketBudget:
                 return (3 * self.visit_wait_s(factor) + (switch_visits + merge_visits) * switch_wait_s) \
                     / factor > limit_s
             need = smallest_dilation(waits) if limit_s else 1.0
-            visits = f"{3 + switch_visits} visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1"
+            visits = f"{3 + switch_visits} visits of {self.visit_wait_s(need) * 1e3:.2g} ms at {need:.3g}"
             if self.target == "pyswitch" and summed:
                 visits += (f", the {switch_visits} at switches summing the ring's steps {PYSWITCH_RING_STEP_BURST:g} "
                            f"times that")
@@ -462,8 +472,8 @@ class PacketBudget:
             if self.target == "bmv2":
                 merging_note = (f" ({job_round.merging_switches} merging partial sums: {BMV2_MERGE_BURST:g} times "
                                 f"the wait)" if job_round.merging_switches else "")
-                visits = (f"3 visits of {self.visit_wait_s(1.0) * 1e3:.2g} ms at time dilation 1 and {switch_visits} "
-                          f"of bmv2 switches{merging_note}, {self.switch_visit_wait_s(need, summed) * 1e3:.2g} ms at "
+                visits = (f"3 visits of {self.visit_wait_s(need) * 1e3:.2g} ms and {switch_visits} of bmv2 "
+                          f"switches{merging_note}, {self.switch_visit_wait_s(need, summed) * 1e3:.2g} ms, at "
                           f"{need:.3g}")
             needs[f"job {job_round.job}'s round trips ({visits}, {phrase})"] = need
         return needs

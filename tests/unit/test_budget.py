@@ -51,12 +51,12 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
     # first points, at the floor: 4 x 3,720 / 36,300 + 3,720 / 33,100 = 0.52 cores; 1.87 / (1.4 - 6 x 0.003).
     assert machine.startswith("the machine (1.9 cores' work at time dilation 1 and 6 processes idling on 0.02, 70% "
                               "of 2 cores usable) needs time dilation 1.35")
-    # A round trip visits the worker's timer, the PS and the worker (0.45 ms each at N = 1, the machine busy)
-    # and s1 both ways, where bmv2 is a queue: at N = 4.57 s1 takes 9,301 / 4.57 = 2,035 packets/s, 0.885 of
-    # the 2,300/s it serves, a sojourn of 0.435 ms / 0.115 = 3.8 ms; the agents' visits 0.24 ms with the machine
-    # 0.30 busy: (3 x 0.24 + 2 x 3.8) / 4.57 = 1.81 ms, 12% of the quickstart's 15.1 ms communication.
-    assert latency.startswith("job resnet50's round trips (3 visits of 0.45 ms at time dilation 1 and 2 of bmv2 "
-                              "switches, 3.8 ms at 4.57, 12% of its 15.1 ms communication) needs time dilation 4.57")
+    # A round trip visits the worker's timer, the PS and the worker and s1 both ways, where bmv2 is a queue: at
+    # N = 4.57 s1 takes 9,301 / 4.57 = 2,035 packets/s, 0.885 of the 2,300/s it serves, a sojourn of 0.435 ms /
+    # 0.115 = 3.8 ms; the agents' visits 0.24 ms with the machine 0.30 busy: (3 x 0.24 + 2 x 3.8) / 4.57 = 1.81
+    # ms, 12% of the quickstart's 15.1 ms communication.
+    assert latency.startswith("job resnet50's round trips (3 visits of 0.24 ms and 2 of bmv2 switches, 3.8 ms, at "
+                              "4.57, 12% of its 15.1 ms communication) needs time dilation 4.57")
     monkeypatch.setattr(budget.shutil, "which", lambda name: f"/x/{name}")
     assert packet_budget(scenario, "auto", cores=2).target == "bmv2"      # auto resolves to bmv2 here
     monkeypatch.setattr(budget.shutil, "which", lambda name: None)
@@ -81,22 +81,24 @@ def test_auto_takes_the_smallest_whole_dilation_inside_every_budget():
     assert needs == pytest.approx(sorted([5 * link / TARGET_BUDGET_PPS["pyswitch"], 2 * link / AGENT_BUDGET_PPS,
                                           machine]))
     # A window of 32 frames lasts 0.86 ms; a round trip visits the worker's timer, s1 both ways, the PS and the
-    # worker: 5 visits of 0.45 ms of wall time with the machine at its working share, so the waits fit a fifth of
-    # the window from N = 12.07 on (each visit's wait falls with the machine's load as N grows).
+    # worker: 5 visits, each of 0.15 + 0.3 x u ms of wall time with the machine u busy, and past u = 0.75
+    # (VISIT_WAIT_KNEE_SHARE) 0.25 / (1 - u) times that: along the line alone they would fit a fifth of the window
+    # from N = 12.07 on (u = 0.88 there, a visit 0.90 ms with the knee); with it from N = 14.57 (u = 0.80, 0.50 ms).
     ((what, latency),) = plan.latency_needs().items()
-    assert what.startswith("job resnet50's round trips (5 visits of 0.45 ms") and "0.86 ms window" in what
-    assert latency == pytest.approx(12.07, abs=0.01) and plan.binding() == what
-    assert dilation_factor(scenario, plan) == 13.0 == plan.auto_factor()
-    assert plan.warnings(13) == [] and len(plan.warnings(12)) == 1 and len(plan.warnings(9)) == 3
-    assert "bound by the processes' delay" in plan.warnings(12)[0]
+    assert plan.cores_busy(14.57) / working == pytest.approx(0.80, abs=0.005)
+    assert what.startswith("job resnet50's round trips (5 visits of 0.5 ms at 14.6") and "0.86 ms window" in what
+    assert latency == pytest.approx(14.57, abs=0.01) and plan.binding() == what
+    assert dilation_factor(scenario, plan) == 15.0 == plan.auto_factor()
+    assert plan.warnings(15) == [] and len(plan.warnings(14)) == 1 and len(plan.warnings(9)) == 3
+    assert "bound by the processes' delay" in plan.warnings(14)[0]
     assert dilation_factor(load_scenario(QUICKSTART, ["time_dilation=3"]), plan) == 3.0   # a number is kept
     # With four cores the machine needs 4.4, the round trips 8.9, the switch still 9.3.
     assert packet_budget(scenario, "pyswitch", cores=4).auto_factor() == 10.0
     # On bmv2 the switch's budget asks 74.4 (186,012 / 2,500), its queue more: at N = 86.2 s1 is 0.94 busy and a
     # packet stays 7 ms in it, two such visits and the agents' a fifth of the 0.86 ms window in virtual time.
     on_bmv2 = packet_budget(scenario, "bmv2", cores=2)
-    assert on_bmv2.binding().startswith("job resnet50's round trips (3 visits of 0.45 ms at time dilation 1 and 2 "
-                                        "of bmv2 switches, 7 ms at 86.2, 20% of its 0.86 ms window)")
+    assert on_bmv2.binding().startswith("job resnet50's round trips (3 visits of 0.24 ms and 2 of bmv2 switches, "
+                                        "7 ms, at 86.2, 20% of its 0.86 ms window)")
     assert on_bmv2.auto_factor() == 87.0
 
 
@@ -111,11 +113,14 @@ def test_a_jobs_workers_are_predicted_at_its_slowest_workers_rate():
     plan = packet_budget(scenario, "pyswitch", placement, cores=2)
     assert set(plan.switch_pps) == {"s1", "s2", "s3"} and set(plan.agent_pps) == {f"w{i}" for i in range(1, 9)} | {
         "ps"}
-    # S1 and S3 share a process (auto: the fewest that need the least dilation), so the packets S3 hands
-    # S1 wake no process: N = 7 where a process per switch needs 8.
-    assert plan.switch_groups == (("s1", "s3"), ("s2",)) and plan.auto_factor() == 7.0
+    # One process for the three switches (auto: the fewest that need the least dilation), its throughput budget
+    # binding at 7.44: N = 8. Two processes, S1 and S3 together (the packets S3 hands S1 wake no process),
+    # need 8.34 and a process per switch 8.62, both for their round trips' visits with the machine 0.84 busy.
+    assert plan.switch_groups == (("s1", "s2", "s3"),) and plan.auto_factor() == 8.0
+    two = packet_budget(load_scenario(GOAT_1000, ["switch.processes=2"]), "pyswitch", placement, cores=2)
+    assert two.switch_groups == (("s1", "s3"), ("s2",)) and two.needed() == pytest.approx(8.34, abs=0.01)
     per_switch = packet_budget(load_scenario(GOAT_1000, ["switch.processes=per-switch"]), "pyswitch", placement, cores=2)
-    assert per_switch.switch_groups == (("s1",), ("s2",), ("s3",)) and per_switch.auto_factor() == 8.0
+    assert per_switch.switch_groups == (("s1",), ("s2",), ("s3",)) and per_switch.auto_factor() == 9.0
 
 
 def test_a_bmv2_switch_is_planned_as_a_queue_and_a_step_its_tors_sum_as_a_burst():
