@@ -108,11 +108,14 @@ def from_i64(value: int, bits: int, what: str = "register") -> int:
     return value & ((1 << bits) - 1)
 
 
-def simple_switch_argv(json_path, ports: dict, thrift_port: int, device_id: int, log_path,
+def simple_switch_argv(json_path, ports: dict, thrift_port: int, device_id: int, log_path, notifications_path,
                        binary: str = "simple_switch") -> list:
     """``simple_switch`` for one switch: ``-i PORT@IFNAME`` per port, Thrift port, device id, log file
-    (``log_path``; bmv2 writes ``<log_path>.txt``, which ``settle_log`` moves to ``log_path``)."""
+    (``log_path``; bmv2 writes ``<log_path>.txt``, which ``settle_log`` moves to ``log_path``), and the
+    nanomsg socket of its notifications at ``notifications_path`` (a directory the caller removes: bmv2's
+    default, ``/tmp/bmv2-<device id>-notifications.ipc``, outlives it)."""
     argv = [binary, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
+            "--notifications-addr", f"ipc://{notifications_path}",
             "--log-file", str(log_path), "--log-level", LOG_LEVEL, "--log-flush"]
     for port, ifname in sorted(ports.items()):
         argv += ["-i", f"{int(port)}@{ifname}"]

@@ -4,7 +4,8 @@ Like every switch node it lives in the root namespace and serves the
 switch's Mininet interfaces. ``start`` compiles the program for the run's
 lanes and slots (p4build: cached, so only the first switch of a run may
 pay for p4c) and launches ``simple_switch -i PORT@IFNAME ... --thrift-port
---device-id --log-file logs/<switch>.log``; bmv2 writes that log as
+--device-id --notifications-addr --log-file logs/<switch>.log`` (its
+notifications socket in the run's state directory); bmv2 writes that log as
 ``<switch>.log.txt``, and ``stop`` moves it to ``logs/<switch>.log``, where
 every target's switch log is read (bmv2.settle_log). ``runtime`` waits for
 the Thrift port by polling; if the process dies first, the DataplaneError
@@ -55,6 +56,8 @@ class Bmv2SwitchNode(Switch):
         self.slots = slots
         self.run_state = run_state
         self.device_id = int(self.dpid, 16)
+        # in the run's state directory, removed with it (bmv2's default is a socket in /tmp that outlives it)
+        self.notifications_path = Path(control_dir) / f"{name}-notifications.ipc"
         self.thrift_port = thrift_base + self.device_id
         self.start_timeout_s = start_timeout_s
         self.json_path = None
@@ -62,7 +65,8 @@ class Bmv2SwitchNode(Switch):
 
     def switch_argv(self):
         ports = {port: intf.name for intf, port in self.ports.items() if intf.name != "lo"}
-        return simple_switch_argv(self.json_path, ports, self.thrift_port, self.device_id, self.log_path)
+        return simple_switch_argv(self.json_path, ports, self.thrift_port, self.device_id, self.log_path,
+                                  self.notifications_path)
 
     def start(self, controllers):
         self.json_path = compile_program(self.lanes, self.slots)

@@ -180,9 +180,8 @@ def _start_bmv2(tmp_path):
 
     def start(target):
         thrift_port = _free_tcp_port()
-        # a device id of its own: bmv2 binds ipc:///tmp/bmv2-<device id>-notifications.ipc
-        argv = simple_switch_argv(json_path, target.rig.switch_ports(), thrift_port,
-                                  device_id=40000 + os.getpid() % 20000, log_path=tmp_path / "bmv2.log")
+        argv = simple_switch_argv(json_path, target.rig.switch_ports(), thrift_port, device_id=1,
+                                  log_path=tmp_path / "bmv2.log", notifications_path=tmp_path / "bmv2.ipc")
         out = open(tmp_path / "bmv2.out", "w")
         target.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         out.close()

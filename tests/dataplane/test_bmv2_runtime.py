@@ -365,8 +365,10 @@ def test_runtime_names_are_the_names_in_the_compiled_program():
 # -- simple_switch ---------------------------------------------------------------------------
 
 def test_simple_switch_argv(tmp_path):
-    argv = bmv2.simple_switch_argv(tmp_path / "ina.json", {2: "s1-eth2", 1: "s1-eth1"}, 9091, 3, tmp_path / "s1.log")
+    argv = bmv2.simple_switch_argv(tmp_path / "ina.json", {2: "s1-eth2", 1: "s1-eth1"}, 9091, 3, tmp_path / "s1.log",
+                                   tmp_path / "s1-notifications.ipc")
     assert argv[:3] == ["simple_switch", "--device-id", "3"]
+    assert argv[argv.index("--notifications-addr") + 1] == f"ipc://{tmp_path}/s1-notifications.ipc"   # not /tmp's
     assert argv[argv.index("--thrift-port") + 1] == "9091"
     assert argv[argv.index("--log-file") + 1] == str(tmp_path / "s1.log")
     assert argv[argv.index("--log-level") + 1] == "warn"
@@ -384,10 +386,12 @@ def test_bmv2_log_lands_at_logs_switch_log(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
     node = SimpleNamespace(ports={intf("lo"): 0, intf("s1-eth1"): 1},
-                           json_path=tmp_path / "ina.json", thrift_port=9091, device_id=1, log_path=logs / "s1.log")
+                           json_path=tmp_path / "ina.json", thrift_port=9091, device_id=1, log_path=logs / "s1.log",
+                           notifications_path=tmp_path / "run" / "s1-notifications.ipc")
     argv = Bmv2SwitchNode.switch_argv(node)
     assert argv[argv.index("--log-file") + 1] == str(logs / "s1.log")
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "-i"] == ["1@s1-eth1"]
+    assert argv[argv.index("--notifications-addr") + 1] == f"ipc://{tmp_path}/run/s1-notifications.ipc"
     assert bmv2.log_written_at(logs / "s1.log") == logs / "s1.log.txt"
     (logs / "s1.log.txt").write_text("[warn] something\n")
     stopped = object.__new__(Bmv2SwitchNode)      # no Mininet shell: only what stop touches

@@ -45,10 +45,17 @@ def inatb(*args, **kwargs):
                           timeout=300, **kwargs)
 
 
+def tmp_sockets() -> set:
+    """The sockets bmv2 leaves in /tmp by default (``/tmp/bmv2-<device id>-notifications.ipc``)."""
+    return set(Path("/tmp").glob("bmv2-*-notifications.ipc"))
+
+
 def check_quickstart_command(tmp_path, target, scheme):
+    sockets_before = tmp_sockets()
     proc = inatb("run", str(QUICKSTART), "--out", str(tmp_path), "--target", target, "--set", "jobs.0.iterations=10",
                  "--set", f"policy={scheme}")
     assert proc.returncode == 0, proc.stderr
+    assert tmp_sockets() <= sockets_before, "a switch left its notifications socket in /tmp"
     assert "aggregation exact" in proc.stderr
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert run_dir.parent.parent == tmp_path
