@@ -112,8 +112,8 @@ def simple_switch_argv(json_path, ports: dict, thrift_port: int, device_id: int,
                        binary: str = "simple_switch") -> list:
     """``simple_switch`` for one switch: ``-i PORT@IFNAME`` per port, Thrift port, device id, log file
     (``log_path``; bmv2 writes ``<log_path>.txt``, which ``settle_log`` moves to ``log_path``), and the
-    nanomsg socket of its notifications at ``notifications_path`` (a directory the caller removes: bmv2's
-    default, ``/tmp/bmv2-<device id>-notifications.ipc``, outlives it)."""
+    nanomsg socket of its notifications at ``notifications_path``, in a directory the caller removes (bmv2's
+    default, ``/tmp/bmv2-<device id>-notifications.ipc``, outlives the switch)."""
     argv = [binary, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
             "--notifications-addr", f"ipc://{notifications_path}",
             "--log-file", str(log_path), "--log-level", LOG_LEVEL, "--log-flush"]
