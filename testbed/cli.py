@@ -154,7 +154,8 @@ def cmd_sweep(args) -> int:
     spec = load_sweep(args.sweep, args.set or ())
     if args.dry_run:
         from testbed.sweep.dry_run import format_preview, preview_sweep
-        print("\n".join(format_preview(preview_sweep(spec, args.out, args.target))))
+        preview = preview_sweep(spec, args.out, args.target, progress=ReaderSafeStream(sys.stderr))
+        print("\n".join(format_preview(preview)))
         return 0
     display = ReaderSafeStream(sys.stderr)    # a reader that goes away silences the display, not the sweep
     sets = f", with --set {' '.join(spec.command_line_sets)}" if spec.command_line_sets else ""

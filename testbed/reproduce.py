@@ -13,8 +13,12 @@ The page (:func:`page_markdown`) puts, per experiment, the paper's claims
 beside ours (``paper.csv``: ratios between schemes, since our runs are at
 reduced scale), our figures (mean and 95% interval over repetitions, from
 finished runs not marked distorted), the sweep's plots, and the conditions.
-An experiment not run yet is listed with the command that runs it; the
-paper's ``notes.md``, what its runs taught us in words, ends the page. The page
+An experiment whose runs are not in ``OUT`` keeps its section from the page
+already written there (its figures keep the commit, date and machine that
+measured them), so experiments measured apart, in other output directories or
+on other days, share one page; one never run is listed with the command that
+runs it. The paper's ``notes.md``, what its runs taught us in words, ends the
+page. The page
 and its plots go to ``PAGE_DIR/<paper>.md`` and ``PAGE_DIR/<paper>/``; the
 committed pages under ``docs/reproductions/`` are this output.
 """
@@ -105,11 +109,12 @@ def run_experiment(experiment: Experiment, out_root: Path, target=None, progress
     :class:`testbed.sweep.runner.SweepResult`."""
     spec = experiment.spec
     started = time.monotonic()
+    commit, date = short_commit(), datetime.date.today().isoformat()     # what the runs run, as they start
     result = run_sweep(spec, out_root, target=target, progress=progress, executor=executor_for(spec))
     if result.ran:
         previous = read_conditions(result.sweep_dir)
         wall_s = time.monotonic() - started + (previous.wall_s if previous and result.skipped else 0.0)
-        conditions = Conditions(short_commit(), datetime.date.today().isoformat(), machine_id(), wall_s)
+        conditions = Conditions(commit, date, machine_id(), wall_s)
         write_text_atomic(result.sweep_dir / CONDITIONS_FILE, json.dumps(conditions.to_dict(), indent=1) + "\n")
     return result
 
@@ -135,18 +140,20 @@ def require_root_for(selected: list):
 # -- the page ----------------------------------------------------------------------------------------------
 
 def description(experiment: Experiment) -> str:
-    """The sweep's ``description``, else its file's first comment paragraph."""
+    """The sweep's ``description``, else its file's first comment paragraph (a word broken at a line's
+    hyphen, "fat-" then "tree", joined again)."""
     if experiment.spec.description:
         return experiment.spec.description
-    lines = []
+    joined = ""
     for line in experiment.sweep_path.read_text().splitlines():
         if not line.startswith("#"):
             break
         text = line[1:].strip()
         if not text:
             break
-        lines.append(text)
-    return " ".join(lines)
+        hyphen_broken = joined[-2:-1].isalpha() and joined.endswith("-")
+        joined += text if hyphen_broken or not joined else " " + text
+    return joined
 
 
 def _number(value) -> str:
@@ -219,9 +226,10 @@ def _claims_table(paper_frame: pd.DataFrame) -> str:
     return table(("claim", "metric", "pair", "the paper", "ours", "ours / paper", "holds"), rows)
 
 
-def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path) -> tuple:
+def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, written=None) -> tuple:
     """(The page's markdown for ``experiment``, its summary row for the page's index); its sweep's plots are
-    copied to ``page_dir/<paper>/``, where the markdown shows them."""
+    copied to ``page_dir/<paper>/``, where the markdown shows them. Where its runs are not in ``out_root``,
+    its section and row in ``written`` (a :class:`WrittenPage`) are kept, if it has them."""
     spec = experiment.spec
     sweep_dir = Path(out_root) / spec.name
     kind = "simulated" if spec.simulate else "emulated"
@@ -232,8 +240,10 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path) -
     table_path = sweep_dir / "table.csv"
     conditions = read_conditions(sweep_dir)
     if not table_path.exists() or conditions is None:
+        if written is not None and experiment.name in written.sections and experiment.name in written.rows:
+            return written.sections[experiment.name], written.rows[experiment.name]
         lines += ["", "Not run yet: the command above runs it."]
-        return "\n".join(lines), (experiment.name, kind, "not run yet", "", "")
+        return "\n".join(lines), (experiment.name, kind, NOT_RUN, "", "")
     frame = pd.read_csv(table_path)
     targets = ", ".join(sorted({str(t) for t in frame.get("target", pd.Series(dtype=str)).dropna()})) or "-"
     dilation = frame["time_dilation"].dropna() if "time_dilation" in frame else pd.Series(dtype=float)
@@ -269,10 +279,48 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path) -
                                        f"{conditions.date}, `{conditions.commit}`")
 
 
+@dataclass(frozen=True)
+class WrittenPage:
+    """What a page written before holds per experiment: its measured sections (markdown, by experiment name)
+    and their rows of the page's index."""
+    sections: dict
+    rows: dict
+
+
+INDEX_HEAD = ("experiment", "kind", "runs", "claims that hold", "measured")
+NOT_RUN = "not run yet"
+
+
+def read_written_page(path: Path) -> WrittenPage:
+    """The measured experiments of the page at ``path`` (none if there is no page): the rows of its index
+    table that are not "not run yet", and the sections those rows name (from a ``## name`` heading to the
+    next)."""
+    path = Path(path)
+    if not path.exists():
+        return WrittenPage({}, {})
+    text = path.read_text()
+    header = "| " + " | ".join(INDEX_HEAD) + " |"
+    rows = {}
+    if header in text:
+        for line in text.split(header, 1)[1].strip().splitlines()[1:]:    # the separator first
+            if not line.startswith("|"):
+                break
+            cells = tuple(c.strip() for c in line.strip().strip("|").split("|"))
+            if len(cells) == len(INDEX_HEAD) and cells[2] != NOT_RUN:
+                rows[cells[0]] = cells
+    sections = {}
+    for chunk in text.split("\n## ")[1:]:
+        name = chunk.split("\n", 1)[0].strip()
+        if name in rows:
+            sections[name] = "## " + chunk.rstrip()
+    return WrittenPage(sections, rows)
+
+
 def page_markdown(paper: str, found: list, out_root: Path, page_dir: Path) -> str:
     sections, index = [], []
+    written = read_written_page(Path(page_dir) / f"{paper}.md")
     for experiment in found:
-        section, row = experiment_section(experiment, out_root, page_dir)
+        section, row = experiment_section(experiment, out_root, page_dir, written)
         sections.append(section)
         index.append(row)
     head = [f"# {PAPERS[paper]}", "",
@@ -281,7 +329,7 @@ def page_markdown(paper: str, found: list, out_root: Path, page_dir: Path) -> st
             f"Each figure below comes from the runs of its experiment, measured at the commit, on the date and "
             f"machine its section names; `inatb reproduce {paper}` runs them all (resuming where it stopped) and "
             f"writes this page.", "",
-            table(("experiment", "kind", "runs", "claims that hold", "measured"), index)]
+            table(INDEX_HEAD, index)]
     notes_path = PAPERS_DIR / paper / NOTES_FILE
     if notes_path.exists():
         sections.append("## What we learned\n\n" + notes_path.read_text().strip())

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tqdm import tqdm
+
 from testbed.budget import RUN_SET_UP_PER_NODE_S, RUN_SET_UP_S
 from testbed.errors import EnvironmentMissingError
 from testbed.plan import choose_target
@@ -53,12 +55,16 @@ class SweepPreview:
         return sum(p.expected_wall_s for p in self.to_run() if not math.isnan(p.expected_wall_s))
 
 
-def preview_sweep(spec, out_root, target=None) -> SweepPreview:
+def preview_sweep(spec, out_root, target=None, progress=None) -> SweepPreview:
     """Every point of ``spec`` with what running it into ``out_root`` on ``target`` would do (the module
-    docstring). Reads the sweep's directory, writes nothing."""
+    docstring). Reads the sweep's directory, writes nothing. Planning a point takes as long as its run's
+    planning (tens of seconds for an LP scheme on a large topology): with a ``progress`` stream, a bar on it
+    counts the points planned."""
     sweep_dir = Path(out_root) / spec.name
     points, notes = [], []
-    for point in spec.points:
+    bar = tqdm(spec.points, desc=f"planning {spec.name}", unit="point", file=progress, disable=progress is None,
+               leave=False)
+    for point in bar:
         status, _, _, error = point_state(sweep_dir / "points" / point.point_id)
         if status in DONE_STATUSES or status == "refused":
             points.append(PointPreview(point, "done", detail=f"{status}: {error}" if error else status))

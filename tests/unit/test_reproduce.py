@@ -59,6 +59,26 @@ def test_an_experiment_not_run_is_listed_with_the_command_that_runs_it(tmp_path)
     assert page.rstrip().endswith((reproduce.PAPERS_DIR / "goat" / "notes.md").read_text().strip())
 
 
+def test_an_experiment_measured_elsewhere_keeps_its_section_of_the_page_already_written(tmp_path):
+    pages = tmp_path / "pages"
+    done = _reproduce("goat", "--only", "motivation", "--out", str(tmp_path / "first"), "--page-dir", str(pages))
+    assert done.returncode == 0, done.stderr
+    first = (pages / "goat.md").read_text()
+    written = reproduce.read_written_page(pages / "goat.md")
+    assert list(written.rows) == ["motivation"] and written.sections["motivation"].startswith("## motivation\n")
+    assert "## exp1" not in written.sections["motivation"]
+    # Written again from a directory without its runs (another experiment measured on another day): the
+    # motivating example keeps its figures, commit, date and machine, word for word.
+    reproduce.write_page("goat", reproduce.experiments("goat"), tmp_path / "elsewhere", pages)
+    assert (pages / "goat.md").read_text() == first
+    # Runs in the output directory rule: their section is written from them, not kept.
+    conditions_path = tmp_path / "first" / "goat-motivation" / "reproduce.json"
+    conditions = json.loads(conditions_path.read_text())
+    conditions_path.write_text(json.dumps({**conditions, "commit": "0123456789ab"}))
+    reproduce.write_page("goat", reproduce.experiments("goat"), tmp_path / "first", pages)
+    assert "Measured at commit `0123456789ab`" in (pages / "goat.md").read_text()
+
+
 def test_an_unknown_experiment_is_one_line_naming_the_known_ones(tmp_path):
     done = _reproduce("goat", "--only", "fig99", "--out", str(tmp_path))
     assert done.returncode == 2
@@ -81,3 +101,10 @@ def test_a_claim_holds_on_the_papers_side_of_one_and_within_a_quarter_of_its_rat
     row = pd.Series({"our_ratio": our_ratio, "paper_ratio": paper_ratio, "ours_vs_paper": our_ratio / paper_ratio,
                      "same_order": None if our_ratio != our_ratio else (our_ratio - 1) * (paper_ratio - 1) > 0})
     assert reproduce.verdict(row) == expected
+
+
+def test_an_experiments_description_is_its_sweeps_first_comment_paragraph_with_broken_words_joined():
+    (emulated,) = reproduce.select(reproduce.experiments("rina"), ["fig11-fat-tree-emulated"])
+    text = reproduce.description(emulated)
+    assert text.startswith("Rina §VI-C, Fig. 11 (left), emulated: training throughput of ATP and Rina as the fat-tree's")
+    assert "on the emulated fat-tree k=4 (20 switches" in text and "- " not in text.replace(" - ", "")

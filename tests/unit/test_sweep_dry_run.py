@@ -87,7 +87,9 @@ def test_inatb_sweep_dry_run_prints_the_points_without_root_and_takes_set(tmp_pa
     path = sweep_file(tmp_path, "axes: {policy: [ps, atp]}\n")
     assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "out"), "--target", "pyswitch",
                  "--set", "jobs.0.iterations=2"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    assert "planning s:" in captured.err and "0/2" in captured.err    # the bar, on stderr: stdout is the list
     assert "with --set jobs.0.iterations=2" in out[0] and len(out) == 1 + 1 + 2 + 1
     ids = {p.point_id for p in load_sweep(path, ["jobs.0.iterations=2"]).points}
     assert {line.split()[0] for line in out[2:4]} == ids
