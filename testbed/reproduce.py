@@ -208,8 +208,10 @@ def _figures_table(spec, frame: pd.DataFrame) -> str:
     for keys, group in frame.groupby(axes, sort=False, dropna=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
         kept = counted_runs(group)
-        distorted = int((group["distorted"] == True).sum())  # noqa: E712
-        runs = f"{len(kept)} of {len(group)}" + (f" ({distorted} distorted)" if distorted else "")
+        left_out = [f"{n} {status}" for status, n in group["status"].value_counts(sort=False).items() if status != "ok"]
+        distorted = int(((group["status"] == "ok") & (group["distorted"] == True)).sum())  # noqa: E712
+        left_out += [f"{distorted} distorted"] if distorted else []
+        runs = f"{len(kept)} of {len(group)}" + (f" ({', '.join(left_out)})" if left_out else "")
         rows.append([*keys, runs, *(_figure(kept[m], _unit(m)) for m in metrics)])
     return table([*axes, "runs counted", *(f"`{m}`" for m in metrics)], rows)
 

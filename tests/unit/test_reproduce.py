@@ -108,3 +108,16 @@ def test_an_experiments_description_is_its_sweeps_first_comment_paragraph_with_b
     text = reproduce.description(emulated)
     assert text.startswith("Rina §VI-C, Fig. 11 (left), emulated: training throughput of ATP and Rina as the fat-tree's")
     assert "on the emulated fat-tree k=4 (20 switches" in text and "- " not in text.replace(" - ", "")
+
+
+def test_a_points_runs_left_out_of_its_figures_are_counted_by_why():
+    class Spec:
+        axes = [("scheme", ["ATP", "Rina"])]
+        metrics = ["comm_time_s"]
+    frame = pd.DataFrame({"scheme": ["ATP", "ATP", "Rina", "Rina", "Rina"],
+                          "status": ["refused", "refused", "ok", "ok", "failed"],
+                          "distorted": [None, None, False, True, None],
+                          "comm_time_s": [None, None, 0.05, 0.5, None]})
+    lines = reproduce._figures_table(Spec, frame).splitlines()
+    assert lines[2] == "| ATP | 0 of 2 (2 refused) |  |"
+    assert lines[3] == "| Rina | 1 of 3 (1 failed, 1 distorted) | 50 ms |"
