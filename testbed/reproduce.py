@@ -18,9 +18,9 @@ already written there (its figures keep the commit, date and machine that
 measured them), so experiments measured apart, in other output directories or
 on other days, share one page; one never run is listed with the command that
 runs it. The paper's ``notes.md``, what its runs taught us in words, ends the
-page. The page
-and its plots go to ``PAGE_DIR/<paper>.md`` and ``PAGE_DIR/<paper>/``; the
-committed pages under ``docs/reproductions/`` are this output.
+page. The page and its plots go to ``PAGE_DIR/<paper>.md`` and
+``PAGE_DIR/<paper>/``; the committed pages under ``docs/reproductions/`` are
+this output.
 """
 
 import datetime
@@ -208,7 +208,8 @@ def _figures_table(spec, frame: pd.DataFrame) -> str:
     for keys, group in frame.groupby(axes, sort=False, dropna=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
         kept = counted_runs(group)
-        left_out = [f"{n} {status}" for status, n in group["status"].value_counts(sort=False).items() if status != "ok"]
+        statuses = group["status"].value_counts(sort=False)
+        left_out = [f"{n} {status}" for status, n in statuses.items() if status != "ok"]
         distorted = int(((group["status"] == "ok") & (group["distorted"] == True)).sum())  # noqa: E712
         left_out += [f"{distorted} distorted"] if distorted else []
         runs = f"{len(kept)} of {len(group)}" + (f" ({', '.join(left_out)})" if left_out else "")
@@ -254,7 +255,8 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, w
         if len(dilation) else ""
     scales = ", ".join(sorted({_number(s) for s in frame["scale"].dropna()})) if "scale" in frame else "-"
     lines += ["", f"Measured at commit `{conditions.commit}` on {conditions.date}, {conditions.machine} cores, "
-                  f"target {targets}, scale {scales}{dilation_text}; {format_wall_time(conditions.wall_s)} of wall time."]
+                  f"target {targets}, scale {scales}{dilation_text}; {format_wall_time(conditions.wall_s)} "
+                  f"of wall time."]
     holds = ""
     paper_path = sweep_dir / "paper.csv"
     if spec.paper and paper_path.exists():

@@ -106,7 +106,8 @@ def test_a_claim_holds_on_the_papers_side_of_one_and_within_a_quarter_of_its_rat
 def test_an_experiments_description_is_its_sweeps_first_comment_paragraph_with_broken_words_joined():
     (emulated,) = reproduce.select(reproduce.experiments("rina"), ["fig11-fat-tree-emulated"])
     text = reproduce.description(emulated)
-    assert text.startswith("Rina §VI-C, Fig. 11 (left), emulated: training throughput of ATP and Rina as the fat-tree's")
+    assert text.startswith("Rina §VI-C, Fig. 11 (left), emulated: training throughput of ATP and Rina as the "
+                           "fat-tree's")
     assert "on the emulated fat-tree k=4 (20 switches" in text and "- " not in text.replace(" - ", "")
 
 
