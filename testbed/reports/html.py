@@ -284,10 +284,17 @@ def _paper_rows(paper: pd.DataFrame) -> str:
                      "paper a": r["paper_a"], "paper b": r["paper_b"], "paper a/b": r["paper_ratio"],
                      "ours a": format_metric(metric, None if _missing(r["ours_a"]) else r["ours_a"]),
                      "ours b": format_metric(metric, None if _missing(r["ours_b"]) else r["ours_b"]),
-                     "ours a/b": r["our_ratio"], "ours / paper": r["ours_vs_paper"], "holds": verdict(r),
+                     "ours a/b": r["our_ratio"], "paired 95% interval": _paired_interval(r),
+                     "ours / paper": r["ours_vs_paper"], "holds": verdict(r),
                      "source": "" if _missing(r.get("source")) else r["source"]})
     return ("<p>The paper's figures are in its own units; ours are means over finished runs not marked "
             "distorted.</p>" + _table(rows))
+
+
+def _paired_interval(row) -> str:
+    """The 95% interval of a comparison's paired ratios (runs sharing a seed), or "" without one."""
+    low, high = row.get("our_ratio_low"), row.get("our_ratio_high")
+    return "" if _missing(low) or _missing(high) else f"{low:.3g} to {high:.3g} ({int(row['pairs'])} seeds)"
 
 
 def _missing(value) -> bool:

@@ -183,30 +183,51 @@ def counted_runs(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["status"] == "ok") & (frame["distorted"] != True)] if len(frame) else frame  # noqa: E712
 
 
+#: What pairs two runs of a sweep for a paper comparison: the seed (the same background draw and straggler
+#: delays for every scheme of a repetition), else the repetition.
+PAIRING_COLUMNS = ("seed", "repetition")
+
+
+def paired_ratios(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metric: str) -> pd.Series:
+    """``metric``'s ratio a / b per pair of runs that share a seed (or, without seeds, a repetition)."""
+    key = next((c for c in PAIRING_COLUMNS if c in runs_a and c in runs_b), None)
+    if key is None:
+        return pd.Series(dtype=float)
+    pairs = runs_a[[key, metric]].merge(runs_b[[key, metric]], on=key, suffixes=("_a", "_b")).dropna()
+    pairs = pairs[pairs[f"{metric}_b"] != 0]
+    return (pairs[f"{metric}_a"] / pairs[f"{metric}_b"]).astype(float)
+
+
 def paper_comparison(frame: pd.DataFrame, claims: list) -> pd.DataFrame:
     """Per claim (``spec.PaperClaim``) and pair (a, b) of its ``by`` values: the paper's figures and their
     ratio a / b, our means (finished, undistorted runs at the claim's ``at``) and their ratio, ``ours_vs_paper``
     (our ratio / the paper's) and ``same_order`` (both ratios on the same side of 1, neither of them 1).
-    Ratios, since our runs are at reduced scale; a value without such a run gives empty cells."""
+    Where two or more pairs of runs share a seed (:func:`paired_ratios`), ``our_ratio_low`` and
+    ``our_ratio_high`` bound the 95% interval (Student's t) of their ratios and ``pairs`` counts them: whether
+    the runs' spread leaves our side of 1 decided. Ratios, since our runs are at reduced scale; a value
+    without such a run gives empty cells."""
     rows = []
     done = counted_runs(frame)
     for claim in claims:
         selected = done
         for axis, value in claim.at:
             selected = selected[selected[axis] == value]
-        ours = {}
+        runs, ours = {}, {}
         for value, _ in claim.values:
-            runs = selected[selected[claim.by] == value] if claim.metric in selected else selected.iloc[0:0]
-            ours[value] = mean_ci(runs[claim.metric])[0] if len(runs) else math.nan
+            runs[value] = selected[selected[claim.by] == value] if claim.metric in selected else selected.iloc[0:0]
+            ours[value] = mean_ci(runs[value][claim.metric])[0] if len(runs[value]) else math.nan
         figures = dict(claim.values)
         for i, (a, _) in enumerate(claim.values):
             for b, _ in claim.values[i + 1:]:
                 paper_ratio = figures[a] / figures[b]
                 our_ratio = ours[a] / ours[b] if ours[b] and not math.isnan(ours[b]) else math.nan
+                ratios = paired_ratios(runs[a], runs[b], claim.metric)
+                mean, half = mean_ci(ratios) if len(ratios) >= 2 else (math.nan, math.nan)
                 rows.append({
                     "metric": claim.metric, "at": ", ".join(f"{k}={v}" for k, v in claim.at), "by": claim.by,
                     "a": a, "b": b, "paper_a": figures[a], "paper_b": figures[b], "paper_ratio": paper_ratio,
                     "ours_a": ours[a], "ours_b": ours[b], "our_ratio": our_ratio,
+                    "our_ratio_low": mean - half, "our_ratio_high": mean + half, "pairs": len(ratios),
                     "ours_vs_paper": our_ratio / paper_ratio if not math.isnan(our_ratio) else math.nan,
                     # level (a ratio of 1) is on neither side
                     "same_order": None if math.isnan(our_ratio) else (our_ratio - 1) * (paper_ratio - 1) > 0,
@@ -222,7 +243,9 @@ def format_paper_comparison(comparison: pd.DataFrame) -> str:
             ours = "ours: none (no finished, undistorted run has it)"
         else:
             side = "same side of 1" if r["same_order"] else "level" if r["our_ratio"] == 1 else "other side of 1"
-            ours = f"ours {r['our_ratio']:.3g} ({r['ours_vs_paper']:.2f}x the paper's, {side})"
+            low, high = r.get("our_ratio_low", math.nan), r.get("our_ratio_high", math.nan)
+            paired = f", paired {low:.3g} to {high:.3g} over {int(r['pairs'])} seeds" if not math.isnan(low) else ""
+            ours = f"ours {r['our_ratio']:.3g} ({r['ours_vs_paper']:.2f}x the paper's, {side}{paired})"
         where = f" at {r['at']}" if r["at"] else ""
         lines.append(f"{r['metric']}{where}: {r['a']} / {r['b']}: paper {r['paper_ratio']:.3g}, {ours}")
     return "\n".join(lines)

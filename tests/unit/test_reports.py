@@ -231,9 +231,10 @@ def test_the_sweep_page_leads_with_its_plots_and_the_paper_beside_ours(tmp_path)
     order = [page.index(mark) for mark in ('<section id="headline">', "<h2>Plots</h2>", "<h2>Against the paper",
                                            "<h2>Per point", "<h2>Every run")]
     assert order == sorted(order)
-    # the paper's figures beside our means (ms), its ratio beside ours, and the verdict
+    # the paper's figures beside our means (ms), its ratio beside ours (and the interval of the ratios of
+    # runs paired by seed), and the verdict
     assert ("<td>iteration time</td><td></td><td>ps / atp</td><td>2</td><td>1</td><td>2</td><td>81 ms</td>"
-            "<td>40.5 ms</td><td>2</td><td>1</td><td>yes</td><td>Fig. 1</td>") in page
+            "<td>40.5 ms</td><td>2</td><td>2 to 2 (2 seeds)</td><td>1</td><td>yes</td><td>Fig. 1</td>") in page
     # per point: mean ± half-width in one unit per metric, named in the header (its key in the tooltip)
     assert '<th title="iteration_time_s">iteration time (ms)</th>' in page
     assert "<td>atp</td><td>2</td><td>2</td><td>0</td><td>40.5 ± 6.35</td><td>240</td><td>0</td>" in page

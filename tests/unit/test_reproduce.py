@@ -103,6 +103,20 @@ def test_a_claim_holds_on_the_papers_side_of_one_and_within_a_quarter_of_its_rat
     assert reproduce.verdict(row) == expected
 
 
+@pytest.mark.parametrize("our_ratio, low, high, expected", [
+    (1.33, 1.14, 1.51, "yes"), (1.17, 0.68, 1.66, "undecided"), (0.8, 0.7, 0.9, "no"), (2.0, 1.6, 2.4, "order only"),
+    (1.33, float("nan"), float("nan"), "yes")])
+def test_where_runs_share_seeds_the_paired_interval_decides_the_side_of_one(our_ratio, low, high, expected):
+    row = pd.Series({"our_ratio": our_ratio, "paper_ratio": 1.49, "ours_vs_paper": our_ratio / 1.49,
+                     "same_order": (our_ratio - 1) * 0.49 > 0, "our_ratio_low": low, "our_ratio_high": high,
+                     "pairs": 3})
+    assert reproduce.verdict(row) == expected
+    shown = reproduce._claims_table(pd.DataFrame([{**row.to_dict(), "metric": "iteration_time_s", "at": "",
+                                                    "a": "ATP", "b": "PA-ATP", "paper_a": 1.49, "paper_b": 1.0,
+                                                    "ours_a": our_ratio, "ours_b": 1.0, "source": "Fig. 10"}]))
+    assert ("; paired " in shown) == (low == low)
+
+
 def test_an_experiments_description_is_its_sweeps_first_comment_paragraph_with_broken_words_joined():
     (emulated,) = reproduce.select(reproduce.experiments("rina"), ["fig11-fat-tree-emulated"])
     text = reproduce.description(emulated)

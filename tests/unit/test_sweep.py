@@ -4,11 +4,13 @@ tests/emulation/test_sweep.py)."""
 
 import json
 import math
+import statistics
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from testbed.errors import PlacementError, ScenarioError
 from testbed.sweep import derive_seed, load_sweep, run_sweep
@@ -295,6 +297,29 @@ def test_the_papers_figures_are_compared_with_ours_as_ratios_between_schemes(tmp
     assert math.isnan(table.iloc[1]["our_ratio"]) and table.iloc[1]["same_order"] is None   # no Geryon run
     assert "ps_ingress_bytes at workers=16: GOAT / ATP: paper 0.222, ours 0.25 (1.12x the paper's, same side" \
         in format_paper_comparison(table)
+
+
+def test_runs_that_share_a_seed_give_the_ratio_a_paired_interval():
+    """Each scheme of a repetition draws the same background from its seed: the ratios of runs paired by
+    seed bound our ratio's 95% interval, a pair whose run was distorted left out."""
+    times = {"ATP": [2.25, 2.13, 3.39, 9.0], "PA-ATP": [1.67, 1.71, 2.45, 1.0]}
+    frame = pd.DataFrame([{"scheme": scheme, "seed": seed, "status": "ok", "distorted": seed == 4,
+                           "iteration_time_s": t}
+                          for scheme, ts in times.items() for seed, t in zip((1, 2, 3, 4), ts)])
+    claim = PaperClaim("iteration_time_s", "scheme", (("ATP", 1.49), ("PA-ATP", 1.0)), (), "PA-ATP Fig. 10")
+    (row,) = paper_comparison(frame, [claim]).to_dict("records")
+    ratios = [2.25 / 1.67, 2.13 / 1.71, 3.39 / 2.45]
+    mean = sum(ratios) / 3
+    half = stats.t.ppf(0.975, 2) * statistics.stdev(ratios) / math.sqrt(3)
+    assert row["pairs"] == 3
+    assert (row["our_ratio_low"], row["our_ratio_high"]) == (pytest.approx(mean - half), pytest.approx(mean + half))
+    assert row["our_ratio"] == pytest.approx((2.25 + 2.13 + 3.39) / (1.67 + 1.71 + 2.45))   # the means' ratio
+    assert f"paired {mean - half:.3g} to {mean + half:.3g} over 3 seeds" in format_paper_comparison(
+        paper_comparison(frame, [claim]))
+    # Without seeds, runs pair by repetition; a single pair has no interval.
+    one = frame[frame["seed"] == 1].drop(columns="seed").assign(repetition=0)
+    (row,) = paper_comparison(one, [claim]).to_dict("records")
+    assert row["pairs"] == 1 and math.isnan(row["our_ratio_low"])
 
 
 def test_a_sweep_with_paper_figures_writes_paper_csv(tmp_path):
