@@ -189,9 +189,11 @@ PAIRING_COLUMNS = ("seed", "repetition")
 
 
 def paired_ratios(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metric: str) -> pd.Series:
-    """``metric``'s ratio a / b per pair of runs that share a seed (or, without seeds, a repetition)."""
+    """``metric``'s ratio a / b per pair of runs that share a seed (or, without seeds, a repetition); none
+    where a seed has several runs on one side (a claim whose ``at`` leaves another axis open: those runs
+    do not pair one to one)."""
     key = next((c for c in PAIRING_COLUMNS if c in runs_a and c in runs_b), None)
-    if key is None:
+    if key is None or runs_a[key].duplicated().any() or runs_b[key].duplicated().any():
         return pd.Series(dtype=float)
     pairs = runs_a[[key, metric]].merge(runs_b[[key, metric]], on=key, suffixes=("_a", "_b")).dropna()
     pairs = pairs[pairs[f"{metric}_b"] != 0]

@@ -316,6 +316,10 @@ def test_runs_that_share_a_seed_give_the_ratio_a_paired_interval():
     assert row["our_ratio"] == pytest.approx((2.25 + 2.13 + 3.39) / (1.67 + 1.71 + 2.45))   # the means' ratio
     assert f"paired {mean - half:.3g} to {mean + half:.3g} over 3 seeds" in format_paper_comparison(
         paper_comparison(frame, [claim]))
+    # Two runs of one seed on a side (another axis the claim leaves open) do not pair one to one: no interval.
+    open_axis = pd.concat([frame, frame.assign(model="other")])
+    (row,) = paper_comparison(open_axis, [claim]).to_dict("records")
+    assert row["pairs"] == 0 and math.isnan(row["our_ratio_low"])
     # Without seeds, runs pair by repetition; a single pair has no interval.
     one = frame[frame["seed"] == 1].drop(columns="seed").assign(repetition=0)
     (row,) = paper_comparison(one, [claim]).to_dict("records")
