@@ -42,7 +42,7 @@ from testbed.papers import PAPERS, PAPERS_DIR
 from testbed.provenance import machine_id, short_commit
 from testbed.sweep import load_sweep, run_sweep
 from testbed.sweep.executors import executor_for
-from testbed.sweep.table import counted_runs, mean_ci
+from testbed.sweep.table import counted_runs, mean_ci, paired_interval
 from testbed.units import format_wall_time
 
 CONDITIONS_FILE = "reproduce.json"
@@ -198,8 +198,9 @@ def verdict(row) -> str:
     holds 1 is "undecided" (more repetitions would decide), one wholly on the other side "no"."""
     if row["our_ratio"] is None or math.isnan(row["our_ratio"]):
         return "no run counted"
-    low, high = _interval(row)
-    if not math.isnan(low):
+    interval = paired_interval(row)
+    if interval is not None:
+        low, high = interval
         if low <= 1 <= high:
             return "undecided"
         same_side = (low - 1) * (row["paper_ratio"] - 1) > 0
@@ -208,14 +209,6 @@ def verdict(row) -> str:
     if not same_side:
         return "no"
     return "yes" if abs(row["ours_vs_paper"] - 1) <= RATIO_TOLERANCE else "order only"
-
-
-def _interval(row) -> tuple:
-    """(low, high) of a comparison row's paired ratios' 95% interval; nan for a row without one (a page
-    written before rows had them, or fewer than two pairs)."""
-    low, high = row.get("our_ratio_low", math.nan), row.get("our_ratio_high", math.nan)
-    return (math.nan, math.nan) if low is None or high is None or math.isnan(low) or math.isnan(high) \
-        else (float(low), float(high))
 
 
 def _figures_table(spec, frame: pd.DataFrame) -> str:
@@ -236,8 +229,9 @@ def _figures_table(spec, frame: pd.DataFrame) -> str:
 
 def _paired_text(row) -> str:
     """The paired ratios' interval as the claims table shows it: ``; paired 1.14 to 1.51 (3 seeds)``."""
-    low, high = _interval(row)
-    return "" if math.isnan(low) else f"; paired {_number(low)} to {_number(high)} ({int(row['pairs'])} seeds)"
+    interval = paired_interval(row)
+    return f"; paired {_number(interval[0])} to {_number(interval[1])} ({int(row['pairs'])} seeds)" \
+        if interval else ""
 
 
 def _claims_table(paper_frame: pd.DataFrame) -> str:
@@ -267,7 +261,7 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, w
     table_path = sweep_dir / "table.csv"
     conditions = read_conditions(sweep_dir)
     if not table_path.exists() or conditions is None:
-        if written is not None and experiment.name in written.sections and experiment.name in written.rows:
+        if written is not None and experiment.name in written.sections:    # a section only where its row is
             return written.sections[experiment.name], written.rows[experiment.name]
         lines += ["", "Not run yet: the command above runs it."]
         return "\n".join(lines), (experiment.name, kind, NOT_RUN, "", "")

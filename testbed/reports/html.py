@@ -293,8 +293,9 @@ def _paper_rows(paper: pd.DataFrame) -> str:
 
 def _paired_interval(row) -> str:
     """The 95% interval of a comparison's paired ratios (runs sharing a seed), or "" without one."""
-    low, high = row.get("our_ratio_low"), row.get("our_ratio_high")
-    return "" if _missing(low) or _missing(high) else f"{low:.3g} to {high:.3g} ({int(row['pairs'])} seeds)"
+    from testbed.sweep.table import paired_interval
+    interval = paired_interval(row)
+    return f"{interval[0]:.3g} to {interval[1]:.3g} ({int(row['pairs'])} seeds)" if interval else ""
 
 
 def _missing(value) -> bool:

@@ -200,6 +200,15 @@ def paired_ratios(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metric: str) -> pd
     return (pairs[f"{metric}_a"] / pairs[f"{metric}_b"]).astype(float)
 
 
+def paired_interval(row):
+    """(low, high) of a comparison row's paired ratios' 95% interval (:func:`paper_comparison`), or None for a
+    row without one (fewer than two pairs, or a ``paper.csv`` written before rows had them)."""
+    low, high = row.get("our_ratio_low"), row.get("our_ratio_high")
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return None
+    return float(low), float(high)
+
+
 def paper_comparison(frame: pd.DataFrame, claims: list) -> pd.DataFrame:
     """Per claim (``spec.PaperClaim``) and pair (a, b) of its ``by`` values: the paper's figures and their
     ratio a / b, our means (finished, undistorted runs at the claim's ``at``) and their ratio, ``ours_vs_paper``
@@ -245,8 +254,9 @@ def format_paper_comparison(comparison: pd.DataFrame) -> str:
             ours = "ours: none (no finished, undistorted run has it)"
         else:
             side = "same side of 1" if r["same_order"] else "level" if r["our_ratio"] == 1 else "other side of 1"
-            low, high = r.get("our_ratio_low", math.nan), r.get("our_ratio_high", math.nan)
-            paired = f", paired {low:.3g} to {high:.3g} over {int(r['pairs'])} seeds" if not math.isnan(low) else ""
+            interval = paired_interval(r)
+            paired = f", paired {interval[0]:.3g} to {interval[1]:.3g} over {int(r['pairs'])} seeds" \
+                if interval else ""
             ours = f"ours {r['our_ratio']:.3g} ({r['ours_vs_paper']:.2f}x the paper's, {side}{paired})"
         where = f" at {r['at']}" if r["at"] else ""
         lines.append(f"{r['metric']}{where}: {r['a']} / {r['b']}: paper {r['paper_ratio']:.3g}, {ours}")
