@@ -154,7 +154,8 @@ def cmd_sweep(args) -> int:
     spec = load_sweep(args.sweep, args.set or ())
     if args.dry_run:
         from testbed.sweep.dry_run import format_preview, preview_sweep
-        preview = preview_sweep(spec, args.out, args.target, progress=ReaderSafeStream(sys.stderr))
+        preview = preview_sweep(spec, args.out, args.target, progress=ReaderSafeStream(sys.stderr),
+                                rerun_distorted=args.rerun_distorted)
         print("\n".join(format_preview(preview)))
         return 0
     display = ReaderSafeStream(sys.stderr)    # a reader that goes away silences the display, not the sweep
@@ -163,7 +164,8 @@ def cmd_sweep(args) -> int:
           f"x {spec.repetitions} repetitions) of {spec.scenario_path}{sets}", file=display)
     executor = executor_for(spec, args.executor, args.address)
     try:
-        result = run_sweep(spec, args.out, target=args.target, progress=display, executor=executor)
+        result = run_sweep(spec, args.out, target=args.target, progress=display, executor=executor,
+                           rerun_distorted=args.rerun_distorted)
     except BaseException:
         if (Path(args.out) / spec.name / "table.csv").is_file():    # the points done so far, Ctrl-C included
             _write_html_report("sweep", Path(args.out) / spec.name)
@@ -213,7 +215,7 @@ def cmd_reproduce(args) -> int:
             kind = "simulated" if experiment.spec.simulate else "emulated"
             print(f"reproduce {args.paper}: {experiment.name} ({kind}, {len(experiment.spec.points)} runs)",
                   file=display)
-            rows += run_experiment(experiment, Path(args.out), args.target, display).rows
+            rows += run_experiment(experiment, Path(args.out), args.target, display, args.rerun_distorted).rows
         code = outcome.sweep_exit_code(rows, strict)
         note = _sweep_strict_note("reproduce", code, rows)
         if note:
@@ -303,6 +305,8 @@ ENVIRONMENT = (
 STRICT_HELP = (f"exit {outcome.EXIT_NOT_EXACT} unless every run ended ok and exact, {outcome.EXIT_DISTORTED} when "
                f"one of them is distorted (without it a distorted run exits 0); {outcome.STRICT_ENV}=1 means the "
                f"same")
+RERUN_DISTORTED_HELP = ("run again the points whose newest run is distorted (as when the machine was busy with "
+                        "something else); the earlier run stays in the point's directory")
 
 
 class _PrintVersion(argparse.Action):
@@ -367,6 +371,7 @@ def build_parser():
     p.add_argument("--dry-run", action="store_true",
                    help="run nothing: list every point with the target, time dilation and wall time its run would "
                         "take, and the total (no root)")
+    p.add_argument("--rerun-distorted", action="store_true", help=RERUN_DISTORTED_HELP)
     p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("reproduce", help="run every experiment of a paper (its sweeps under scenarios/papers/PAPER/; "
                                          "resumes where it stopped) and write the paper's page")
@@ -377,6 +382,7 @@ def build_parser():
                    help="only these experiments (repeatable, or comma-separated; default: all)")
     p.add_argument("--page-dir", help="where the page and its plots go (default: OUT/reproductions; the committed "
                                       "pages: docs/reproductions)")
+    p.add_argument("--rerun-distorted", action="store_true", help=RERUN_DISTORTED_HELP)
     p.add_argument("--strict", action="store_true", help=STRICT_HELP)
     p.set_defaults(func=cmd_reproduce)
     p = sub.add_parser("report", help="the report of a run or sweep directory (text, or --html)")

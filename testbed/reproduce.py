@@ -104,13 +104,14 @@ def select(found: list, only) -> list:
     return [e for e in found if e.name in only]
 
 
-def run_experiment(experiment: Experiment, out_root: Path, target=None, progress=None):
-    """Run the points of ``experiment`` not done yet; keep the conditions when any ran. Returns its
-    :class:`testbed.sweep.runner.SweepResult`."""
+def run_experiment(experiment: Experiment, out_root: Path, target=None, progress=None, rerun_distorted=False):
+    """Run the points of ``experiment`` not done yet (with ``rerun_distorted``, those whose newest run is
+    distorted too); keep the conditions when any ran. Returns its :class:`testbed.sweep.runner.SweepResult`."""
     spec = experiment.spec
     started = time.monotonic()
     commit, date = short_commit(), datetime.date.today().isoformat()     # what the runs run, as they start
-    result = run_sweep(spec, out_root, target=target, progress=progress, executor=executor_for(spec))
+    result = run_sweep(spec, out_root, target=target, progress=progress, executor=executor_for(spec),
+                       rerun_distorted=rerun_distorted)
     if result.ran:
         previous = read_conditions(result.sweep_dir)
         wall_s = time.monotonic() - started + (previous.wall_s if previous and result.skipped else 0.0)

@@ -2,7 +2,7 @@
 
 Every point, in the order the sweep runs them, with what its run would use:
 a point already done in the sweep's directory is skipped, as the sweep
-skips it (:func:`testbed.sweep.runner.point_state`); any other is planned as
+skips it (:func:`testbed.sweep.runner.is_done`); any other is planned as
 its run plans it (:func:`testbed.sweep.executors.plan_point`): an emulated
 point's run plan, so its target, the time dilation the packet budget picks
 and the wall time the planner expects (:meth:`testbed.plan.RunPlan.expected_wall_s`:
@@ -21,7 +21,7 @@ from testbed.budget import RUN_SET_UP_PER_NODE_S, RUN_SET_UP_S
 from testbed.errors import EnvironmentMissingError
 from testbed.plan import choose_target
 from testbed.sweep.executors import REFUSALS, plan_point
-from testbed.sweep.runner import DONE_STATUSES, point_state
+from testbed.sweep.runner import is_done, point_state
 from testbed.units import format_wall_time
 
 #: The target column of a simulated point.
@@ -55,7 +55,7 @@ class SweepPreview:
         return sum(p.expected_wall_s for p in self.to_run() if not math.isnan(p.expected_wall_s))
 
 
-def preview_sweep(spec, out_root, target=None, progress=None) -> SweepPreview:
+def preview_sweep(spec, out_root, target=None, progress=None, rerun_distorted: bool = False) -> SweepPreview:
     """Every point of ``spec`` with what running it into ``out_root`` on ``target`` would do (the module
     docstring). Reads the sweep's directory, writes nothing. Planning a point takes as long as its run's
     planning (tens of seconds for an LP scheme on a large topology): with a ``progress`` stream, a bar on it
@@ -65,8 +65,8 @@ def preview_sweep(spec, out_root, target=None, progress=None) -> SweepPreview:
     bar = tqdm(spec.points, desc=f"planning {spec.name}", unit="point", file=progress, disable=progress is None,
                leave=False)
     for point in bar:
-        status, _, _, error = point_state(sweep_dir / "points" / point.point_id)
-        if status in DONE_STATUSES or status == "refused":
+        status, summary, _, error = point_state(sweep_dir / "points" / point.point_id)
+        if is_done(status, summary, rerun_distorted):
             points.append(PointPreview(point, "done", detail=f"{status}: {error}" if error else status))
             continue
         scenario = spec.scenario_of(point)

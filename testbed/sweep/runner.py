@@ -40,6 +40,14 @@ from testbed.sweep.table import (compose_run_plots, paper_comparison, plot_accur
 DONE_STATUSES = ("ok", "stalled")
 
 
+def is_done(status: str, summary, rerun_distorted: bool = False) -> bool:
+    """Whether a point in ``status`` (its newest run's ``summary``) is left alone by the next sweep: its run
+    ended ok or stalled, or it was refused; with ``rerun_distorted``, a distorted run is not done."""
+    if status == "refused":
+        return True
+    return status in DONE_STATUSES and not (rerun_distorted and summary and summary.get("distorted"))
+
+
 @dataclass
 class SweepResult:
     sweep_dir: Path
@@ -75,15 +83,17 @@ def point_state(point_dir: Path):
     return summary.get("status", "failed"), summary, run_dir, summary.get("error") or ""
 
 
-def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None) -> SweepResult:
-    """Run every point of ``spec`` not done yet with ``executor`` (default: here, one after another;
-    ``testbed.sweep.executors``)."""
+def run_sweep(spec, out_root, target=None, progress=sys.stderr, executor=None,
+              rerun_distorted: bool = False) -> SweepResult:
+    """Run every point of ``spec`` not done yet (:func:`is_done`) with ``executor`` (default: here, one
+    after another; ``testbed.sweep.executors``). A point run again keeps its earlier runs in its directory;
+    its newest run is the one the table reads."""
     sweep_dir = Path(out_root) / spec.name
     with handing_over(output_into(sweep_dir), say=lambda line: print(line, file=progress)):
-        return _run_sweep(spec, sweep_dir, target, progress, executor or LocalExecutor())
+        return _run_sweep(spec, sweep_dir, target, progress, executor or LocalExecutor(), rerun_distorted)
 
 
-def _run_sweep(spec, sweep_dir: Path, target, progress, executor) -> SweepResult:
+def _run_sweep(spec, sweep_dir: Path, target, progress, executor, rerun_distorted: bool) -> SweepResult:
     points_dir = sweep_dir / "points"
     points_dir.mkdir(parents=True, exist_ok=True)
     table_path = sweep_dir / "table.csv"
@@ -92,7 +102,7 @@ def _run_sweep(spec, sweep_dir: Path, target, progress, executor) -> SweepResult
     for point in spec.points:
         point_dir = points_dir / point.point_id
         status, summary, run_dir, error = point_state(point_dir)
-        if status in DONE_STATUSES or status == "refused":
+        if is_done(status, summary, rerun_distorted):
             rows[point.point_id] = row(point, summary, run_dir, status, error, spec.metrics)
             skipped += 1
         else:

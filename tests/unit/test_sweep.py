@@ -14,6 +14,7 @@ from scipy import stats
 
 from testbed.errors import PlacementError, ScenarioError
 from testbed.sweep import derive_seed, load_sweep, run_sweep
+from testbed.sweep.dry_run import preview_sweep
 from testbed.sweep.executors import LocalExecutor
 from testbed.sweep.spec import PaperClaim
 from testbed.sweep.table import (format_paper_comparison, mean_ci, paper_comparison, plot_accuracy_curves,
@@ -144,10 +145,11 @@ def test_a_run_interrupted_after_its_summary_is_in_the_table(tmp_path):
 
 
 class FakeRunner:
-    """Writes a run directory with a summary, as run_scenario does; fails or refuses where told."""
+    """Writes a run directory with a summary, as run_scenario does; fails, refuses or distorts where told."""
 
-    def __init__(self, refuse=(), fail=(), interrupt_after=None):
+    def __init__(self, refuse=(), fail=(), interrupt_after=None, distort=()):
         self.refuse, self.fail, self.interrupt_after = set(refuse), set(fail), interrupt_after
+        self.distort = set(distort)
         self.calls = []
 
     def __call__(self, scenario, out_root, target, stream):
@@ -160,7 +162,8 @@ class FakeRunner:
         run_dir = Path(out_root) / scenario.name / f"run-{time.time_ns()}"    # run ids sort by time
         run_dir.mkdir(parents=True)
         status = "failed" if scheme in self.fail else "ok"
-        summary = {"status": status, "error": "boom" if status == "failed" else None, "distorted": False,
+        summary = {"status": status, "error": "boom" if status == "failed" else None,
+                   "distorted": scheme in self.distort,
                    "iteration_time_s": {"ps": 2.0, "atp": 1.0, "goat": 1.0}[scheme] + scenario.seed % 7 / 100,
                    "jobs": [{"name": "nested values stay out of the table"}]}
         (run_dir / "summary.json").write_text(json.dumps(summary))
@@ -205,6 +208,23 @@ def test_refused_points_are_recorded_and_not_retried_failed_ones_are(tmp_path):
     result = run_sweep(spec, tmp_path / "out", executor=LocalExecutor(again), progress=open("/dev/null", "w"))
     assert [c[0] for c in again.calls] == ["atp"]
     assert {r["policy"]: r["status"] for r in result.rows} == {"ps": "ok", "atp": "ok", "goat": "refused"}
+
+
+def test_distorted_points_run_again_only_when_asked_and_keep_their_earlier_run(tmp_path):
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\n"))
+    out, null = tmp_path / "out", open("/dev/null", "w")
+    run_sweep(spec, out, executor=LocalExecutor(FakeRunner(distort={"atp"})), progress=null)
+    plain = FakeRunner()
+    result = run_sweep(spec, out, executor=LocalExecutor(plain), progress=null)
+    assert plain.calls == [] and {r["policy"]: r["distorted"] for r in result.rows} == {"ps": False, "atp": True}
+    assert [p.status for p in preview_sweep(spec, out).points] == ["done", "done"]
+    assert [p.status for p in preview_sweep(spec, out, rerun_distorted=True).points] == ["done", "planned"]
+    again = FakeRunner()
+    result = run_sweep(spec, out, executor=LocalExecutor(again), progress=null, rerun_distorted=True)
+    assert [c[0] for c in again.calls] == ["atp"] and (result.ran, result.skipped) == (1, 1)
+    assert {r["policy"]: r["distorted"] for r in result.rows} == {"ps": False, "atp": False}
+    atp_dir = next(d for d in (out / "s" / "points").iterdir() if "atp" in (d / "point.json").read_text())
+    assert len(list(atp_dir.rglob("summary.json"))) == 2          # the distorted run is kept beside the new one
 
 
 def test_mean_and_95_percent_confidence_interval_by_hand():
