@@ -101,6 +101,10 @@ def test_a_claim_holds_on_the_papers_side_of_one_and_within_a_quarter_of_its_rat
     row = pd.Series({"our_ratio": our_ratio, "paper_ratio": paper_ratio, "ours_vs_paper": our_ratio / paper_ratio,
                      "same_order": None if our_ratio != our_ratio else (our_ratio - 1) * (paper_ratio - 1) > 0})
     assert reproduce.verdict(row) == expected
+    ours = {"ours_a": 2.58, "ours_b": 2.58 / our_ratio if our_ratio == our_ratio else float("nan")}
+    shown = reproduce._ours_text(pd.Series({**row.to_dict(), **ours}), "s")
+    counted = f"2.58 s / {ours['ours_b']:.3g} s = {our_ratio:.4g}"
+    assert shown == ("2.58 s / none" if expected == "no run counted" else counted)
 
 
 @pytest.mark.parametrize("our_ratio, low, high, expected", [
