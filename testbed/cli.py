@@ -215,7 +215,8 @@ def cmd_reproduce(args) -> int:
             kind = "simulated" if experiment.spec.simulate else "emulated"
             print(f"reproduce {args.paper}: {experiment.name} ({kind}, {len(experiment.spec.points)} runs)",
                   file=display)
-            rows += run_experiment(experiment, Path(args.out), args.target, display, args.rerun_distorted).rows
+            rows += run_experiment(experiment, Path(args.out), args.target, display,
+                                   rerun_distorted=args.rerun_distorted).rows
         code = outcome.sweep_exit_code(rows, strict)
         note = _sweep_strict_note("reproduce", code, rows)
         if note:

@@ -177,7 +177,7 @@ def test_a_reproduction_with_a_distorted_run_exits_9_under_strict(monkeypatch, c
     from testbed import reproduce
     results = iter([[EXACT, SIMULATED], [DISTORTED]] * 2)
     monkeypatch.setattr(reproduce, "run_experiment",
-                        lambda experiment, out, target, display: sweep_result(tmp_path, next(results)))
+                        lambda experiment, out, target, display, rerun_distorted: sweep_result(tmp_path, next(results)))
     monkeypatch.setattr(reproduce, "require_root_for", lambda chosen: None)
     argv = ["reproduce", "goat", "--only", "motivation,exp3", "--out", str(tmp_path), "--page-dir", str(tmp_path)]
     assert main(argv) == EXIT_DONE

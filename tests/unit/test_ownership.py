@@ -215,7 +215,7 @@ def test_reproduce_through_sudo_gives_the_user_its_experiments_and_page_even_whe
     sudo_env(monkeypatch, SUDO_NOBODY)
     ran = []
 
-    def run_experiment(experiment, out_root, target, progress):
+    def run_experiment(experiment, out_root, target, progress, rerun_distorted):
         sweep_dir = out_root / experiment.spec.name
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / "reproduce.json").write_text("{}")
