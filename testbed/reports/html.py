@@ -28,7 +28,7 @@ from testbed.fidelity import bound as fidelity_bound, verdict as fidelity_verdic
 from testbed.metrics.display import format_metric, format_value, metric_label, metric_name, metric_scale
 from testbed.reports import results_kind
 from testbed.reports.results import load_summary, load_table, numeric_metrics, point_means, sweep_axes
-from testbed.sweep.table import is_scalar
+from testbed.sweep.table import is_scalar, paired_interval
 
 REPORT_FILE = "report.html"
 #: A sweep's comparison with the paper, as :mod:`testbed.sweep.runner` writes it.
@@ -293,7 +293,6 @@ def _paper_rows(paper: pd.DataFrame) -> str:
 
 def _paired_interval(row) -> str:
     """The 95% interval of a comparison's paired ratios (runs sharing a seed), or "" without one."""
-    from testbed.sweep.table import paired_interval
     interval = paired_interval(row)
     return f"{interval[0]:.3g} to {interval[1]:.3g} ({int(row['pairs'])} seeds)" if interval else ""
 
