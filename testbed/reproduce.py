@@ -37,7 +37,7 @@ import pandas as pd
 from testbed.atomic_io import write_text_atomic
 from testbed.errors import EnvironmentMissingError, UsageError
 from testbed.markdown import table
-from testbed.metrics.definitions import metric_definition
+from testbed.metrics.display import metric_scale
 from testbed.papers import PAPERS, PAPERS_DIR
 from testbed.provenance import machine_id, short_commit
 from testbed.sweep import load_sweep, run_sweep
@@ -142,7 +142,8 @@ def require_root_for(selected: list):
 
 def description(experiment: Experiment) -> str:
     """The sweep's ``description``, else its file's first comment paragraph (a word broken at a line's
-    hyphen, "fat-" then "tree", joined again)."""
+    hyphen, "fat-" then "tree", joined again; a colon that introduces the file's next lines becomes a full
+    stop, since the page goes on with other things)."""
     if experiment.spec.description:
         return experiment.spec.description
     joined = ""
@@ -154,42 +155,26 @@ def description(experiment: Experiment) -> str:
             break
         hyphen_broken = joined[-2:-1].isalpha() and joined.endswith("-")
         joined += text if hyphen_broken or not joined else " " + text
-    return joined
+    return joined[:-1] + "." if joined.endswith(":") else joined
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _number(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if _missing(value):
         return ""
     return f"{value:.4g}"
 
 
-#: How a metric of each unit (testbed.metrics.definitions) is shown: its value divided by a power of ten.
-PREFIXES = ((1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
-
-
-def _quantity(value, unit: str) -> str:
-    """``value`` in ``unit`` with an SI prefix for bits per second and bytes (``2.44 Gb/s``, ``5.71 kB``)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if unit in ("b/s", "bytes"):
-        factor, prefix = next(((f, p) for f, p in PREFIXES if abs(value) >= f), (1.0, ""))
-        return f"{value / factor:.3g} {prefix}{'b/s' if unit == 'b/s' else 'B'}"
-    if unit == "s":
-        return f"{value * 1e3:.3g} ms" if abs(value) < 1 else f"{value:.3g} s"
-    return f"{value:.4g}"
-
-
-def _figure(values, unit: str) -> str:
-    """Mean ± half the 95% interval of ``values`` in ``unit``."""
+def _figure(values, metric: str) -> str:
+    """Mean ± half the 95% interval of ``values`` of ``metric``, both in the scale that suits the mean."""
     mean, half = mean_ci(values)
     if math.isnan(mean):
         return ""
-    return _quantity(mean, unit) + (f" ± {_quantity(half, unit)}" if half else "")
-
-
-def _unit(metric: str) -> str:
-    found = metric_definition(metric)
-    return found.unit if found else ""
+    scale = metric_scale(metric, mean)
+    return scale.text(mean) + (f" ± {scale.text(half)}" if half else "")
 
 
 def verdict(row) -> str:
@@ -224,7 +209,7 @@ def _figures_table(spec, frame: pd.DataFrame) -> str:
         distorted = int(((group["status"] == "ok") & (group["distorted"] == True)).sum())  # noqa: E712
         left_out += [f"{distorted} distorted"] if distorted else []
         runs = f"{len(kept)} of {len(group)}" + (f" ({', '.join(left_out)})" if left_out else "")
-        rows.append([*keys, runs, *(_figure(kept[m], _unit(m)) for m in metrics)])
+        rows.append([*keys, runs, *(_figure(kept[m], m) for m in metrics)])
     return table([*axes, "runs counted", *(f"`{m}`" for m in metrics)], rows)
 
 
@@ -235,9 +220,12 @@ def _paired_text(row) -> str:
         if interval else ""
 
 
-def _ours_text(row, unit: str) -> str:
-    """Our side of a claim: ``2.58 s / 2.43 s = 1.064``, or ``2.58 s / none`` where a scheme has no run counted."""
-    ours = f"{_quantity(row['ours_a'], unit) or 'none'} / {_quantity(row['ours_b'], unit) or 'none'}"
+def _ours_text(row) -> str:
+    """Our side of a claim: ``2.58 s / 2.43 s = 1.064``, or ``2.58 s / none`` where a scheme has no run counted;
+    both values in one scale, the one that suits the larger."""
+    values = [row["ours_a"], row["ours_b"]]
+    scale = metric_scale(row["metric"], [v for v in values if not _missing(v)])
+    ours = " / ".join("none" if _missing(v) else scale.text(v) for v in values)
     ratio = _number(row["our_ratio"])
     return ours + (f" = {ratio}" if ratio else "") + _paired_text(row)
 
@@ -246,10 +234,9 @@ def _claims_table(paper_frame: pd.DataFrame) -> str:
     rows = []
     for _, r in paper_frame.iterrows():
         at = f" at {r['at']}" if isinstance(r["at"], str) and r["at"] else ""
-        unit = _unit(r["metric"])
         rows.append([f"{r['source']}{at}", f"`{r['metric']}`", f"{r['a']} / {r['b']}",
                      f"{_number(r['paper_a'])} / {_number(r['paper_b'])} = {_number(r['paper_ratio'])}",
-                     _ours_text(r, unit), _number(r["ours_vs_paper"]), verdict(r)])
+                     _ours_text(r), _number(r["ours_vs_paper"]), verdict(r)])
     return table(("claim", "metric", "pair", "the paper", "ours", "ours / paper", "holds"), rows)
 
 

@@ -101,8 +101,9 @@ def test_a_claim_holds_on_the_papers_side_of_one_and_within_a_quarter_of_its_rat
     row = pd.Series({"our_ratio": our_ratio, "paper_ratio": paper_ratio, "ours_vs_paper": our_ratio / paper_ratio,
                      "same_order": None if our_ratio != our_ratio else (our_ratio - 1) * (paper_ratio - 1) > 0})
     assert reproduce.verdict(row) == expected
-    ours = {"ours_a": 2.58, "ours_b": 2.58 / our_ratio if our_ratio == our_ratio else float("nan")}
-    shown = reproduce._ours_text(pd.Series({**row.to_dict(), **ours}), "s")
+    ours = {"metric": "iteration_time_s", "ours_a": 2.58,
+            "ours_b": 2.58 / our_ratio if our_ratio == our_ratio else float("nan")}
+    shown = reproduce._ours_text(pd.Series({**row.to_dict(), **ours}))
     counted = f"2.58 s / {ours['ours_b']:.3g} s = {our_ratio:.4g}"
     assert shown == ("2.58 s / none" if expected == "no run counted" else counted)
 
@@ -127,6 +128,9 @@ def test_an_experiments_description_is_its_sweeps_first_comment_paragraph_with_b
     assert text.startswith("Rina §VI-C, Fig. 11 (left), emulated: training throughput of ATP and Rina as the "
                            "fat-tree's")
     assert "on the emulated fat-tree k=4 (20 switches" in text and "- " not in text.replace(" - ", "")
+    # GOAT exp1's paragraph ends in a colon that introduces the file's next lines: on the page it ends the sentence.
+    (exp1,) = reproduce.select(reproduce.experiments("goat"), ["exp1"])
+    assert reproduce.description(exp1).endswith("the packet budget picks).")
 
 
 def test_a_points_runs_left_out_of_its_figures_are_counted_by_why():
