@@ -127,15 +127,18 @@ READABLE_UNITS = {
 def readable_unit(unit: str, magnitude: float) -> tuple:
     """(symbol, base units per symbol) that shows ``magnitude`` (in ``unit``) as a number of at least 1, or
     the smallest of :data:`READABLE_UNITS` below that: ``("ms", 1e-3)`` for 0.04 s, ``("Mb/s", 1e6)`` for
-    5e6 b/s. A unit without readable ones (``packets``, ``count``) is shown as it is: ``(unit, 1.0)``."""
+    5e6 b/s; zero in the unit itself (``0 s``, ``0 B``), where it has one. A unit without readable ones
+    (``packets``, ``count``) is shown as it is: ``(unit, 1.0)``."""
     scales = READABLE_UNITS.get(unit)
     if not scales:
         return unit, 1.0
     magnitude = abs(magnitude)
+    if not magnitude:
+        return next((scale for scale in scales if scale[1] == 1.0), scales[0])
     for symbol, per in scales:
         if magnitude >= per:
             return symbol, per
-    return scales[-1] if magnitude else scales[0]
+    return scales[-1]
 
 
 def format_number(number: float) -> str:

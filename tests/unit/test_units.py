@@ -81,7 +81,8 @@ def test_numbers_are_written_as_people_read_them_never_in_exponent_notation(numb
     ("s", 0.0405, ("ms", 1e-3)), ("s", 4.0, ("s", 1.0)), ("s", 2e-6, ("µs", 1e-6)), ("s", 1e-9, ("µs", 1e-6)),
     ("b/s", 5e6, ("Mb/s", 1e6)), ("b/s", 2.5e9, ("Gb/s", 1e9)), ("bytes", 241920, ("kB", 1e3)),
     ("bytes", 7.258e5, ("kB", 1e3)), ("bytes", 98e6, ("MB", 1e6)), ("share", 0.015, ("%", 0.01)),
-    ("s", 0.0, ("s", 1.0)), ("packets", 3, ("packets", 1.0)),
+    ("s", 0.0, ("s", 1.0)), ("bytes", 0, ("B", 1.0)), ("b/s", 0.0, ("b/s", 1.0)), ("share", 0.0, ("%", 0.01)),
+    ("packets", 3, ("packets", 1.0)),
 ])
 def test_a_quantity_takes_the_readable_unit_that_shows_it_as_a_number_of_at_least_one(unit, magnitude, readable):
     assert readable_unit(unit, magnitude) == readable
