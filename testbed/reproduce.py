@@ -42,7 +42,7 @@ from testbed.papers import PAPERS, PAPERS_DIR
 from testbed.provenance import machine_id, short_commit
 from testbed.sweep import load_sweep, run_sweep
 from testbed.sweep.executors import executor_for
-from testbed.sweep.table import counted_runs, mean_ci, paired_interval
+from testbed.sweep.table import counted_runs, is_missing, mean_ci, paired_interval
 from testbed.units import format_wall_time
 
 CONDITIONS_FILE = "reproduce.json"
@@ -158,12 +158,8 @@ def description(experiment: Experiment) -> str:
     return joined[:-1] + "." if joined.endswith(":") else joined
 
 
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def _number(value) -> str:
-    if _missing(value):
+    if is_missing(value):
         return ""
     return f"{value:.4g}"
 
@@ -224,8 +220,8 @@ def _ours_text(row) -> str:
     """Our side of a claim: ``2.58 s / 2.43 s = 1.064``, or ``2.58 s / none`` where a scheme has no run counted;
     both values in one scale, the one that suits the larger."""
     values = [row["ours_a"], row["ours_b"]]
-    scale = metric_scale(row["metric"], [v for v in values if not _missing(v)])
-    ours = " / ".join("none" if _missing(v) else scale.text(v) for v in values)
+    scale = metric_scale(row["metric"], [v for v in values if not is_missing(v)])
+    ours = " / ".join("none" if is_missing(v) else scale.text(v) for v in values)
     ratio = _number(row["our_ratio"])
     return ours + (f" = {ratio}" if ratio else "") + _paired_text(row)
 

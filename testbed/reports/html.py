@@ -28,7 +28,7 @@ from testbed.fidelity import bound as fidelity_bound, verdict as fidelity_verdic
 from testbed.metrics.display import format_metric, format_value, metric_label, metric_name, metric_scale
 from testbed.reports import results_kind
 from testbed.reports.results import load_summary, load_table, numeric_metrics, point_means, sweep_axes
-from testbed.sweep.table import is_scalar, paired_interval
+from testbed.sweep.table import is_missing, is_scalar, paired_interval
 
 REPORT_FILE = "report.html"
 #: A sweep's comparison with the paper, as :mod:`testbed.sweep.runner` writes it.
@@ -267,7 +267,7 @@ def _every_run(frame: pd.DataFrame, distorted_rows) -> str:
     metrics = set(numeric_metrics(frame))
     labels = {c: metric_label(c, frame[c].dropna()) if c in metrics else c for c in frame.columns}
     scales = {c: metric_scale(c, frame[c].dropna()) for c in metrics}
-    rows = [{labels[c]: scales[c].number(None if _missing(v) else v) if c in scales else v
+    rows = [{labels[c]: scales[c].number(None if is_missing(v) else v) if c in scales else v
              for c, v in record.items()} for record in frame.to_dict("records")]
     return _table(rows, distorted=distorted_rows, titles={labels[c]: c for c in metrics})
 
@@ -279,14 +279,14 @@ def _paper_rows(paper: pd.DataFrame) -> str:
     rows = []
     for _, r in paper.iterrows():
         metric = r["metric"]
-        rows.append({"metric": metric_name(metric), "at": "" if _missing(r["at"]) else r["at"],
+        rows.append({"metric": metric_name(metric), "at": "" if is_missing(r["at"]) else r["at"],
                      "a / b": f"{r['a']} / {r['b']}",
                      "paper a": r["paper_a"], "paper b": r["paper_b"], "paper a/b": r["paper_ratio"],
-                     "ours a": format_metric(metric, None if _missing(r["ours_a"]) else r["ours_a"]),
-                     "ours b": format_metric(metric, None if _missing(r["ours_b"]) else r["ours_b"]),
+                     "ours a": format_metric(metric, None if is_missing(r["ours_a"]) else r["ours_a"]),
+                     "ours b": format_metric(metric, None if is_missing(r["ours_b"]) else r["ours_b"]),
                      "ours a/b": r["our_ratio"], "paired 95% interval": _paired_interval(r),
                      "ours / paper": r["ours_vs_paper"], "holds": verdict(r),
-                     "source": "" if _missing(r.get("source")) else r["source"]})
+                     "source": "" if is_missing(r.get("source")) else r["source"]})
     return ("<p>The paper's figures are in its own units; ours are means over finished runs not marked "
             "distorted.</p>" + _table(rows))
 
@@ -295,10 +295,6 @@ def _paired_interval(row) -> str:
     """The 95% interval of a comparison's paired ratios (runs sharing a seed), or "" without one."""
     interval = paired_interval(row)
     return f"{interval[0]:.3g} to {interval[1]:.3g} ({int(row['pairs'])} seeds)" if interval else ""
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _figures(plots_dir: Path, first=()) -> str:

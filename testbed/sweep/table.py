@@ -24,6 +24,11 @@ def is_scalar(value) -> bool:
     return isinstance(value, (int, float, str, bool)) or value is None
 
 
+def is_missing(value) -> bool:
+    """A cell with no value: none, or NaN (how pandas reads an empty cell of ``table.csv``)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def row(point, summary: dict, run_dir, status: str, error: str, metrics=()) -> dict:
     """One table row: the point's axes, its status, the summary's scalar metrics, and each job's as
     ``<job>.<metric>`` (:func:`job_columns`) for the sweep's ``metrics``."""
@@ -62,7 +67,7 @@ def write_table(rows: list, path: Path) -> pd.DataFrame:
 
 def mean_ci(values) -> tuple:
     """(mean, half-width of the 95% confidence interval by Student's t; 0 with fewer than 2 values)."""
-    values = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    values = [float(v) for v in values if not is_missing(v)]
     if not values:
         return math.nan, math.nan
     mean = sum(values) / len(values)
