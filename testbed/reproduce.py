@@ -42,7 +42,7 @@ from testbed.papers import PAPERS, PAPERS_DIR
 from testbed.provenance import machine_id, short_commit
 from testbed.sweep import load_sweep, run_sweep
 from testbed.sweep.executors import executor_for
-from testbed.sweep.table import counted_runs, is_missing, mean_ci, paired_interval
+from testbed.sweep.table import counted_runs, is_missing, mean_ci, paired_interval, seeds_to_decide
 from testbed.units import format_wall_time
 
 CONDITIONS_FILE = "reproduce.json"
@@ -51,6 +51,8 @@ CONDITIONS_FILE = "reproduce.json"
 NOTES_FILE = "notes.md"
 #: A claim holds when our ratio is on the paper's side of 1 and within this share of the paper's ratio.
 RATIO_TOLERANCE = 0.25
+#: The most seeds an "undecided" claim's estimate names (:func:`verdict_text`).
+MOST_SEEDS = 100
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,17 @@ def verdict(row) -> str:
     return "yes" if abs(row["ours_vs_paper"] - 1) <= RATIO_TOLERANCE else "order only"
 
 
+def verdict_text(row) -> str:
+    """:func:`verdict` in words for a table: an "undecided" row says about how many seeds would decide it at
+    the spread its runs show (:func:`testbed.sweep.table.seeds_to_decide`)."""
+    holds = verdict(row)
+    if holds != "undecided":
+        return holds
+    seeds = seeds_to_decide(row, MOST_SEEDS)
+    return f"undecided (about {seeds} seeds would decide at this spread)" if seeds else \
+        f"undecided (not within {MOST_SEEDS} seeds at this spread)"
+
+
 def _figures_table(spec, frame: pd.DataFrame) -> str:
     axes = [axis for axis, _ in spec.axes]
     metrics = [m for m in spec.metrics if m in frame]
@@ -232,7 +245,7 @@ def _claims_table(paper_frame: pd.DataFrame) -> str:
         at = f" at {r['at']}" if isinstance(r["at"], str) and r["at"] else ""
         rows.append([f"{r['source']}{at}", f"`{r['metric']}`", f"{r['a']} / {r['b']}",
                      f"{_number(r['paper_a'])} / {_number(r['paper_b'])} = {_number(r['paper_ratio'])}",
-                     _ours_text(r), _number(r["ours_vs_paper"]), verdict(r)])
+                     _ours_text(r), _number(r["ours_vs_paper"]), verdict_text(r)])
     return table(("claim", "metric", "pair", "the paper", "ours", "ours / paper", "holds"), rows)
 
 
@@ -246,7 +259,7 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, w
     command = f"`inatb reproduce {experiment.paper} --only {experiment.name}`"
     lines = [f"## {experiment.name}", "", description(experiment), "",
              f"Sweep `{experiment.sweep_path.relative_to(experiment.sweep_path.parents[3])}`: {kind}, "
-             f"{len(spec.points)} runs ({spec.repetitions} per point). Command: {command}."]
+             f"{len(spec.points)} runs ({spec.repetitions_text()}). Command: {command}."]
     table_path = sweep_dir / "table.csv"
     conditions = read_conditions(sweep_dir)
     if not table_path.exists() or conditions is None:
@@ -275,7 +288,8 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, w
                   f"paper's side of 1 and within {RATIO_TOLERANCE:.0%} of its ratio (\"order only\": on its side, "
                   f"not within). Where runs of the pair share seeds (the same background draw and stragglers), "
                   f"the 95% interval of their paired ratios must lie on that side too: one that holds 1 is "
-                  f"\"undecided\", and more repetitions would decide.", "", _claims_table(paper_frame)]
+                  f"\"undecided\", with about how many seeds would decide it at the spread its runs show.", "",
+                  _claims_table(paper_frame)]
     lines += ["", "### Our figures", "",
               "Means over the finished runs not marked distorted, ± the 95% interval (Student's t) where a point "
               "has more than one.", "", _figures_table(spec, frame)]

@@ -274,8 +274,8 @@ def _every_run(frame: pd.DataFrame, distorted_rows) -> str:
 
 def _paper_rows(paper: pd.DataFrame) -> str:
     """paper.csv: per pair of schemes the paper's figures and ratio beside our means and ratio, and whether
-    the claim holds (:func:`testbed.reproduce.verdict`)."""
-    from testbed.reproduce import verdict
+    the claim holds (:func:`testbed.reproduce.verdict_text`)."""
+    from testbed.reproduce import verdict_text
     rows = []
     for _, r in paper.iterrows():
         metric = r["metric"]
@@ -285,7 +285,7 @@ def _paper_rows(paper: pd.DataFrame) -> str:
                      "ours a": format_metric(metric, None if is_missing(r["ours_a"]) else r["ours_a"]),
                      "ours b": format_metric(metric, None if is_missing(r["ours_b"]) else r["ours_b"]),
                      "ours a/b": r["our_ratio"], "paired 95% interval": _paired_interval(r),
-                     "ours / paper": r["ours_vs_paper"], "holds": verdict(r),
+                     "ours / paper": r["ours_vs_paper"], "holds": verdict_text(r),
                      "source": "" if is_missing(r.get("source")) else r["source"]})
     return ("<p>The paper's figures are in its own units; ours are means over finished runs not marked "
             "distorted.</p>" + _table(rows))

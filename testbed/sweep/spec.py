@@ -22,6 +22,7 @@ paper:                          # optional: what the paper reports, compared as 
     at: {jobs.0.iterations: 5}  # the other axes' values its figures are for
     values: {ATP: 198, PA-ATP: 44}   # the paper's figures, in its own unit
     source: "GOAT §VII-C Exp#3: the text's figures for 16 workers"
+    repetitions: 8              # optional: runs at the points this claim compares (at least the sweep's)
 ```
 
 A point is one combination of axis values and one repetition. Its seed is
@@ -55,7 +56,11 @@ from the seed those give the base scenario.
 values of the others (each other axis of more than one value pinned).
 Our runs are at reduced scale, so only ratios are compared: every pair of
 those values, the paper's ratio against the ratio of our means
-(``paper.csv``, :func:`testbed.sweep.table.paper_comparison`).
+(``paper.csv``, :func:`testbed.sweep.table.paper_comparison`). A claim's
+``repetitions`` runs its points (its ``by`` values at its ``at``) that many
+times, the sweep's other points ``repetitions`` times: where runs spread, the
+seeds go where the paper's claims need them to decide. Repetition ``r`` has
+the same seed at every point, so the claim's runs still pair by seed.
 """
 
 import hashlib
@@ -74,7 +79,7 @@ from testbed.scenario.overrides import overrides_overlap
 SWEEP_VERSION = 1
 SWEEP_KEYS = {"version", "name", "description", "scenario", "set", "axes", "repetitions", "metrics", "run_plots",
               "simulate", "paper"}
-PAPER_KEYS = {"metric", "by", "at", "values", "source"}
+PAPER_KEYS = {"metric", "by", "at", "values", "source", "repetitions"}
 #: What a sweep's ``run_plots`` may name: the plots every run writes (testbed/metrics/plots.py).
 RUN_PLOTS = ("iteration_time", "ps_ingress_rate", "worker_send_rate", "aggregation_rate")
 MAX_POINTS = 10_000
@@ -108,6 +113,12 @@ class PaperClaim:
     values: tuple
     at: tuple = ()
     source: str = ""
+    repetitions: int = 1     # runs at each point the claim compares (at least the sweep's repetitions)
+
+    def compares(self, values: dict) -> bool:
+        """Whether the point of axis values ``values`` (axis -> value) is one of the claim's."""
+        return any(values.get(self.by) == value for value, _ in self.values) and \
+            all(values.get(axis) == value for axis, value in self.at)
 
 
 @dataclass
@@ -135,6 +146,20 @@ class SweepSpec:
     def scenario_text(self) -> str:
         """The base scenario's text (what a remote node parses with a point's overrides)."""
         return read_yaml_text(self.scenario_path)
+
+    def repetitions_at(self, values: tuple) -> int:
+        """How many runs the point of axis values ``values`` (((axis, value), ...)) has: the sweep's
+        repetitions, or more where a paper claim that compares it asks for more."""
+        claimed = [c.repetitions for c in self.paper if c.compares(dict(values))]
+        return max([self.repetitions, *claimed])
+
+    def repetitions_text(self) -> str:
+        """The repetitions as a sweep's header says them: ``3 repetitions``, or ``3 repetitions, 8 at the
+        points the paper's claims compare``."""
+        claimed = sorted({c.repetitions for c in self.paper if c.repetitions > self.repetitions})
+        more = f", {'up to ' if len(claimed) > 1 else ''}{claimed[-1]} at the points the paper's claims " \
+               f"compare" if claimed else ""
+        return f"{self.repetitions} repetition{'s' if self.repetitions != 1 else ''}{more}"
 
 
 def derive_seed(base_seed: int, repetition: int) -> int:
@@ -233,21 +258,34 @@ def load_sweep(path, overrides=()) -> SweepSpec:
         raise c.error(field, str(exc)) from None
     spec.base_seed = base.seed
     spec.points = list(_points(spec))
+    spec.job_names = _check_points(c, spec, spec.points)
+    for metric in spec.metrics:
+        _check_metric(c, "metrics", metric, spec.job_names)
+    spec.paper = _paper_claims(c, doc.get("paper", []), dict(axes), spec.metrics, spec.job_names, repetitions)
+    if any(claim.repetitions > repetitions for claim in spec.paper):
+        points = list(_points(spec))
+        if len(points) > MAX_POINTS:
+            c.fail("paper", f"{len(points)} points with the claims' repetitions; at most {MAX_POINTS}")
+        known = {point.point_id for point in spec.points}
+        _check_points(c, spec, [point for point in points if point.point_id not in known])
+        spec.points = points
+    return spec
+
+
+def _check_points(c, spec: SweepSpec, points: list) -> list:
+    """Parse and check the scenario of each of ``points`` (an error names the sweep file's field that wrote
+    the bad ``--set`` string); the names of their jobs, in order of appearance."""
     job_names = {}
-    for point in spec.points:
+    for point in points:
         try:
-            scenario = load_scenario(scenario_path, point.overrides)
+            scenario = load_scenario(spec.scenario_path, point.overrides)
         except ScenarioError as exc:
             field = _override_field(spec, exc.override, point.values)
             if field is None:
                 raise
             raise c.error(field, f"point {point.label()}: {exc}") from None
         job_names.update((job.name, None) for job in scenario.jobs)
-    spec.job_names = list(job_names)
-    for metric in spec.metrics:
-        _check_metric(c, "metrics", metric, spec.job_names)
-    spec.paper = _paper_claims(c, doc.get("paper", []), dict(axes), spec.metrics, spec.job_names)
-    return spec
+    return list(job_names)
 
 
 def _override_field(spec: SweepSpec, item: str, values: tuple):
@@ -304,11 +342,12 @@ def _check_metric(c, path: str, metric: str, job_names: list) -> None:
                                                  " (docs/reference/metrics.md)"))
 
 
-def _paper_claims(c, items, axes: dict, metrics: list, job_names: list) -> list:
+def _paper_claims(c, items, axes: dict, metrics: list, job_names: list, repetitions: int) -> list:
     """The ``paper`` entries, each checked against the sweep's axes (``axes``: axis -> its values) and its
     ``metrics`` (any metric of its table, :func:`_check_metric`, when the sweep names none): a claim names one
     of them, and pins every other axis of more than one value (a comparison that averaged over an axis the
-    paper did not would compare something else)."""
+    paper did not would compare something else); its ``repetitions`` are at least the sweep's
+    (``repetitions``)."""
     if not isinstance(items, list):
         c.fail("paper", "expected a list of {metric, by, at, values, source} entries")
     claims = []
@@ -347,8 +386,10 @@ def _paper_claims(c, items, axes: dict, metrics: list, job_names: list) -> list:
         source = item.get("source", "")
         if not isinstance(source, str):
             c.fail(f"{p}.source", "expected text: where the paper states these figures")
+        claim_repetitions = c.integer(item.get("repetitions", repetitions), f"{p}.repetitions", repetitions,
+                                      MAX_REPETITIONS)
         figures = tuple((_axis_value(c, axes, by, k, p), float(v)) for k, v in values.items())
-        claims.append(PaperClaim(metric, by, figures, tuple(at.items()), source))
+        claims.append(PaperClaim(metric, by, figures, tuple(at.items()), source, claim_repetitions))
     return claims
 
 
@@ -370,6 +411,6 @@ def _points(spec: SweepSpec):
         values = tuple((axis, value) for (axis, _), value in zip(spec.axes, combo))
         sets = tuple(s for (axis, axis_values), value in zip(spec.axes, combo)
                      for s in _axis_sets(axis, axis_values, value))
-        for repetition in range(spec.repetitions):
+        for repetition in range(spec.repetitions_at(values)):
             seed = derive_seed(spec.base_seed, repetition)
             yield Point(values, repetition, seed, tuple(spec.fixed) + sets + (f"seed={seed}",))

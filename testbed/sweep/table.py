@@ -214,6 +214,21 @@ def paired_interval(row):
     return float(low), float(high)
 
 
+def seeds_to_decide(row, most: int = 100):
+    """How many seeds (pairs of runs) a comparison row would need for its paired ratios' 95% interval to
+    leave 1, were their mean and spread what its ``pairs`` show; None without an interval, or past ``most``."""
+    interval = paired_interval(row)
+    if interval is None:
+        return None
+    pairs = int(row["pairs"])
+    mean, half = (interval[0] + interval[1]) / 2, (interval[1] - interval[0]) / 2
+    sd = half * math.sqrt(pairs) / stats.t.ppf(0.975, pairs - 1)
+    for seeds in range(pairs + 1, most + 1):
+        if stats.t.ppf(0.975, seeds - 1) * sd / math.sqrt(seeds) < abs(mean - 1):
+            return seeds
+    return None
+
+
 def paper_comparison(frame: pd.DataFrame, claims: list) -> pd.DataFrame:
     """Per claim (``spec.PaperClaim``) and pair (a, b) of its ``by`` values: the paper's figures and their
     ratio a / b, our means (finished, undistorted runs at the claim's ``at``) and their ratio, ``ours_vs_paper``

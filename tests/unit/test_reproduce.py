@@ -2,11 +2,14 @@
 ours with the conditions they were measured under, lists what has not run, and a second call resumes."""
 
 import json
+import math
+import statistics
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 from testbed import reproduce
 from testbed.errors import EnvironmentMissingError, UsageError
@@ -120,6 +123,23 @@ def test_where_runs_share_seeds_the_paired_interval_decides_the_side_of_one(our_
                                                     "a": "ATP", "b": "PA-ATP", "paper_a": 1.49, "paper_b": 1.0,
                                                     "ours_a": our_ratio, "ours_b": 1.0, "source": "Fig. 10"}]))
     assert ("; paired " in shown) == (low == low)
+
+
+def test_an_undecided_claim_says_about_how_many_seeds_would_decide_it():
+    """Paired ratios 1.1, 1.3 and 0.95 (mean 1.117, sd 0.176): at their spread the interval leaves 1 from
+    12 seeds on, t(0.975, 11) x 0.176 / sqrt(12) = 0.112 < 0.117, where 11 seeds give 0.118."""
+    ratios = [1.1, 1.3, 0.95]
+    mean, half = sum(ratios) / 3, stats.t.ppf(0.975, 2) * statistics.stdev(ratios) / math.sqrt(3)
+    row = pd.Series({"our_ratio": mean, "paper_ratio": 1.49, "ours_vs_paper": mean / 1.49, "same_order": True,
+                     "our_ratio_low": mean - half, "our_ratio_high": mean + half, "pairs": 3})
+    assert reproduce.verdict(row) == "undecided"
+    assert reproduce.verdict_text(row) == "undecided (about 12 seeds would decide at this spread)"
+    level = row.copy()
+    level["our_ratio_low"], level["our_ratio_high"] = 0.9, 1.1             # a mean of exactly 1 never decides
+    assert reproduce.verdict_text(level) == f"undecided (not within {reproduce.MOST_SEEDS} seeds at this spread)"
+    decided = row.copy()
+    decided["our_ratio_low"], decided["our_ratio_high"] = 1.14, 1.51
+    assert reproduce.verdict_text(decided) == reproduce.verdict(decided) == "order only"
 
 
 def test_an_experiments_description_is_its_sweeps_first_comment_paragraph_with_broken_words_joined():

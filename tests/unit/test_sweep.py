@@ -346,6 +346,27 @@ def test_runs_that_share_a_seed_give_the_ratio_a_paired_interval():
     assert row["pairs"] == 1 and math.isnan(row["our_ratio_low"])
 
 
+def test_a_claims_repetitions_run_the_points_it_compares_that_many_times(tmp_path):
+    """A claim at iterations 3 with 3 repetitions: its two points run three times, the sweep's other points
+    once, and repetition r has one seed everywhere, so the claim's runs pair by seed."""
+    spec = load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp], jobs.0.iterations: [2, 3]}\n"
+                                           "paper: [{metric: iteration_time_s, by: policy, at: {jobs.0.iterations: 3},"
+                                           " values: {ps: 2, atp: 1}, repetitions: 3}]\n"))
+    counts = {}
+    for point in spec.points:
+        counts[point.values] = counts.get(point.values, 0) + 1
+        assert point.seed == derive_seed(spec.base_seed, point.repetition)
+    assert counts == {(("policy", "ps"), ("jobs.0.iterations", 2)): 1, (("policy", "ps"), ("jobs.0.iterations", 3)): 3,
+                      (("policy", "atp"), ("jobs.0.iterations", 2)): 1, (("policy", "atp"), ("jobs.0.iterations", 3)): 3}
+    assert spec.repetitions_text() == "1 repetition, 3 at the points the paper's claims compare"
+    assert len({p.point_id for p in spec.points}) == 8
+    with pytest.raises(ScenarioError) as err:
+        load_sweep(sweep_file(tmp_path, "axes: {policy: [ps, atp]}\nrepetitions: 2\n"
+                                        "paper: [{metric: iteration_time_s, by: policy, values: {ps: 2, atp: 1}, "
+                                        "repetitions: 1}]\n"))
+    assert err.value.field == "paper.0.repetitions" and "expected an integer in [2, 1000], got 1" in str(err.value)
+
+
 def test_a_sweep_with_paper_figures_writes_paper_csv(tmp_path):
     from testbed.cli import main
     path = sweep_file(tmp_path, "simulate: true\naxes: {policy: [ps, atp]}\n"
