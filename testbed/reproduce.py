@@ -46,6 +46,8 @@ from testbed.sweep.table import counted_runs, is_missing, mean_ci, paired_interv
 from testbed.units import format_wall_time
 
 CONDITIONS_FILE = "reproduce.json"
+#: Between the values of a :class:`Conditions` field that names several.
+LIST_SEPARATOR = ", "
 #: What a paper's runs taught us, in words (no figures: those come from the runs), kept beside its sweeps and
 #: shown at the end of its page.
 NOTES_FILE = "notes.md"
@@ -66,11 +68,25 @@ class Experiment:
 
 @dataclass(frozen=True)
 class Conditions:
-    """What an experiment's runs ran under (``reproduce.json``)."""
+    """What an experiment's runs ran under (``reproduce.json``). A sweep resumed at another commit, on another
+    day or machine names each, in order, separated by ", " (:func:`merged`)."""
     commit: str
     date: str
     machine: str
     wall_s: float
+
+    def text(self) -> str:
+        """``commit `a` on 2026-11-30, AMD EPYC x 2 cores``, or with "commits" and "and" where runs of the
+        sweep ran under several."""
+        commits = self.commit.split(LIST_SEPARATOR)
+        return (f"commit{'s' if len(commits) > 1 else ''} {' and '.join(f'`{c}`' for c in commits)} on "
+                f"{' and '.join(self.date.split(LIST_SEPARATOR))}, "
+                f"{' and '.join(self.machine.split(LIST_SEPARATOR))} cores")
+
+    def when_text(self) -> str:
+        """The page index's short form: ``2026-11-30, `a```, or ``2026-11-29 and 2026-11-30, `a`, `b```."""
+        return (f"{' and '.join(self.date.split(LIST_SEPARATOR))}, "
+                f"{', '.join(f'`{c}`' for c in self.commit.split(LIST_SEPARATOR))}")
 
     def to_dict(self) -> dict:
         return {"commit": self.commit, "date": self.date, "machine": self.machine, "wall_s": self.wall_s}
@@ -115,11 +131,19 @@ def run_experiment(experiment: Experiment, out_root: Path, target=None, progress
     result = run_sweep(spec, out_root, target=target, progress=progress, executor=executor_for(spec),
                        rerun_distorted=rerun_distorted)
     if result.ran:
-        previous = read_conditions(result.sweep_dir)
-        wall_s = time.monotonic() - started + (previous.wall_s if previous and result.skipped else 0.0)
-        conditions = Conditions(commit, date, machine_id(), wall_s)
+        previous = read_conditions(result.sweep_dir) if result.skipped else None
+        conditions = Conditions(commit, date, machine_id(), time.monotonic() - started)
+        if previous is not None:    # runs of an earlier call stay in the table: their conditions too
+            conditions = Conditions(merged(previous.commit, commit), merged(previous.date, date),
+                                    merged(previous.machine, conditions.machine), previous.wall_s + conditions.wall_s)
         write_text_atomic(result.sweep_dir / CONDITIONS_FILE, json.dumps(conditions.to_dict(), indent=1) + "\n")
     return result
+
+
+def merged(earlier: str, now: str) -> str:
+    """``earlier`` (one value or several, :class:`Conditions`) with ``now`` added unless it is one of them."""
+    values = earlier.split(LIST_SEPARATOR)
+    return earlier if now in values else LIST_SEPARATOR.join([*values, now])
 
 
 def read_conditions(sweep_dir: Path):
@@ -274,7 +298,7 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, w
                      (f" to {_number(dilation.max())}" if dilation.max() != dilation.min() else "")) \
         if len(dilation) else ""
     scales = ", ".join(sorted({_number(s) for s in frame["scale"].dropna()})) if "scale" in frame else "-"
-    lines += ["", f"Measured at commit `{conditions.commit}` on {conditions.date}, {conditions.machine} cores, "
+    lines += ["", f"Measured at {conditions.text()}, "
                   f"target {targets}, scale {scales}{dilation_text}; {format_wall_time(conditions.wall_s)} "
                   f"of wall time."]
     holds = ""
@@ -303,7 +327,7 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, w
             shutil.copyfile(plot, assets / name)
             lines += [f"![{experiment.name}: {plot.stem}]({experiment.paper}/{name})", ""]
     return "\n".join(lines).rstrip(), (experiment.name, kind, f"{len(frame)}", holds or "-",
-                                       f"{conditions.date}, `{conditions.commit}`")
+                                       conditions.when_text())
 
 
 @dataclass(frozen=True)

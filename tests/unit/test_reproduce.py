@@ -3,6 +3,7 @@ ours with the conditions they were measured under, lists what has not run, and a
 
 import json
 import math
+import shutil
 import statistics
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from scipy import stats
 from testbed import reproduce
 from testbed.errors import EnvironmentMissingError, UsageError
 from testbed.papers import PAPERS
+from testbed.provenance import machine_id, short_commit
 
 
 def _reproduce(*args):
@@ -49,6 +51,26 @@ def test_grid_is_reproduced_in_seconds_and_its_page_says_what_holds_where_and_wh
     before = conditions_file.stat().st_mtime_ns
     assert _reproduce("grid", "--out", str(tmp_path)).returncode == 0
     assert conditions_file.stat().st_mtime_ns == before
+
+
+def test_a_sweep_resumed_at_another_commit_and_machine_names_both(tmp_path):
+    """Runs of an earlier call stay in the table: the conditions name their commit and machine beside
+    this call's, and the wall time adds up."""
+    (motivation,) = reproduce.select(reproduce.experiments("grid"), ["motivation"])
+    reproduce.run_experiment(motivation, tmp_path)
+    path = tmp_path / "grid-motivation" / "reproduce.json"
+    earlier = json.loads(path.read_text())
+    path.write_text(json.dumps({**earlier, "commit": "0123456789ab", "machine": "Other CPU x 4"}))
+    shutil.rmtree(next((tmp_path / "grid-motivation" / "points").iterdir()))
+    result = reproduce.run_experiment(motivation, tmp_path)
+    assert (result.ran, result.skipped) == (1, 2)
+    conditions = reproduce.read_conditions(tmp_path / "grid-motivation")
+    assert conditions.commit == f"0123456789ab, {short_commit()}" and conditions.date == earlier["date"]
+    assert conditions.machine == f"Other CPU x 4, {machine_id()}" and conditions.wall_s > earlier["wall_s"]
+    assert conditions.text() == (f"commits `0123456789ab` and `{short_commit()}` on {earlier['date']}, "
+                                 f"Other CPU x 4 and {machine_id()} cores")
+    assert conditions.when_text() == f"{earlier['date']}, `0123456789ab`, `{short_commit()}`"
+    assert reproduce.merged(conditions.commit, "0123456789ab") == conditions.commit
 
 
 def test_an_experiment_not_run_is_listed_with_the_command_that_runs_it(tmp_path):
