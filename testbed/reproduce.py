@@ -42,7 +42,8 @@ from testbed.papers import PAPERS, PAPERS_DIR
 from testbed.provenance import machine_id, short_commit
 from testbed.sweep import load_sweep, run_sweep
 from testbed.sweep.executors import executor_for
-from testbed.sweep.table import counted_runs, is_missing, mean_ci, paired_interval, seeds_to_decide
+from testbed.sweep.table import (counted_runs, is_missing, mean_ci, paired_interval, paired_interval_text,
+                                 seeds_to_decide)
 from testbed.units import format_wall_time
 
 CONDITIONS_FILE = "reproduce.json"
@@ -248,9 +249,8 @@ def _figures_table(spec, frame: pd.DataFrame) -> str:
 
 def _paired_text(row) -> str:
     """The paired ratios' interval as the claims table shows it: ``; paired 1.14 to 1.51 (3 seeds)``."""
-    interval = paired_interval(row)
-    return f"; paired {_number(interval[0])} to {_number(interval[1])} ({int(row['pairs'])} seeds)" \
-        if interval else ""
+    interval = paired_interval_text(row, _number)
+    return f"; paired {interval}" if interval else ""
 
 
 def _ours_text(row) -> str:

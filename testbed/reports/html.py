@@ -28,7 +28,7 @@ from testbed.fidelity import bound as fidelity_bound, verdict as fidelity_verdic
 from testbed.metrics.display import format_metric, format_value, metric_label, metric_name, metric_scale
 from testbed.reports import results_kind
 from testbed.reports.results import load_summary, load_table, numeric_metrics, point_means, sweep_axes
-from testbed.sweep.table import is_missing, is_scalar, paired_interval
+from testbed.sweep.table import is_missing, is_scalar, paired_interval_text
 
 REPORT_FILE = "report.html"
 #: A sweep's comparison with the paper, as :mod:`testbed.sweep.runner` writes it.
@@ -284,17 +284,11 @@ def _paper_rows(paper: pd.DataFrame) -> str:
                      "paper a": r["paper_a"], "paper b": r["paper_b"], "paper a/b": r["paper_ratio"],
                      "ours a": format_metric(metric, None if is_missing(r["ours_a"]) else r["ours_a"]),
                      "ours b": format_metric(metric, None if is_missing(r["ours_b"]) else r["ours_b"]),
-                     "ours a/b": r["our_ratio"], "paired 95% interval": _paired_interval(r),
+                     "ours a/b": r["our_ratio"], "paired 95% interval": paired_interval_text(r),
                      "ours / paper": r["ours_vs_paper"], "holds": verdict_text(r),
                      "source": "" if is_missing(r.get("source")) else r["source"]})
     return ("<p>The paper's figures are in its own units; ours are means over finished runs not marked "
             "distorted.</p>" + _table(rows))
-
-
-def _paired_interval(row) -> str:
-    """The 95% interval of a comparison's paired ratios (runs sharing a seed), or "" without one."""
-    interval = paired_interval(row)
-    return f"{interval[0]:.3g} to {interval[1]:.3g} ({int(row['pairs'])} seeds)" if interval else ""
 
 
 def _figures(plots_dir: Path, first=()) -> str:

@@ -214,6 +214,13 @@ def paired_interval(row):
     return float(low), float(high)
 
 
+def paired_interval_text(row, number=lambda value: f"{value:.3g}") -> str:
+    """A comparison row's paired interval in words, each bound written by ``number``: ``1.14 to 1.51 (3
+    seeds)``; "" without one."""
+    interval = paired_interval(row)
+    return f"{number(interval[0])} to {number(interval[1])} ({int(row['pairs'])} seeds)" if interval else ""
+
+
 def seeds_to_decide(row, most: int = 100):
     """How many seeds (pairs of runs) a comparison row would need for its paired ratios' 95% interval to
     leave 1, were their mean and spread what its ``pairs`` show; None without an interval, or past ``most``."""
@@ -274,9 +281,8 @@ def format_paper_comparison(comparison: pd.DataFrame) -> str:
             ours = "ours: none (no finished, undistorted run has it)"
         else:
             side = "same side of 1" if r["same_order"] else "level" if r["our_ratio"] == 1 else "other side of 1"
-            interval = paired_interval(r)
-            paired = f", paired {interval[0]:.3g} to {interval[1]:.3g} over {int(r['pairs'])} seeds" \
-                if interval else ""
+            interval = paired_interval_text(r)
+            paired = f", paired {interval}" if interval else ""
             ours = f"ours {r['our_ratio']:.3g} ({r['ours_vs_paper']:.2f}x the paper's, {side}{paired})"
         where = f" at {r['at']}" if r["at"] else ""
         lines.append(f"{r['metric']}{where}: {r['a']} / {r['b']}: paper {r['paper_ratio']:.3g}, {ours}")

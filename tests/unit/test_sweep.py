@@ -334,7 +334,7 @@ def test_runs_that_share_a_seed_give_the_ratio_a_paired_interval():
     assert row["pairs"] == 3
     assert (row["our_ratio_low"], row["our_ratio_high"]) == (pytest.approx(mean - half), pytest.approx(mean + half))
     assert row["our_ratio"] == pytest.approx((2.25 + 2.13 + 3.39) / (1.67 + 1.71 + 2.45))   # the means' ratio
-    assert f"paired {mean - half:.3g} to {mean + half:.3g} over 3 seeds" in format_paper_comparison(
+    assert f"paired {mean - half:.3g} to {mean + half:.3g} (3 seeds)" in format_paper_comparison(
         paper_comparison(frame, [claim]))
     # Two runs of one seed on a side (another axis the claim leaves open) do not pair one to one: no interval.
     open_axis = pd.concat([frame, frame.assign(model="other")])
