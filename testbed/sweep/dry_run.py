@@ -95,7 +95,7 @@ def format_preview(preview: SweepPreview) -> list:
     kind = "simulated (no root)" if spec.simulate else "emulated (root)"
     sets = f", with --set {' '.join(spec.command_line_sets)}" if spec.command_line_sets else ""
     lines = [f"sweep {spec.name} (dry run: nothing runs): {len(spec.points)} points "
-             f"({' x '.join(str(len(v)) for _, v in spec.axes)} x {spec.repetitions_text()}), {kind}, "
+             f"({spec.size_text()}), {kind}, "
              f"of {spec.scenario_path}{sets}; results would go to {preview.sweep_dir}"]
     header = ["point", *axes, "repetition", "target", "time dilation", "expected wall time"]
     rows = []

@@ -161,6 +161,11 @@ class SweepSpec:
                f"compare" if claimed else ""
         return f"{self.repetitions} repetition{'s' if self.repetitions != 1 else ''}{more}"
 
+    def size_text(self) -> str:
+        """The sweep's points as its header counts them: ``2 x 3 x 3 repetitions`` (each axis's values, then
+        :meth:`repetitions_text`)."""
+        return " x ".join([*(str(len(values)) for _, values in self.axes), self.repetitions_text()])
+
 
 def derive_seed(base_seed: int, repetition: int) -> int:
     """Repetition 0 keeps the scenario's seed; others get a 31-bit seed drawn from (base, repetition)."""
