@@ -10,9 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from testbed import budget, sim
-from testbed.budget import (AGENT_BUDGET_PPS, PACKET_COST_CURVES, PROCESS_IDLE_CORES, RUN_SET_UP_PER_NODE_S,
-                            RUN_SET_UP_S, TARGET_BUDGET_PPS, USABLE_CORE_SHARE, PacketBudget, dilation_factor,
-                            expected_run_wall_s, expected_wall_s, packet_budget, packets_per_cpu_s, resolve_target)
+from testbed.budget import (AGENT_BUDGET_PPS, CONTENTION_KNEE_SHARE, CONTENTION_SLOPE, PACKET_COST_CURVES,
+                            PROCESS_IDLE_CORES, RUN_SET_UP_PER_NODE_S, RUN_SET_UP_S, TARGET_BUDGET_PPS,
+                            USABLE_CORE_SHARE, PacketBudget, dilation_factor, expected_run_wall_s, expected_wall_s,
+                            packet_budget, packets_per_cpu_s, resolve_target)
 from testbed.calibration import (REFERENCE_CONTRIBUTIONS_PER_S, REFERENCE_WAKE_ROUND_TRIP_S, Calibration,
                                  measure, wake_round_trip_s)
 from testbed.dataplane.wire import ina_frame_bytes
@@ -23,6 +24,13 @@ from testbed.scenario import load_scenario
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
 GOAT_1000 = REPO / "scenarios" / "papers" / "goat" / "testbed-1000.yaml"
+
+
+#: The share of the working cores busy at which the contended work fills them:
+#: u (1 + CONTENTION_SLOPE (u - CONTENTION_KNEE_SHARE)) = 1.
+FULL_SHARE = ((-(1 - CONTENTION_SLOPE * CONTENTION_KNEE_SHARE)
+               + ((1 - CONTENTION_SLOPE * CONTENTION_KNEE_SHARE) ** 2 + 4 * CONTENTION_SLOPE) ** 0.5)
+              / (2 * CONTENTION_SLOPE))
 
 
 def frames_per_s(rate_bps):
@@ -48,9 +56,10 @@ def test_each_target_is_budgeted_by_its_own_measured_rate(monkeypatch):
     assert switch.startswith("switch s1 (9,301 packets/s at time dilation 1, bmv2 budget 2,500/s) needs time "
                              "dilation 3.72, the run uses 1")
     # bmv2 at 6,900 packets per CPU-second: 1.35 cores; the agents' 3,720 packets/s each, below their curves'
-    # first points, at the floor: 4 x 3,720 / 36,300 + 3,720 / 33,100 = 0.52 cores; 1.87 / (1.4 - 6 x 0.003).
+    # first points, at the floor: 4 x 3,720 / 36,300 + 3,720 / 33,100 = 0.52 cores; 1.87 / (1.4 - 6 x 0.003)
+    # = 1.35 without the contention, with it where the working cores are FULL_SHARE (0.896) busy: 1.51.
     assert machine.startswith("the machine (1.9 cores' work at time dilation 1 and 6 processes idling on 0.02, 70% "
-                              "of 2 cores usable) needs time dilation 1.35")
+                              "of 2 cores usable, dearer past 75% of that busy) needs time dilation 1.51")
     # A round trip visits the worker's timer, the PS and the worker and s1 both ways, where bmv2 is a queue: at
     # N = 4.57 s1 takes 9,301 / 4.57 = 2,035 packets/s, 0.885 of the 2,300/s it serves, a sojourn of 0.435 ms /
     # 0.115 = 3.8 ms; the agents' visits 0.24 ms with the machine 0.30 busy: (3 x 0.24 + 2 x 3.8) / 4.57 = 1.81
@@ -67,7 +76,8 @@ def test_auto_takes_the_smallest_whole_dilation_inside_every_budget():
     # At 1/1000 the quickstart's links are 100 Mb/s: 37,202 frames/s. s1 takes four workers' and the RESULTs:
     # 186,012/s, 9.3 x its budget; each agent sends and receives 74,405/s, 3.7 x its own; the machine holds
     # 186,012 / 42,700 + 4 x 74,405 / 48,600 + 74,405 / 39,600 = 12.36 cores' work at N = 1 (every rate above
-    # its curve's last point), and fits 70% of two cores less six processes' idling from N = 9.66 on.
+    # its curve's last point), and fits 70% of two cores less six processes' idling from N = 9.66 on, from 11.78
+    # with the contention past 75% of them busy (there 0.896 of them busy: FULL_SHARE).
     scenario = load_scenario(QUICKSTART, ["scale=0.001", "time_dilation=auto"])
     plan = packet_budget(scenario, "pyswitch", cores=2)
     link = frames_per_s(100e6)
@@ -76,7 +86,9 @@ def test_auto_takes_the_smallest_whole_dilation_inside_every_budget():
     assert plan.cores_busy(1.0) == pytest.approx(5 * link / 42700 + 4 * 2 * link / 48600 + 2 * link / 39600)
     working = USABLE_CORE_SHARE * 2 - 6 * PROCESS_IDLE_CORES
     machine = plan.machine_needs()
-    assert plan.cores_busy(machine) == pytest.approx(working, rel=1e-5) and machine == pytest.approx(9.66, abs=0.01)
+    assert plan.contended_cores_busy(machine) == pytest.approx(working, rel=1e-5)
+    assert plan.cores_busy(machine) == pytest.approx(FULL_SHARE * working, rel=1e-5)
+    assert machine == pytest.approx(11.78, abs=0.01)
     needs = sorted(need for what, need in plan.needs().items() if not what.startswith("job "))
     assert needs == pytest.approx(sorted([5 * link / TARGET_BUDGET_PPS["pyswitch"], 2 * link / AGENT_BUDGET_PPS,
                                           machine]))
@@ -233,11 +245,30 @@ def test_idle_processes_take_their_share_of_the_machine_before_the_packets_do():
         f"h{i}": 0.0 for i in range(38)}})
     # Below 4,650 packets/s a worker's packet costs the floor, 1/36,300 of a core-second.
     assert few.cores_busy(2.0) == pytest.approx(32000.0 / 36300)
-    assert few.needed() == pytest.approx(64000.0 / 36300 / (1.4 - 17 * PROCESS_IDLE_CORES), rel=1e-5)
-    assert many.needed() == pytest.approx(64000.0 / 36300 / (1.4 - 99 * PROCESS_IDLE_CORES), rel=1e-5)
+    # The work falls as 1/N, so the machine fits where the working cores are FULL_SHARE busy (the contention).
+    assert few.needed() == pytest.approx(64000.0 / 36300 / (1.4 - 17 * PROCESS_IDLE_CORES) / FULL_SHARE, rel=1e-5)
+    assert many.needed() == pytest.approx(64000.0 / 36300 / (1.4 - 99 * PROCESS_IDLE_CORES) / FULL_SHARE, rel=1e-5)
     assert many.auto_factor() == 2.0 and "99 processes idling on 0.30" in many.binding()
     crowd = PacketBudget("pyswitch", 2, {f"s{i}": 0.0 for i in range(1000)}, busy)
-    assert crowd.needed() == pytest.approx(64000.0 / 36300 / (0.05 * 2), rel=1e-5)   # never less than 5% of it
+    assert crowd.needed() == pytest.approx(64000.0 / 36300 / (0.05 * 2) / FULL_SHARE, rel=1e-5)  # >= 5% of it
+
+
+def test_past_the_knee_a_busy_machine_makes_every_packet_dearer():
+    # 16 workers at 4,000 packets/s each, every packet at the floor: 1.763 cores' work at N = 1, falling as 1/N,
+    # on 1.4 - 17 x 0.003 = 1.349 working cores. Up to 75% of them busy a packet costs its curve; past it 0.8
+    # times the excess more: at N = 1.5 (1.175 cores, 0.871 of them) 1.097 times, at N = 3 (0.44 of them) 1.
+    plan = PacketBudget("pyswitch", 2, {"s1": 0.0}, {f"w{i}": 4000.0 for i in range(16)})
+    work, working = 64000.0 / 36300, 1.4 - 17 * PROCESS_IDLE_CORES
+    assert plan.working_cores() == pytest.approx(working)
+    assert plan.contention(3.0) == 1.0 and plan.contended_cores_busy(3.0) == plan.cores_busy(3.0)
+    assert plan.contention(1.5) == pytest.approx(1 + 0.8 * (work / 1.5 / working - 0.75))
+    assert plan.contention(1.5) == pytest.approx(1.097, abs=1e-3)
+    # The machine fits where the contended work is the working cores: 0.8 u^2 + 0.4 u - 1 = 0, u = 0.896.
+    assert FULL_SHARE == pytest.approx(0.896, abs=1e-3)
+    need = plan.machine_needs()
+    assert plan.contended_cores_busy(need) == pytest.approx(working, rel=1e-5)
+    assert need == pytest.approx(work / working / FULL_SHARE, rel=1e-5) and need > work / working
+    assert "70% of 2 cores usable, dearer past 75% of that busy" in plan.binding()
 
 
 def test_a_packet_costs_more_the_slower_packets_come_to_its_process():
