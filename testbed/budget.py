@@ -130,7 +130,8 @@ MIN_WORKING_CORE_SHARE = 0.05
 #: workers 1.08); InArt planned at 0.94 (N = 15) 1.25 and 1.35 times it (the switches 1.17-1.25, the workers
 #: 1.29-1.39, the PSs 1.7-1.9), the machine 88% and 94% busy, the second marked. Below the knee the excess
 #: is within the slack ``USABLE_CORE_SHARE`` leaves; past it the multiplier grows from 1 to 1.15 at 0.94
-#: (the worse run's 1.35 over 1.17).
+#: (the worse run's 1.35 over 1.17). Planned so (N = 16), the homogeneous InArt run took 1.28 times the CPU planned
+#: without contention and kept the machine 86% busy, not marked.
 CONTENTION_KNEE_SHARE = 0.75
 CONTENTION_SLOPE = 0.8
 #: What a packet waits, in wall seconds, each time a process takes it in or a timer of it falls due (a
@@ -410,7 +411,8 @@ class PacketBudget:
     its target's ``TARGET_BUDGET_PPS``, every agent at most ``AGENT_BUDGET_PPS``, and all of them together
     at most ``USABLE_CORE_SHARE`` of the machine's cores less ``PROCESS_IDLE_CORES`` per process (whatever
     N), each packet costing a core's share by its process's curve (``costs``: this machine's where measured,
-    else ``PACKET_COST_CURVES``) at the rate it sees at N.
+    else ``PACKET_COST_CURVES``) at the rate it sees at N, and more past ``CONTENTION_KNEE_SHARE`` of them busy
+    (:meth:`contention`).
     """
     target: str
     cores: int
