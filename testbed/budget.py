@@ -226,6 +226,12 @@ def packets_per_cpu_s(curve, wall_pps: float) -> float:
     raise AssertionError("unreachable: wall_pps is inside the curve")
 
 
+def contention_at(utilisation: float) -> float:
+    """How much dearer a packet is than its curve says with ``utilisation`` of the working cores busy: 1 up to
+    ``CONTENTION_KNEE_SHARE``, then ``CONTENTION_SLOPE`` times the excess more."""
+    return 1.0 + CONTENTION_SLOPE * max(0.0, utilisation - CONTENTION_KNEE_SHARE)
+
+
 def smallest_dilation(exceeds) -> float:
     """The smallest time dilation N >= 1 at which ``exceeds(N)`` (a budget exceeded at N) is false, for a budget
     whose demand falls as N grows: doubling until it fits, then bisection (to one part in a million)."""
@@ -436,7 +442,7 @@ class PacketBudget:
         """What a packet waits for a process at each visit, wall seconds, at time dilation ``factor``
         (``VISIT_WAIT_IDLE_S``, ``VISIT_WAIT_BUSY_S``; past ``VISIT_WAIT_KNEE_SHARE``, a queue's growth), slower
         by as much as this machine's measured packet costs are above the reference's."""
-        utilisation = min(VISIT_WAIT_MAX_UTILISATION, self.cores_busy(factor) / self.working_cores())
+        utilisation = min(VISIT_WAIT_MAX_UTILISATION, self.utilisation(factor))
         queueing = max(1.0, (1 - VISIT_WAIT_KNEE_SHARE) / (1 - utilisation))
         return (VISIT_WAIT_IDLE_S + VISIT_WAIT_BUSY_S * utilisation) * queueing * self.slowness()
 
@@ -457,7 +463,7 @@ class PacketBudget:
             return self.visit_wait_s(factor) * (PYSWITCH_RING_STEP_BURST if summed_steps else 1.0)
         service_s = self.slowness() / BMV2_SERVICE_PPS
         switch_share = max(self.switch_process_pps().values(), default=0.0) / factor * service_s
-        machine_share = self.cores_busy(factor) / self.working_cores()
+        machine_share = self.utilisation(factor)
         sojourn_s = service_s / (1 - min(BMV2_MAX_UTILISATION, max(switch_share, machine_share)))
         return sojourn_s * (BMV2_RING_STEP_BURST if summed_steps else 1.0)
 
@@ -536,16 +542,21 @@ class PacketBudget:
         switches = 0 if self.target == "ebpf" else len(self.switch_process_pps())
         return switches + len(self.agent_pps)
 
+    def utilisation(self, factor: float) -> float:
+        """The planned share of the working cores the packets keep busy at time dilation ``factor``
+        (:meth:`cores_busy`, without contention): what visits wait by and contention grows with."""
+        return self.cores_busy(factor) / self.working_cores()
+
     def contention(self, factor: float) -> float:
-        """How much dearer a packet is than its curve says at time dilation ``factor``: 1 up to
-        ``CONTENTION_KNEE_SHARE`` of the working cores busy, then ``CONTENTION_SLOPE`` times the excess more."""
-        utilisation = self.cores_busy(factor) / self.working_cores()
-        return 1.0 + CONTENTION_SLOPE * max(0.0, utilisation - CONTENTION_KNEE_SHARE)
+        """How much dearer a packet is than its curve says at time dilation ``factor`` (:func:`contention_at`)."""
+        return contention_at(self.utilisation(factor))
 
     def contended_cores_busy(self, factor: float) -> float:
         """The cores the packets keep busy at time dilation ``factor`` with the contention of a busy machine
-        (:meth:`cores_busy` times :meth:`contention`): what the machine budget weighs."""
-        return self.cores_busy(factor) * self.contention(factor)
+        (:meth:`cores_busy` times :meth:`contention`, the packets' work computed once): what the machine budget
+        weighs."""
+        utilisation = self.utilisation(factor)
+        return utilisation * self.working_cores() * contention_at(utilisation)
 
     def working_cores(self) -> float:
         """The cores the packets' work is planned on: the usable share less every process's idling."""
