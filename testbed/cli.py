@@ -159,9 +159,8 @@ def cmd_sweep(args) -> int:
         print("\n".join(format_preview(preview)))
         return 0
     display = ReaderSafeStream(sys.stderr)    # a reader that goes away silences the display, not the sweep
-    sets = f", with --set {' '.join(spec.command_line_sets)}" if spec.command_line_sets else ""
-    print(f"sweep {spec.name}: {len(spec.points)} points ({spec.size_text()}) of {spec.scenario_path}{sets}",
-          file=display)
+    print(f"sweep {spec.name}: {len(spec.points)} points ({spec.size_text()}) of {spec.scenario_path}"
+          f"{spec.sets_text()}", file=display)
     executor = executor_for(spec, args.executor, args.address)
     try:
         result = run_sweep(spec, args.out, target=args.target, progress=display, executor=executor,

@@ -93,10 +93,9 @@ def format_preview(preview: SweepPreview) -> list:
     spec = preview.spec
     axes = [axis for axis, _ in spec.axes]
     kind = "simulated (no root)" if spec.simulate else "emulated (root)"
-    sets = f", with --set {' '.join(spec.command_line_sets)}" if spec.command_line_sets else ""
     lines = [f"sweep {spec.name} (dry run: nothing runs): {len(spec.points)} points "
              f"({spec.size_text()}), {kind}, "
-             f"of {spec.scenario_path}{sets}; results would go to {preview.sweep_dir}"]
+             f"of {spec.scenario_path}{spec.sets_text()}; results would go to {preview.sweep_dir}"]
     header = ["point", *axes, "repetition", "target", "time dilation", "expected wall time"]
     rows = []
     for p in preview.points:

@@ -166,6 +166,11 @@ class SweepSpec:
         :meth:`repetitions_text`)."""
         return " x ".join([*(str(len(values)) for _, values in self.axes), self.repetitions_text()])
 
+    def sets_text(self) -> str:
+        """The command line's ``--set`` values as the sweep's header adds them: ``, with --set a=1 b=2`` (empty
+        without them)."""
+        return f", with --set {' '.join(self.command_line_sets)}" if self.command_line_sets else ""
+
 
 def derive_seed(base_seed: int, repetition: int) -> int:
     """Repetition 0 keeps the scenario's seed; others get a 31-bit seed drawn from (base, repetition)."""
