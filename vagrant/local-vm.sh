@@ -18,7 +18,8 @@
 # Settings: INATB_VM_DIR (default /var/tmp/inatb-vm: image, key, logs; never inside the repository),
 # INATB_VM_CPUS (2), INATB_VM_MEMORY_MB (4096), INATB_VM_SSH_PORT (2222), INATB_VM_DISK_GB (20),
 # INATB_DEBIAN_MIRROR (http://deb.debian.org/debian), INATB_VM_CA_CERTS (extra CA certificates the VM
-# trusts, for a TLS-intercepting proxy: see trust_ca_certs), INATB_VM_ACCEL (kvm where /dev/kvm is writable,
+# trusts, for a TLS-intercepting proxy: see trust_ca_certs), INATB_VM_WHEELS (a directory of wheels the
+# VM's pip prefers to PyPI's: see copy_wheels), INATB_VM_ACCEL (kvm where /dev/kvm is writable,
 # otherwise tcg: QEMU emulates the CPU; set tcg where /dev/kvm cannot run a stock kernel, e.g. a PVM
 # host whose KVM runs PVM guest kernels only). QEMU and the image build run under `nice -n 19`.
 # Requirements on the host (Debian/Ubuntu package names): mmdebstrap qemu-system-x86 qemu-utils fdisk
@@ -34,6 +35,8 @@ disk_gb=${INATB_VM_DISK_GB:-20}
 if [ -w /dev/kvm ]; then accelerator=${INATB_VM_ACCEL:-kvm}; else accelerator=${INATB_VM_ACCEL:-tcg}; fi
 mirror=${INATB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 ca_certs=${INATB_VM_CA_CERTS:-}
+wheels=${INATB_VM_WHEELS:-}
+wheels_in_vm=/var/tmp/inatb-wheels
 security_mirror=${mirror%/debian}/debian-security
 project_in_vm=/home/vagrant/ina-testbed
 base_image=$vm_dir/debian12.qcow2      # the built image, what `box` packages (like debian/bookworm64)
@@ -213,6 +216,20 @@ trust_ca_certs() {
     phase_done "CA certificates"
 }
 
+# INATB_VM_WHEELS: the [test] extra pins torch, and PyPI's torch for x86-64 Linux is the CUDA build with
+# several GB of NVIDIA libraries a VM without a GPU never uses; a directory holding PyTorch's CPU wheel
+# (torch-<version>+cpu-...whl, from download.pytorch.org/whl/cpu) spares the VM that download. Its wheels
+# are copied into the VM and provisioning's pip looks there first (PIP_FIND_LINKS); a local version such as
+# +cpu ranks above PyPI's build of the same release.
+copy_wheels() {
+    local files=("$wheels"/*.whl)
+    [ -f "${files[0]}" ] || fail "INATB_VM_WHEELS=$wheels: no .whl file there"
+    phase "copying ${#files[@]} wheel(s) into $wheels_in_vm in the VM"
+    vm_ssh "sudo mkdir -p $wheels_in_vm && sudo chown vagrant: $wheels_in_vm"
+    rsync -a -e "ssh ${ssh_options[*]}" "${files[@]}" "vagrant@127.0.0.1:$wheels_in_vm/"
+    phase_done "wheels"
+}
+
 provision() {
     local toolchain=${INATB_P4_TOOLCHAIN:-}
     if [ "${1:-}" = "-t" ]; then
@@ -230,6 +247,10 @@ provision() {
     fi
     if [ -n "$ca_certs" ]; then
         trust_ca_certs
+    fi
+    if [ -n "$wheels" ]; then
+        copy_wheels
+        provision_env+=(PIP_FIND_LINKS=$wheels_in_vm)
     fi
     phase "copying the working tree into $project_in_vm (rsync, what the Vagrantfile syncs)"
     rsync -a --delete -e "ssh ${ssh_options[*]}" \
