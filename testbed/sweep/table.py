@@ -1,9 +1,11 @@
 """The sweep's tidy table (one row per point: axes, repetition, seed, status, every scalar summary
 metric, and each job's figures as ``<job>.<metric>`` columns: :func:`row`), its plots (each metric
 against the first axis, mean and 95% confidence interval over the repetitions, one line per combination
-of the other axes), and its comparison with the paper's figures (:func:`paper_comparison`)."""
+of the other axes), and its comparison with the paper's figures (:func:`paper_comparison`, with the
+paired ratios behind it drawn by :func:`plot_paired_ratios`)."""
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -193,16 +195,23 @@ def counted_runs(frame: pd.DataFrame) -> pd.DataFrame:
 PAIRING_COLUMNS = ("seed", "repetition")
 
 
-def paired_ratios(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metric: str) -> pd.Series:
-    """``metric``'s ratio a / b per pair of runs that share a seed (or, without seeds, a repetition); none
-    where a seed has several runs on one side (a claim whose ``at`` leaves another axis open: those runs
-    do not pair one to one)."""
+def paired_values(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``metric``'s values per pair of runs that share a seed (or, without seeds, a repetition), as columns
+    ``a`` and ``b`` (``b`` never 0); no rows where a seed has several runs on one side (a claim whose ``at``
+    leaves another axis open: those runs do not pair one to one)."""
     key = next((c for c in PAIRING_COLUMNS if c in runs_a and c in runs_b), None)
-    if key is None or runs_a[key].duplicated().any() or runs_b[key].duplicated().any():
-        return pd.Series(dtype=float)
+    if key is None or metric not in runs_a or metric not in runs_b or runs_a[key].duplicated().any() \
+            or runs_b[key].duplicated().any():
+        return pd.DataFrame({"a": [], "b": []}, dtype=float)
     pairs = runs_a[[key, metric]].merge(runs_b[[key, metric]], on=key, suffixes=("_a", "_b")).dropna()
     pairs = pairs[pairs[f"{metric}_b"] != 0]
-    return (pairs[f"{metric}_a"] / pairs[f"{metric}_b"]).astype(float)
+    return pd.DataFrame({"a": pairs[f"{metric}_a"].astype(float), "b": pairs[f"{metric}_b"].astype(float)})
+
+
+def paired_ratios(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metric: str) -> pd.Series:
+    """``metric``'s ratio a / b per pair of runs that share a seed (:func:`paired_values`)."""
+    pairs = paired_values(runs_a, runs_b, metric)
+    return pairs["a"] / pairs["b"]
 
 
 def paired_interval(row):
@@ -245,32 +254,105 @@ def paper_comparison(frame: pd.DataFrame, claims: list) -> pd.DataFrame:
     the runs' spread leaves our side of 1 decided. Ratios, since our runs are at reduced scale; a value
     without such a run gives empty cells."""
     rows = []
+    for pair in claim_pairs(frame, claims):
+        claim, a, b = pair.claim, pair.a, pair.b
+        figures = dict(claim.values)
+        ours = {value: mean_ci(runs[claim.metric])[0] if len(runs) else math.nan
+                for value, runs in ((a, pair.runs_a), (b, pair.runs_b))}
+        paper_ratio = figures[a] / figures[b]
+        our_ratio = ours[a] / ours[b] if ours[b] and not math.isnan(ours[b]) else math.nan
+        ratios = paired_ratios(pair.runs_a, pair.runs_b, claim.metric)
+        mean, half = mean_ci(ratios) if len(ratios) >= 2 else (math.nan, math.nan)
+        rows.append({
+            "metric": claim.metric, "at": pair.at_text(), "by": claim.by,
+            "a": a, "b": b, "paper_a": figures[a], "paper_b": figures[b], "paper_ratio": paper_ratio,
+            "ours_a": ours[a], "ours_b": ours[b], "our_ratio": our_ratio,
+            "our_ratio_low": mean - half, "our_ratio_high": mean + half, "pairs": len(ratios),
+            "ours_vs_paper": our_ratio / paper_ratio if not math.isnan(our_ratio) else math.nan,
+            # level (a ratio of 1) is on neither side
+            "same_order": None if math.isnan(our_ratio) else (our_ratio - 1) * (paper_ratio - 1) > 0,
+            "source": claim.source})
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class ClaimPair:
+    """One pair (a, b) of a paper claim's ``by`` values, with the sweep's counted runs of each at the
+    claim's ``at``."""
+    claim: object            # spec.PaperClaim
+    a: str
+    b: str
+    runs_a: pd.DataFrame
+    runs_b: pd.DataFrame
+
+    def at_text(self) -> str:
+        """The claim's ``at`` as ``paper.csv`` writes it: ``background.0.load=0.8``, or "" for none."""
+        return ", ".join(f"{k}={v}" for k, v in self.claim.at)
+
+
+def claim_pairs(frame: pd.DataFrame, claims: list) -> list:
+    """Every :class:`ClaimPair` of ``claims`` (spec.PaperClaim), claim by claim, pairs in the order of each
+    claim's values; runs are those that count (:func:`counted_runs`), none where a run lacks the metric."""
+    pairs = []
     done = counted_runs(frame)
     for claim in claims:
         selected = done
         for axis, value in claim.at:
             selected = selected[selected[axis] == value]
-        runs, ours = {}, {}
-        for value, _ in claim.values:
-            runs[value] = selected[selected[claim.by] == value] if claim.metric in selected else selected.iloc[0:0]
-            ours[value] = mean_ci(runs[value][claim.metric])[0] if len(runs[value]) else math.nan
-        figures = dict(claim.values)
-        for i, (a, _) in enumerate(claim.values):
-            for b, _ in claim.values[i + 1:]:
-                paper_ratio = figures[a] / figures[b]
-                our_ratio = ours[a] / ours[b] if ours[b] and not math.isnan(ours[b]) else math.nan
-                ratios = paired_ratios(runs[a], runs[b], claim.metric)
-                mean, half = mean_ci(ratios) if len(ratios) >= 2 else (math.nan, math.nan)
-                rows.append({
-                    "metric": claim.metric, "at": ", ".join(f"{k}={v}" for k, v in claim.at), "by": claim.by,
-                    "a": a, "b": b, "paper_a": figures[a], "paper_b": figures[b], "paper_ratio": paper_ratio,
-                    "ours_a": ours[a], "ours_b": ours[b], "our_ratio": our_ratio,
-                    "our_ratio_low": mean - half, "our_ratio_high": mean + half, "pairs": len(ratios),
-                    "ours_vs_paper": our_ratio / paper_ratio if not math.isnan(our_ratio) else math.nan,
-                    # level (a ratio of 1) is on neither side
-                    "same_order": None if math.isnan(our_ratio) else (our_ratio - 1) * (paper_ratio - 1) > 0,
-                    "source": claim.source})
-    return pd.DataFrame(rows)
+        runs = {value: selected[selected[claim.by] == value] if claim.metric in selected else selected.iloc[0:0]
+                for value, _ in claim.values}
+        names = [value for value, _ in claim.values]
+        pairs += [ClaimPair(claim, a, b, runs[a], runs[b]) for i, a in enumerate(names) for b in names[i + 1:]]
+    return pairs
+
+
+#: The most pairs the paired-ratio plot draws, one panel each (:func:`plot_paired_ratios`).
+MOST_PAIR_PANELS = 20
+PAIR_PANEL_COLUMNS = 5
+
+
+def paired_ratio_panels(frame: pd.DataFrame, claims: list) -> list:
+    """What :func:`plot_paired_ratios` draws: (:class:`ClaimPair`, its :func:`paired_values`) for each pair
+    with two pairs of runs or more, at most :data:`MOST_PAIR_PANELS`."""
+    panels = [(pair, paired_values(pair.runs_a, pair.runs_b, pair.claim.metric))
+              for pair in claim_pairs(frame, claims)]
+    return [(pair, values) for pair, values in panels if len(values) >= 2][:MOST_PAIR_PANELS]
+
+
+def plot_paired_ratios(frame: pd.DataFrame, claims: list, path: Path, title: str) -> bool:
+    """The paired ratios behind each claim's interval, one panel per pair (a, b) that has two pairs of runs
+    or more: a / b per seed against the mean of the two runs (how slow that seed's draw made both), with
+    level (1) dashed and the paper's ratio dotted. Where the order of a and b turns with the draw, the
+    points cross 1 as the draw gets heavier, and no number of seeds decides the claim. False (nothing
+    written) when no pair has two pairs of runs."""
+    panels = paired_ratio_panels(frame, claims)
+    if not panels:
+        return False
+    columns = min(PAIR_PANEL_COLUMNS, len(panels))
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.1 * columns, 2.7 * rows + 0.5), squeeze=False)
+    ats = {pair.at_text() for pair, _ in panels}
+    shared_at = f" at {ats.pop()}" if len(ats) == 1 and "" not in ats else ""   # said once, in the title
+    for ax, (pair, values) in zip(axes.flat, panels):
+        figures = dict(pair.claim.values)
+        means = (values["a"] + values["b"]) / 2
+        scale = metric_scale(pair.claim.metric, means)
+        ax.plot(means / scale.per, values["a"] / values["b"], marker="o", linestyle="none", markersize=4)
+        ax.axhline(1, color="grey", linestyle="--", linewidth=1)
+        ax.axhline(figures[pair.a] / figures[pair.b], color="tab:red", linestyle=":", linewidth=1.2)
+        at = f" at {pair.at_text()}" if pair.at_text() and not shared_at else ""
+        ax.set_title(f"{pair.a} / {pair.b}{at}", fontsize=8)
+        ax.set_xlabel(f"{metric_label(pair.claim.metric, means)}, the pair's mean", fontsize=7)
+        ax.set_ylabel("ratio per seed", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{title}{shared_at} (dashed: level; dotted: the paper's ratio)", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+    return True
 
 
 def format_paper_comparison(comparison: pd.DataFrame) -> str:

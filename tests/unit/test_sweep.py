@@ -17,8 +17,8 @@ from testbed.sweep import derive_seed, load_sweep, run_sweep
 from testbed.sweep.dry_run import preview_sweep
 from testbed.sweep.executors import LocalExecutor
 from testbed.sweep.spec import PaperClaim
-from testbed.sweep.table import (format_paper_comparison, mean_ci, paper_comparison, plot_accuracy_curves,
-                                 row as table_row, run_label)
+from testbed.sweep.table import (format_paper_comparison, mean_ci, paired_ratio_panels, paper_comparison,
+                                 plot_accuracy_curves, plot_paired_ratios, row as table_row, run_label)
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
@@ -344,6 +344,30 @@ def test_runs_that_share_a_seed_give_the_ratio_a_paired_interval():
     one = frame[frame["seed"] == 1].drop(columns="seed").assign(repetition=0)
     (row,) = paper_comparison(one, [claim]).to_dict("records")
     assert row["pairs"] == 1 and math.isnan(row["our_ratio_low"])
+
+
+def test_the_paired_ratios_are_drawn_per_pair_against_how_slow_the_draw_made_both(tmp_path):
+    """One panel per pair of a claim's values with two seeds or more: a / b per seed against the pair's mean
+    on that seed (the draw's weight); a pair with fewer seeds has no panel, a sweep without any no plot."""
+    times = {"ATP": [2.25, 1.64, 3.39], "StrawAsyn": [1.82, 1.70, 2.84], "PA-ATP": [1.67, 1.52, 2.45]}
+    frame = pd.DataFrame([{"scheme": scheme, "seed": seed, "status": "ok", "distorted": False,
+                           "iteration_time_s": t}
+                          for scheme, ts in times.items() for seed, t in zip((1, 2, 3), ts)])
+    claim = PaperClaim("iteration_time_s", "scheme", (("ATP", 1.49), ("StrawAsyn", 1.22), ("PA-ATP", 1.0)), (),
+                       "PA-ATP Fig. 10")
+    panels = paired_ratio_panels(frame, [claim])
+    assert [(pair.a, pair.b) for pair, _ in panels] == [("ATP", "StrawAsyn"), ("ATP", "PA-ATP"),
+                                                        ("StrawAsyn", "PA-ATP")]
+    _, values = panels[0]
+    assert list(values["a"] / values["b"]) == pytest.approx([2.25 / 1.82, 1.64 / 1.70, 3.39 / 2.84])
+    assert list((values["a"] + values["b"]) / 2) == pytest.approx([2.035, 1.67, 3.115])
+    path = tmp_path / "paired_ratios.png"
+    assert plot_paired_ratios(frame, [claim], path, "fig10")
+    assert path.stat().st_size > 0 and path.with_suffix(".svg").is_file()
+    one_seed = frame[frame["seed"] == 1]
+    assert paired_ratio_panels(one_seed, [claim]) == []
+    assert not plot_paired_ratios(one_seed, [claim], tmp_path / "none.png", "fig10")
+    assert not (tmp_path / "none.png").exists()
 
 
 def test_a_claims_repetitions_run_the_points_it_compares_that_many_times(tmp_path):
