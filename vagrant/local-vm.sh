@@ -237,6 +237,7 @@ provision() {
         [ -n "$toolchain" ] || fail "-t needs a toolchain tarball"
     fi
     vm_running || fail "the VM is not running; local-vm.sh boot first"
+    command -v rsync > /dev/null || fail "rsync missing on the host (apt-get install rsync): it copies the tree into the VM"
     local provision_env=()
     if [ -n "$toolchain" ]; then
         [ -f "$toolchain" ] || fail "toolchain bundle $toolchain: no such file"
