@@ -195,16 +195,21 @@ def counted_runs(frame: pd.DataFrame) -> pd.DataFrame:
 PAIRING_COLUMNS = ("seed", "repetition")
 
 
+def pairing_column(runs_a: pd.DataFrame, runs_b: pd.DataFrame):
+    """The column that pairs runs of a and b (:data:`PAIRING_COLUMNS`), or None."""
+    return next((c for c in PAIRING_COLUMNS if c in runs_a and c in runs_b), None)
+
+
 def paired_values(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metric: str) -> pd.DataFrame:
     """``metric``'s values per pair of runs that share a seed (or, without seeds, a repetition), as columns
-    ``a`` and ``b`` (``b`` never 0); no rows where a seed has several runs on one side (a claim whose ``at``
-    leaves another axis open: those runs do not pair one to one)."""
-    key = next((c for c in PAIRING_COLUMNS if c in runs_a and c in runs_b), None)
+    ``a`` and ``b`` (``b`` never 0) indexed by that seed; no rows where a seed has several runs on one side
+    (a claim whose ``at`` leaves another axis open: those runs do not pair one to one)."""
+    key = pairing_column(runs_a, runs_b)
     if key is None or metric not in runs_a or metric not in runs_b or runs_a[key].duplicated().any() \
             or runs_b[key].duplicated().any():
         return pd.DataFrame({"a": [], "b": []}, dtype=float)
     pairs = runs_a[[key, metric]].merge(runs_b[[key, metric]], on=key, suffixes=("_a", "_b")).dropna()
-    pairs = pairs[pairs[f"{metric}_b"] != 0]
+    pairs = pairs[pairs[f"{metric}_b"] != 0].set_index(key)
     return pd.DataFrame({"a": pairs[f"{metric}_a"].astype(float), "b": pairs[f"{metric}_b"].astype(float)})
 
 
@@ -278,12 +283,22 @@ def paper_comparison(frame: pd.DataFrame, claims: list) -> pd.DataFrame:
 @dataclass(frozen=True)
 class ClaimPair:
     """One pair (a, b) of a paper claim's ``by`` values, with the sweep's counted runs of each at the
-    claim's ``at``."""
+    claim's ``at``, and those of all its values (``claim_runs``)."""
     claim: object            # spec.PaperClaim
     a: str
     b: str
     runs_a: pd.DataFrame
     runs_b: pd.DataFrame
+    claim_runs: pd.DataFrame
+
+    def draw_weight(self) -> pd.Series:
+        """How slow each seed's draw made the claim's values: the mean of ``metric`` over the claim's runs of
+        that seed, indexed by seed (as :func:`paired_values` is). Every value of the claim weighs in, not
+        only a and b, so that a's or b's own spread does not lean the plot."""
+        key = pairing_column(self.runs_a, self.runs_b)
+        if key is None or self.claim.metric not in self.claim_runs:
+            return pd.Series(dtype=float)
+        return self.claim_runs.groupby(key)[self.claim.metric].mean().astype(float)
 
     def at_text(self) -> str:
         """The claim's ``at`` as ``paper.csv`` writes it: ``background.0.load=0.8``, or "" for none."""
@@ -302,7 +317,9 @@ def claim_pairs(frame: pd.DataFrame, claims: list) -> list:
         runs = {value: selected[selected[claim.by] == value] if claim.metric in selected else selected.iloc[0:0]
                 for value, _ in claim.values}
         names = [value for value, _ in claim.values]
-        pairs += [ClaimPair(claim, a, b, runs[a], runs[b]) for i, a in enumerate(names) for b in names[i + 1:]]
+        claim_runs = pd.concat(runs.values())
+        pairs += [ClaimPair(claim, a, b, runs[a], runs[b], claim_runs)
+                  for i, a in enumerate(names) for b in names[i + 1:]]
     return pairs
 
 
@@ -312,19 +329,24 @@ PAIR_PANEL_COLUMNS = 5
 
 
 def paired_ratio_panels(frame: pd.DataFrame, claims: list) -> list:
-    """What :func:`plot_paired_ratios` draws: (:class:`ClaimPair`, its :func:`paired_values`) for each pair
-    with two pairs of runs or more, at most :data:`MOST_PAIR_PANELS`."""
-    panels = [(pair, paired_values(pair.runs_a, pair.runs_b, pair.claim.metric))
-              for pair in claim_pairs(frame, claims)]
-    return [(pair, values) for pair, values in panels if len(values) >= 2][:MOST_PAIR_PANELS]
+    """What :func:`plot_paired_ratios` draws: (:class:`ClaimPair`, a frame by seed of ``ratio`` a / b and
+    ``weight``, :meth:`ClaimPair.draw_weight`) for each pair with two pairs of runs or more, at most
+    :data:`MOST_PAIR_PANELS`."""
+    panels = []
+    for pair in claim_pairs(frame, claims):
+        values = paired_values(pair.runs_a, pair.runs_b, pair.claim.metric)
+        if len(values) >= 2:
+            panels.append((pair, pd.DataFrame({"ratio": values["a"] / values["b"],
+                                               "weight": pair.draw_weight().reindex(values.index)})))
+    return panels[:MOST_PAIR_PANELS]
 
 
 def plot_paired_ratios(frame: pd.DataFrame, claims: list, path: Path, title: str) -> bool:
     """The paired ratios behind each claim's interval, one panel per pair (a, b) that has two pairs of runs
-    or more: a / b per seed against the mean of the two runs (how slow that seed's draw made both), with
-    level (1) dashed and the paper's ratio dotted. Where the order of a and b turns with the draw, the
-    points cross 1 as the draw gets heavier, and no number of seeds decides the claim. False (nothing
-    written) when no pair has two pairs of runs."""
+    or more: a / b per seed against how slow that seed's draw made the claim's values
+    (:meth:`ClaimPair.draw_weight`), with level (1) dashed and the paper's ratio dotted. Where the order of
+    a and b turns with the draw, the points cross 1 as the draw gets heavier, and no number of seeds
+    decides the claim. False (nothing written) when no pair has two pairs of runs."""
     panels = paired_ratio_panels(frame, claims)
     if not panels:
         return False
@@ -333,16 +355,15 @@ def plot_paired_ratios(frame: pd.DataFrame, claims: list, path: Path, title: str
     fig, axes = plt.subplots(rows, columns, figsize=(3.1 * columns, 2.7 * rows + 0.5), squeeze=False)
     ats = {pair.at_text() for pair, _ in panels}
     shared_at = f" at {ats.pop()}" if len(ats) == 1 and "" not in ats else ""   # said once, in the title
-    for ax, (pair, values) in zip(axes.flat, panels):
+    for ax, (pair, seeds) in zip(axes.flat, panels):
         figures = dict(pair.claim.values)
-        means = (values["a"] + values["b"]) / 2
-        scale = metric_scale(pair.claim.metric, means)
-        ax.plot(means / scale.per, values["a"] / values["b"], marker="o", linestyle="none", markersize=4)
+        scale = metric_scale(pair.claim.metric, seeds["weight"])
+        ax.plot(seeds["weight"] / scale.per, seeds["ratio"], marker="o", linestyle="none", markersize=4)
         ax.axhline(1, color="grey", linestyle="--", linewidth=1)
         ax.axhline(figures[pair.a] / figures[pair.b], color="tab:red", linestyle=":", linewidth=1.2)
         at = f" at {pair.at_text()}" if pair.at_text() and not shared_at else ""
         ax.set_title(f"{pair.a} / {pair.b}{at}", fontsize=8)
-        ax.set_xlabel(f"{metric_label(pair.claim.metric, means)}, the pair's mean", fontsize=7)
+        ax.set_xlabel(f"{metric_label(pair.claim.metric, seeds['weight'])}, the seed's mean", fontsize=7)
         ax.set_ylabel("ratio per seed", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
