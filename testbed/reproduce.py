@@ -42,8 +42,8 @@ from testbed.papers import PAPERS, PAPERS_DIR
 from testbed.provenance import machine_id, short_commit
 from testbed.sweep import load_sweep, run_sweep
 from testbed.sweep.executors import executor_for
-from testbed.sweep.table import (counted_runs, is_missing, mean_ci, paired_interval, paired_interval_text,
-                                 seeds_to_decide)
+from testbed.sweep.table import (PAIRED_RATIOS_PLOT, counted_runs, is_missing, mean_ci, paired_interval,
+                                 paired_interval_text, seeds_to_decide)
 from testbed.units import format_wall_time
 
 CONDITIONS_FILE = "reproduce.json"
@@ -273,6 +273,13 @@ def _claims_table(paper_frame: pd.DataFrame) -> str:
     return table(("claim", "metric", "pair", "the paper", "ours", "ours / paper", "holds"), rows)
 
 
+#: What the claims paragraph says of the sweep's plot of each claim pair's ratio per seed
+#: (:func:`testbed.sweep.table.plot_paired_ratios`), where the sweep has one.
+PAIRED_PLOT_NOTE = (" The plot `paired_ratios` below draws each pair's ratio per seed against how slow that seed's "
+                    "draw made the claim's schemes: where the points cross 1 as the draw gets heavier, the order "
+                    "turns with the draw and more seeds will not decide it.")
+
+
 def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, written=None) -> tuple:
     """(The page's markdown for ``experiment``, its summary row for the page's index); its sweep's plots are
     copied to ``page_dir/<paper>/``, where the markdown shows them. Where its runs are not in ``out_root``,
@@ -312,7 +319,8 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, w
                   f"paper's side of 1 and within {RATIO_TOLERANCE:.0%} of its ratio (\"order only\": on its side, "
                   f"not within). Where runs of the pair share seeds (the same background draw and stragglers), "
                   f"the 95% interval of their paired ratios must lie on that side too: one that holds 1 is "
-                  f"\"undecided\", with about how many seeds would decide it at the spread its runs show.", "",
+                  f"\"undecided\", with about how many seeds would decide it at the spread its runs show."
+                  + (PAIRED_PLOT_NOTE if (sweep_dir / "plots" / PAIRED_RATIOS_PLOT).exists() else ""), "",
                   _claims_table(paper_frame)]
     lines += ["", "### Our figures", "",
               "Means over the finished runs not marked distorted, ± the 95% interval (Student's t) where a point "

@@ -34,8 +34,8 @@ from testbed.atomic_io import write_text_atomic
 from testbed.metrics.display import metric_name
 from testbed.ownership import handing_over, output_into
 from testbed.sweep.executors import LocalExecutor, run_summaries
-from testbed.sweep.table import (compose_run_plots, paper_comparison, plot_accuracy_curves, plot_metric,
-                                 plot_paired_ratios, row, write_table)
+from testbed.sweep.table import (PAIRED_RATIOS_PLOT, compose_run_plots, paper_comparison, plot_accuracy_curves,
+                                 plot_metric, plot_paired_ratios, row, write_table)
 
 DONE_STATUSES = ("ok", "stalled")
 
@@ -159,7 +159,7 @@ def _run_sweep(spec, sweep_dir: Path, target, progress, executor, rerun_distorte
     if spec.paper:
         paper = paper_comparison(frame, spec.paper)
         write_text_atomic(sweep_dir / "paper.csv", paper.to_csv(index=False))
-        path = sweep_dir / "plots" / "paired_ratios.png"
+        path = sweep_dir / "plots" / PAIRED_RATIOS_PLOT
         if len(frame) and plot_paired_ratios(frame, spec.paper, path, f"{spec.name}: the claims' ratios per seed"):
             plots.append(path)
     return SweepResult(sweep_dir, table_path, plots, len(finished), skipped,

@@ -323,6 +323,8 @@ def claim_pairs(frame: pd.DataFrame, claims: list) -> list:
     return pairs
 
 
+#: The file in a sweep's ``plots/`` that :func:`plot_paired_ratios` writes.
+PAIRED_RATIOS_PLOT = "paired_ratios.png"
 #: The most pairs the paired-ratio plot draws, one panel each (:func:`plot_paired_ratios`).
 MOST_PAIR_PANELS = 20
 PAIR_PANEL_COLUMNS = 5

@@ -16,6 +16,7 @@ from testbed import reproduce
 from testbed.errors import EnvironmentMissingError, UsageError
 from testbed.papers import PAPERS
 from testbed.provenance import machine_id, short_commit
+from testbed.sweep.table import PAIRED_RATIOS_PLOT
 
 
 def _reproduce(*args):
@@ -102,6 +103,21 @@ def test_an_experiment_measured_elsewhere_keeps_its_section_of_the_page_already_
     conditions_path.write_text(json.dumps({**conditions, "commit": "0123456789ab"}))
     reproduce.write_page("goat", reproduce.experiments("goat"), tmp_path / "first", pages)
     assert "Measured at commit `0123456789ab`" in (pages / "goat.md").read_text()
+
+
+def test_a_sweep_with_paired_seeds_says_what_its_paired_ratio_plot_shows(tmp_path):
+    """GRID's claim runs once per point: no paired-ratio plot, and the claims paragraph says nothing of it.
+    A sweep that has the plot gets the sentence that reads it, and the plot beside the others."""
+    (motivation,) = reproduce.select(reproduce.experiments("grid"), ["motivation"])
+    reproduce.run_experiment(motivation, tmp_path)
+    plots = tmp_path / "grid-motivation" / "plots"
+    assert not (plots / PAIRED_RATIOS_PLOT).exists()
+    section, _ = reproduce.experiment_section(motivation, tmp_path, tmp_path / "pages")
+    assert "### Against the paper" in section and reproduce.PAIRED_PLOT_NOTE not in section
+    shutil.copyfile(next(plots.glob("*.png")), plots / PAIRED_RATIOS_PLOT)
+    section, _ = reproduce.experiment_section(motivation, tmp_path, tmp_path / "pages")
+    assert "its runs show." + reproduce.PAIRED_PLOT_NOTE in section
+    assert "![motivation: paired_ratios](grid/motivation-paired_ratios.png)" in section
 
 
 def test_an_unknown_experiment_is_one_line_naming_the_known_ones(tmp_path):
