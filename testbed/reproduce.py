@@ -277,7 +277,7 @@ def _claims_table(paper_frame: pd.DataFrame) -> str:
 #: (:func:`testbed.sweep.table.plot_paired_ratios`), where the sweep has one.
 PAIRED_PLOT_NOTE = (" The plot `paired_ratios` below draws each pair's ratio per seed against how slow that seed's "
                     "draw made the claim's schemes: where the points cross 1 as the draw gets heavier, the order "
-                    "turns with the draw and more seeds will not decide it.")
+                    "turns with the draw and the claim holds on some draws only.")
 
 
 def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, written=None) -> tuple:

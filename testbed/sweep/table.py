@@ -347,8 +347,8 @@ def plot_paired_ratios(frame: pd.DataFrame, claims: list, path: Path, title: str
     """The paired ratios behind each claim's interval, one panel per pair (a, b) that has two pairs of runs
     or more: a / b per seed against how slow that seed's draw made the claim's values
     (:meth:`ClaimPair.draw_weight`), with level (1) dashed and the paper's ratio dotted. Where the order of
-    a and b turns with the draw, the points cross 1 as the draw gets heavier, and no number of seeds
-    decides the claim. False (nothing written) when no pair has two pairs of runs."""
+    a and b turns with the draw, the points cross 1 as the draw gets heavier: the claim holds on some draws
+    only. False (nothing written) when no pair has two pairs of runs."""
     panels = paired_ratio_panels(frame, claims)
     if not panels:
         return False
