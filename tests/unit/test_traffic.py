@@ -16,6 +16,8 @@ import pytest
 
 from testbed.dataplane.pyswitch.ingress import ecmp_member
 from testbed.dataplane.wire import build_frame
+from testbed.emulation.background import flowgen_configs, sender_rate_bps
+from testbed.sweep.spec import load_sweep
 from testbed.traffic.distributions import (
     FlowSizeCDF,
     UnknownDistributionError,
@@ -162,6 +164,36 @@ def test_a_longer_window_adds_flows_at_its_end_and_changes_none_before():
     sizes = [[flow.size_bytes for flow in long if minute * 60.0 <= flow.start_s < (minute + 1) * 60.0]
              for minute in (0, 1)]
     assert sizes[1] and sizes[1][:len(sizes[0])] != sizes[0][:len(sizes[1])]   # each minute its own stream
+
+
+def _offered_load_over(sweep_file: str, seconds: float) -> list:
+    """The load each of a sweep's ATP points offers its background's link over the run's first ``seconds``,
+    by repetition: the bytes of the flows its plan starts by then (flowgen's configs, as a run writes
+    them) over what the link carries in that time."""
+    spec = load_sweep(REPO_ROOT / "scenarios" / "papers" / "pa-atp" / sweep_file)
+    loads = []
+    for point in spec.points:
+        if dict(point.values).get("scheme") != "ATP" or dict(point.values).get("background.0.load", 0.8) != 0.8:
+            continue
+        scenario = spec.scenario_of(point)
+        planned_bytes = sum(flow["size_bytes"]
+                            for _, _, name, config in flowgen_configs(scenario, scenario.run_timeout_s, 0.0, Path("."))
+                            if name.startswith("bg0-source") for flow in config["flows"] if flow["start_s"] < seconds)
+        background = scenario.background[0]
+        capacity_bytes = sender_rate_bps(background, scenario.topology) * len(background.senders) * seconds / 8
+        loads.append((point.repetition, planned_bytes / capacity_bytes))
+    return [load for _, load in sorted(loads)]
+
+
+def test_capped_flows_make_pa_atp_fig10s_load_the_load_it_asks_for():
+    """What fig10-capped-flows.yaml's header says of the plans: over a run's first 40 s, fig10.yaml's load
+    0.8 offers from under half the link to over one and a half times it on the first eight seeds, and
+    with every flow capped at 100 kB the same seeds offer 0.7 to 0.9 of it."""
+    uncapped = _offered_load_over("fig10.yaml", 40.0)[:8]
+    capped = _offered_load_over("fig10-capped-flows.yaml", 40.0)
+    assert len(uncapped) == len(capped) == 8
+    assert min(uncapped) < 0.5 and max(uncapped) > 1.5
+    assert 0.7 <= min(capped) and max(capped) <= 0.9
 
 
 def test_summarise_flows_on_hand_made_records():
