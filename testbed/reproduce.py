@@ -200,18 +200,28 @@ def _figure(values, metric: str) -> str:
     return scale.text(mean) + (f" ± {scale.text(half)}" if half else "")
 
 
+def could_hold(low: float, high: float, paper_ratio: float) -> bool:
+    """Whether a ratio of ours between ``low`` and ``high`` could make a claim of ``paper_ratio`` hold: on the
+    paper's side of 1 and within ``RATIO_TOLERANCE`` of its ratio."""
+    lowest, highest = paper_ratio * (1 - RATIO_TOLERANCE), paper_ratio * (1 + RATIO_TOLERANCE)
+    on_its_side = high > 1 if paper_ratio > 1 else low < 1
+    return on_its_side and low <= highest and high >= lowest
+
+
 def verdict(row) -> str:
-    """Whether a paper comparison row (``paper.csv``) holds: "yes", "order only", "no", "undecided" or "no run
-    counted" (no finished run that was not marked distorted has one of its pair). Where the row has the 95%
-    interval of its paired ratios (runs that share a seed), the interval decides the side of 1: one that
-    holds 1 is "undecided" (more repetitions would decide), one wholly on the other side "no"."""
+    """Whether a paper comparison row (``paper.csv``) holds: "yes", "order only", "no", "undecided", "level" or
+    "no run counted" (no finished run that was not marked distorted has one of its pair). Where the row has the
+    95% interval of its paired ratios (runs that share a seed), the interval decides the side of 1: one wholly
+    on the other side is "no"; one that holds 1 is "undecided" (more repetitions would decide), unless none of
+    its ratios could make the claim hold (:func:`could_hold`): then more repetitions could only decide its
+    side, where the claim would be "no" or "order only", and the pair is "level"."""
     if row["our_ratio"] is None or math.isnan(row["our_ratio"]):
         return "no run counted"
     interval = paired_interval(row)
     if interval is not None:
         low, high = interval
         if low <= 1 <= high:
-            return "undecided"
+            return "undecided" if could_hold(low, high, row["paper_ratio"]) else "level"
         same_side = (low - 1) * (row["paper_ratio"] - 1) > 0
     else:
         same_side = bool(row["same_order"])
@@ -319,7 +329,9 @@ def experiment_section(experiment: Experiment, out_root: Path, page_dir: Path, w
                   f"paper's side of 1 and within {RATIO_TOLERANCE:.0%} of its ratio (\"order only\": on its side, "
                   f"not within). Where runs of the pair share seeds (the same background draw and stragglers), "
                   f"the 95% interval of their paired ratios must lie on that side too: one that holds 1 is "
-                  f"\"undecided\", with about how many seeds would decide it at the spread its runs show."
+                  f"\"undecided\", with about how many seeds would decide it at the spread its runs show, or "
+                  f"\"level\" where no ratio in it is within {RATIO_TOLERANCE:.0%} of the paper's on its side: more "
+                  f"seeds could then decide only the side, on which the claim would not hold either way."
                   + (PAIRED_PLOT_NOTE if (sweep_dir / "plots" / PAIRED_RATIOS_PLOT).exists() else ""), "",
                   _claims_table(paper_frame)]
     lines += ["", "### Our figures", "",
