@@ -16,7 +16,7 @@ import pytest
 
 from testbed.dataplane.pyswitch.ingress import ecmp_member
 from testbed.dataplane.wire import build_frame
-from testbed.emulation.background import flowgen_configs, sender_rate_bps
+from testbed.emulation.background import flowgen_configs, summarise as summarise_background
 from testbed.sweep.spec import load_sweep
 from testbed.traffic.distributions import (
     FlowSizeCDF,
@@ -168,20 +168,19 @@ def test_a_longer_window_adds_flows_at_its_end_and_changes_none_before():
 
 def _offered_load_over(sweep_file: str, seconds: float) -> list:
     """The load each of a sweep's ATP points offers its background's link over the run's first ``seconds``,
-    by repetition: the bytes of the flows its plan starts by then (flowgen's configs, as a run writes
-    them) over what the link carries in that time."""
+    by repetition: the ``offered_load`` a run's summary gives (``background.summarise``) were the flows its
+    plan starts by then (flowgen's configs, as a run writes them) its sources' records."""
     spec = load_sweep(REPO_ROOT / "scenarios" / "papers" / "pa-atp" / sweep_file)
     loads = []
     for point in spec.points:
         if dict(point.values).get("scheme") != "ATP" or dict(point.values).get("background.0.load", 0.8) != 0.8:
             continue
         scenario = spec.scenario_of(point)
-        planned_bytes = sum(flow["size_bytes"]
-                            for _, _, name, config in flowgen_configs(scenario, scenario.run_timeout_s, 0.0, Path("."))
-                            if name.startswith("bg0-source") for flow in config["flows"] if flow["start_s"] < seconds)
-        background = scenario.background[0]
-        capacity_bytes = sender_rate_bps(background, scenario.topology) * len(background.senders) * seconds / 8
-        loads.append((point.repetition, planned_bytes / capacity_bytes))
+        started = [{**flow, "completed": False}
+                   for _, _, name, config in flowgen_configs(scenario, scenario.run_timeout_s, 0.0, Path("."))
+                   if name.startswith("bg0-source") for flow in config["flows"] if flow["start_s"] < seconds]
+        summary = summarise_background(scenario, {0: started}, {0: seconds})[0]
+        loads.append((point.repetition, summary["offered_load"]))
     return [load for _, load in sorted(loads)]
 
 
