@@ -167,33 +167,29 @@ def test_a_longer_window_adds_flows_at_its_end_and_changes_none_before():
     assert sizes[1] and sizes[1][:len(sizes[0])] != sizes[0][:len(sizes[1])]   # each minute its own stream
 
 
-def _offered_load_over(sweep_file: str, seconds: float, capped: bool = True) -> list:
-    """The load each of a sweep's ATP points at load 0.8 offers its background's link over the run's first
-    ``seconds``, by repetition: the ``offered_load`` a run's summary gives (``background.summarise``) were the
-    flows its plan starts by then (flowgen's configs, as a run writes them) its sources' records. Not
-    ``capped``: with the flows as drawn, whatever cap the sweep sets."""
-    spec = load_sweep(REPO_ROOT / "scenarios" / "papers" / "pa-atp" / sweep_file)
-    loads = []
-    for point in spec.points:
-        if dict(point.values).get("scheme") != "ATP" or dict(point.values).get("background.0.load", 0.8) != 0.8:
-            continue
-        scenario = spec.scenario_of(point)
-        if not capped:
-            scenario.background = [dataclasses.replace(background, max_flow_bytes=0.0) for background in scenario.background]
-        started = [{**flow, "completed": False}
-                   for _, _, name, config in flowgen_configs(scenario, scenario.run_timeout_s, 0.0, Path("."))
-                   if name.startswith("bg0-source") for flow in config["flows"] if flow["start_s"] < seconds]
-        summary = summarise_background(scenario, {0: started}, {0: seconds})[0]
-        loads.append((point.repetition, summary["offered_load"]))
-    return [load for _, load in sorted(loads)]
+def _offered_load_over(scenario, seconds: float) -> float:
+    """The load ``scenario``'s first background offers its link over the run's first ``seconds``: the
+    ``offered_load`` a run's summary gives (``background.summarise``) were the flows its plan starts by then
+    (flowgen's configs, as a run writes them) its sources' records."""
+    started = [{**flow, "completed": False}
+               for _, _, name, config in flowgen_configs(scenario, scenario.run_timeout_s, 0.0, Path("."))
+               if name.startswith("bg0-source") for flow in config["flows"] if flow["start_s"] < seconds]
+    return summarise_background(scenario, {0: started}, {0: seconds})[0]["offered_load"]
 
 
 def test_capped_flows_make_pa_atp_fig10s_load_the_load_it_asks_for():
     """What fig10.yaml's header says of the plans: over a run's first 40 s, its load 0.8 with the flows as
     drawn offers from under half the link to over one and a half times it on its eight seeds, and with
     every flow capped at 100 kB, as the sweep runs them, the same seeds offer 0.7 to 0.9 of it."""
-    uncapped = _offered_load_over("fig10.yaml", 40.0, capped=False)
-    capped = _offered_load_over("fig10.yaml", 40.0)
+    spec = load_sweep(REPO_ROOT / "scenarios" / "papers" / "pa-atp" / "fig10.yaml")
+    atp_at_0_8 = sorted((point for point in spec.points if dict(point.values)["scheme"] == "ATP"
+                         and dict(point.values)["background.0.load"] == 0.8), key=lambda point: point.repetition)
+    capped, uncapped = [], []
+    for point in atp_at_0_8:
+        scenario = spec.scenario_of(point)
+        capped.append(_offered_load_over(scenario, 40.0))
+        as_drawn = [dataclasses.replace(background, max_flow_bytes=0.0) for background in scenario.background]
+        uncapped.append(_offered_load_over(dataclasses.replace(scenario, background=as_drawn), 40.0))
     assert len(uncapped) == len(capped) == 8
     assert min(uncapped) < 0.5 and max(uncapped) > 1.5
     assert 0.7 <= min(capped) and max(capped) <= 0.9
