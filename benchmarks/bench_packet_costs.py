@@ -3,23 +3,34 @@
 process sees: the per-packet costs the time dilation planner adds up (``testbed/budget.py``:
 ``PACKET_COST_CURVES``). A script, not a test.
 
-For each time dilation N it runs the quickstart at 1/1000 (100 Mb/s links, 403 fragments per worker per
-iteration) twice, with ``--few`` and ``--many`` iterations, and divides the difference in each process's
-CPU seconds (``summary.json``'s ``cpu``: its mean share of a core x the run's wall time), less what the
-process costs idling over the extra wall time (``PROCESS_IDLE_CORES``, which the planner charges
-apart), by the difference in the packets it handled, so a run's fixed costs (start-up, the first window,
-the last linger) cancel:
+For each time dilation N it runs a scenario (``--scenario``: the quickstart at 1/1000 by default, 100 Mb/s
+links, 403 fragments per worker per iteration) twice, with ``--few`` and ``--many`` iterations, and divides
+the difference in each process's CPU seconds (``summary.json``'s ``cpu``: its mean share of a core x the
+run's wall time), less what the process costs idling over the extra wall time (``PROCESS_IDLE_CORES``,
+which the planner charges apart), by the difference in the packets it handled, so a run's fixed costs
+(start-up, the first window, the last linger) cancel. The scenario must have one job whose every fragment
+a switch aggregates (the PS takes one aggregate a fragment), as the quickstart and GOAT's testbed at 1/1000
+do, and one switch unless the target is ebpf; the packets a process handles per fragment are then:
 
 - the switch: the packets arriving on its ports, four workers' fragments and the PS's RESULTs (5 per
   fragment of a worker);
 - a worker: its fragments out and their RESULTs in (2 per fragment);
 - the PS: the aggregates in and the RESULTs out (2 per fragment);
 - ``unattributed``: the machine's CPU time that no switch or agent was charged with (the kernel's work
-  outside their system calls, the run's monitors), per packet arriving at the switch.
+  outside their system calls, the run's monitors), per packet arriving at the switch (on ebpf, whose
+  switches are no processes, per packet an agent sends or takes).
 
 On ``--target ebpf`` the switch is no process: its programs run in the kernel, in the system calls of the
 agents whose packets pass it and in softirqs, so its work is in the agents' costs and ``unattributed``
 (and ``--calibrate``, which keeps per-process costs for the planner, is refused there).
+
+Each cost is split into the process's own code and the kernel's work (its system time: the system calls,
+and the network the kernel emulates in them, the qdiscs, veths, sockets and, on ebpf, the switches' programs
+a packet passes), and ``unattributed`` is the kernel's too. The kernel's part bounds what any agent could
+reach, however cheap its own code: ``kernel_floor_dilation`` is the time dilation at which the kernel's work
+alone would fill the share of the cores the planner counts usable (``USABLE_CORE_SHARE``): the cores it
+kept busy while the job communicated, times N. It is taken at the rate measured: at higher rates a process
+wakes less often per packet, so it is an estimate, not a bound.
 
 Each cost is paired with the process's packet rate as the planner predicts it (the summary's
 ``packet_budget``, packets per second at time dilation 1, divided by N: packets per wall second while its
@@ -34,6 +45,8 @@ the planner then uses here instead of the reference (``inatb validate`` says whi
 Root (it builds the network).
 
     sudo .venv/bin/python benchmarks/bench_packet_costs.py --target pyswitch --time-dilation 8,16,32,64 --calibrate
+    sudo .venv/bin/python benchmarks/bench_packet_costs.py --target ebpf --time-dilation 8 \
+        --scenario scenarios/papers/goat/testbed-1000.yaml
 """
 
 import argparse
@@ -48,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_report  # noqa: E402
-from testbed.budget import PROCESS_IDLE_CORES, write_packet_costs  # noqa: E402
+from testbed.budget import PROCESS_IDLE_CORES, USABLE_CORE_SHARE, write_packet_costs  # noqa: E402
 from testbed.dataplane.targets import NAMES as TARGETS  # noqa: E402
 from testbed.emulation.orchestrator import run_scenario  # noqa: E402
 from testbed.scenario import load_scenario  # noqa: E402
@@ -57,9 +70,13 @@ from testbed.scenario import load_scenario  # noqa: E402
 PACKETS_PER_FRAGMENT = {"switch": 5, "worker": 2, "ps": 2}
 
 
-def cpu_seconds(summary: dict) -> dict:
-    """Each process's CPU seconds over the run: its mean share of a core x the wall time the sampler saw."""
-    return {name: share["mean"] * summary["wall_s"] for name, share in summary["cpu"]["processes"].items()}
+QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
+
+
+def cpu_seconds(summary: dict, kind: str = "mean") -> dict:
+    """Each process's CPU seconds over the run (``kind`` "system_mean": those in the kernel): its mean share of
+    a core x the wall time the sampler saw."""
+    return {name: share[kind] * summary["wall_s"] for name, share in summary["cpu"]["processes"].items()}
 
 
 def unattributed_cpu_s(summary: dict) -> float:
@@ -69,13 +86,23 @@ def unattributed_cpu_s(summary: dict) -> float:
     return cpu["machine"]["mean"] * cpu["cores"] * summary["wall_s"] - sum(cpu_seconds(summary).values())
 
 
-def run(iterations: int, target: str, dilation: str, out: Path) -> dict:
-    scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml",
-                             ["scale=0.001", f"time_dilation={dilation}", f"jobs.0.iterations={iterations}"])
+def run(scenario_path: Path, iterations: int, target: str, dilation: str, out: Path) -> dict:
+    scenario = load_scenario(scenario_path, ["scale=0.001", f"time_dilation={dilation}",
+                                             f"jobs.0.iterations={iterations}"])
+    if len(scenario.jobs) != 1:
+        raise SystemExit(f"bench_packet_costs: {scenario_path}: {len(scenario.jobs)} jobs; expected one")
     summary = run_scenario(scenario, out_root=out, target=target, stream=io.StringIO()).summary
     if summary["status"] != "ok" or not summary["aggregation_exact"] or summary["distorted"]:
         raise SystemExit(f"the {iterations}-iteration run is not a measurement: status {summary['status']}, exact "
                          f"{summary['aggregation_exact']}, distorted {summary['distortion_reasons']}")
+    if target != "ebpf" and len(summary["switches"]) != 1:
+        raise SystemExit(f"bench_packet_costs: {scenario_path}: {len(summary['switches'])} switches; a switch "
+                         f"process's packets per fragment are counted for one (any number on ebpf)")
+    job = summary["jobs"][0]
+    if abs(job["ps_ingress_packets"] * job["workers"] / job["fragments_sent"] - 1) > 0.05:
+        raise SystemExit(f"bench_packet_costs: {scenario_path}: the PS took {job['ps_ingress_packets']:,} packets "
+                         f"for {job['fragments_sent'] / job['workers']:,.0f} fragments a worker sent; the counts "
+                         f"per fragment assume one aggregate a fragment (a switch aggregates them all)")
     return summary
 
 
@@ -86,10 +113,12 @@ def predicted_wall_pps(summary: dict) -> dict:
             for name, pps in {**plan["switch_pps"], **plan["agent_pps"]}.items()}
 
 
-def marginal_cost(role: str, packets: float, cpu_s: float, wall_pps: float) -> dict:
-    """One process's (or the unattributed share's) marginal cost, in packets per CPU-second."""
+def marginal_cost(role: str, packets: float, cpu_s: float, wall_pps: float, kernel_cpu_s: float) -> dict:
+    """One process's (or the unattributed share's) marginal cost, in packets per CPU-second, and the part of
+    its CPU seconds in the kernel."""
     return {"role": role, "packets": packets, "cpu_s": cpu_s, "wall_pps": wall_pps,
-            "packets_per_cpu_s": packets / cpu_s if cpu_s > 0 else None}
+            "packets_per_cpu_s": packets / cpu_s if cpu_s > 0 else None, "kernel_cpu_s": kernel_cpu_s,
+            "kernel_share": min(1.0, max(0.0, kernel_cpu_s / cpu_s)) if cpu_s > 0 else None}
 
 
 def costs(few: dict, many: dict) -> dict:
@@ -99,15 +128,39 @@ def costs(few: dict, many: dict) -> dict:
     extra_fragments = (many["jobs"][0]["fragments_sent"] - few["jobs"][0]["fragments_sent"]) / workers
     extra_wall_s = many["wall_s"] - few["wall_s"]
     cpu_few, cpu_many = cpu_seconds(few), cpu_seconds(many)
+    kernel_few, kernel_many = cpu_seconds(few, "system_mean"), cpu_seconds(many, "system_mean")
     wall_pps = predicted_wall_pps(many)
     out = {}
     for name in cpu_many:
         role, node = name.split()
         extra_cpu_s = cpu_many[name] - cpu_few.get(name, 0.0) - PROCESS_IDLE_CORES * extra_wall_s
-        out[name] = marginal_cost(role, PACKETS_PER_FRAGMENT[role] * extra_fragments, extra_cpu_s, wall_pps[node])
-    out["unattributed"] = marginal_cost("unattributed", PACKETS_PER_FRAGMENT["switch"] * extra_fragments,
-                                        unattributed_cpu_s(many) - unattributed_cpu_s(few), sum(wall_pps.values()))
+        out[name] = marginal_cost(role, PACKETS_PER_FRAGMENT[role] * extra_fragments, extra_cpu_s, wall_pps[node],
+                                  kernel_many[name] - kernel_few.get(name, 0.0))
+    unattributed_s = unattributed_cpu_s(many) - unattributed_cpu_s(few)
+    if many["target"] == "ebpf":      # no switch process: per packet an agent sends or takes
+        packets = sum(cost["packets"] for cost in out.values())
+        pps = sum(pps for name, pps in wall_pps.items() if name in many["packet_budget"]["agent_pps"])
+    else:
+        packets, pps = PACKETS_PER_FRAGMENT["switch"] * extra_fragments, sum(wall_pps.values())
+    out["unattributed"] = marginal_cost("unattributed", packets, unattributed_s, pps, unattributed_s)
     return out
+
+
+def communication_wall_s(summary: dict) -> float:
+    """The wall seconds the run's job communicated: its iterations' mean communication time (virtual) x its
+    iterations x the time dilation."""
+    job = summary["jobs"][0]
+    return job["comm_time_s"] * job["iterations_completed"] * summary["time_dilation"]
+
+
+def kernel_floor_dilation(result: dict, few: dict, many: dict) -> float:
+    """The time dilation at which the kernel's part of ``result``'s costs (:func:`costs` of runs ``few`` and
+    ``many``) alone fills the usable share of the machine's cores: the kernel's cores while the longer run's
+    extra iterations communicated, times the run's time dilation (what they would be at 1), over the usable
+    cores."""
+    kernel_s = sum(max(0.0, cost["kernel_cpu_s"]) for cost in result.values())
+    kernel_cores = kernel_s / (communication_wall_s(many) - communication_wall_s(few))
+    return kernel_cores * many["time_dilation"] / (USABLE_CORE_SHARE * many["cpu"]["cores"])
 
 
 def by_role(result: dict) -> dict:
@@ -120,11 +173,22 @@ def by_role(result: dict) -> dict:
                    statistics.median(c["packets_per_cpu_s"] for c in group)) for role, group in roles.items()}
 
 
+def kernel_share_by_role(result: dict) -> dict:
+    """role -> the median share of its processes' CPU seconds in the kernel."""
+    roles = {}
+    for cost in result.values():
+        if cost["kernel_share"] is not None:
+            roles.setdefault(cost["role"], []).append(cost["kernel_share"])
+    return {role: statistics.median(shares) for role, shares in roles.items()}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="pyswitch", choices=TARGETS)
     parser.add_argument("--time-dilation", default="8",
                         help="N, several as N,N,... , or auto (a link-bound run either way)")
+    parser.add_argument("--scenario", default=str(QUICKSTART),
+                        help="one job whose every fragment a switch aggregates (default: the quickstart)")
     parser.add_argument("--few", type=int, default=5)
     parser.add_argument("--many", type=int, default=25)
     parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "bench_packet_costs.json"))
@@ -139,23 +203,30 @@ def main(argv=None):
     measured = []
     for dilation in args.time_dilation.split(","):
         with tempfile.TemporaryDirectory(prefix="inatb-bench-") as tmp:
-            few = run(args.few, args.target, dilation, Path(tmp) / "few")
-            many = run(args.many, args.target, dilation, Path(tmp) / "many")
+            few = run(Path(args.scenario), args.few, args.target, dilation, Path(tmp) / "few")
+            many = run(Path(args.scenario), args.many, args.target, dilation, Path(tmp) / "many")
         result = costs(few, many)
+        floor = kernel_floor_dilation(result, few, many)
         print(f"time dilation {many['time_dilation']:g} ({many['wall_s'] - few['wall_s']:.1f} wall s more):")
         for name, cost in sorted(result.items()):
             rate = cost["packets_per_cpu_s"]
             print(f"  {name:12s} {cost['wall_pps']:>7,.0f} packets/s: {cost['packets']:>7,.0f} packets in "
-                  f"{cost['cpu_s']:6.3f} CPU-s: " + (f"{rate:>7,.0f} packets per CPU-second" if rate
+                  f"{cost['cpu_s']:6.3f} CPU-s: " + (f"{rate:>7,.0f} packets per CPU-second, "
+                                                     f"{cost['kernel_share']:.0%} in the kernel" if rate
                                                      else "no CPU time measured"))
+        print(f"  the kernel's work alone would fill the usable cores at time dilation {floor:.2f}")
         measured.append({"time_dilation": many["time_dilation"], "extra_wall_s": many["wall_s"] - few["wall_s"],
-                         "costs": result, "by_role": by_role(result)})
+                         "costs": result, "by_role": by_role(result),
+                         "kernel_share_by_role": kernel_share_by_role(result), "kernel_floor_dilation": floor})
     print("\nper role, (packets per wall second, packets per CPU-second) by time dilation:")
     for role in sorted({role for m in measured for role in m["by_role"]}):
         points = ", ".join(f"({m['by_role'][role][0]:,.0f}, {m['by_role'][role][1]:,.0f})"
                            for m in measured if role in m["by_role"])
         print(f"  {role:7s} {points}")
-    write_report(args.out, {"target": args.target, "iterations": [args.few, args.many], "runs": measured})
+    scenario = Path(args.scenario).resolve()
+    write_report(args.out, {"target": args.target, "iterations": [args.few, args.many], "runs": measured,
+                            "scenario": (scenario.relative_to(ROOT) if scenario.is_relative_to(ROOT)
+                                         else scenario).as_posix()})
     if args.calibrate:
         roles = {"switch": args.target, "worker": "worker", "ps": "ps"}
         path = write_packet_costs({roles[role]: [m["by_role"][role] for m in measured if role in m["by_role"]]

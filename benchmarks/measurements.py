@@ -7,7 +7,8 @@
 Each section runs its commands (``inatb run`` and ``inatb fidelity`` as a user runs them, the benchmark
 scripts beside this one), and keeps its table with the commit, date and machine it was measured on in
 ``OUT/<section>.json``. The page is written from every section measured so far (``--only`` refreshes some
-and keeps the others); a section not measured yet shows the command that measures it. Nothing on the page
+and keeps the others: those in OUT, else as the page already shows them, measured elsewhere); a section not
+measured yet shows the command that measures it. Nothing on the page
 is typed by hand but the prose, which states no figure. Root for the emulation sections and the veth
 benchmarks; bmv2's rows only where simple_switch and p4c are on PATH.
 """
@@ -191,6 +192,24 @@ def packet_cost_rows(out_dir: Path) -> list:
             for run in figures["runs"] for role, (wall_pps, per_cpu_s) in sorted(run["by_role"].items())]
 
 
+#: GOAT's testbed on ebpf, with longer runs than the quickstart's (the kernel's share is read from 10 ms clock ticks).
+KERNEL_COSTS_ARGS = ["--target", "ebpf", "--time-dilation", "8",
+                     "--scenario", "scenarios/papers/goat/testbed-1000.yaml", "--few", "5", "--many", "65"]
+
+
+def kernel_cost_rows(out_dir: Path) -> list:
+    figures = script("bench_packet_costs.py", KERNEL_COSTS_ARGS,
+                     out_dir / "bench_packet_costs.json")
+    rows = []
+    for run in figures["runs"]:
+        for role, (wall_pps, per_cpu_s) in sorted(run["by_role"].items()):
+            rows.append([f"{run['time_dilation']:g}", role, f"{wall_pps:,.0f}", f"{per_cpu_s:,.0f}",
+                         share(run["kernel_share_by_role"][role])])
+        rows.append([f"{run['time_dilation']:g}", "the kernel's work alone", "-", "-",
+                     f"fills the usable cores at time dilation {run['kernel_floor_dilation']:.2f}"])
+    return rows
+
+
 def test_suite_rows(out_dir: Path) -> list:
     """The tests the suite collects, per directory (``pytest --collect-only``: nothing runs)."""
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "tests"], cwd=ROOT,
@@ -271,6 +290,19 @@ SECTIONS = (
             "time dilation planner adds up (testbed/budget.py). `--calibrate` keeps them as this machine's.",
             "sudo .venv/bin/python benchmarks/bench_packet_costs.py --target pyswitch --time-dilation 16,32,64",
             ("time dilation", "process", "packets per wall second", "packets per CPU-second"), packet_cost_rows),
+    Section("kernel-costs", "Where an ebpf run's CPU goes: GOAT's testbed at 1/1000",
+            "The same measurement on the ebpf target and GOAT's testbed at 1/1000 (8 workers, 403 fragments each "
+            "an iteration, three switches), each process's cost split into its own code and the kernel's work "
+            "(its system time: the system calls and the network the kernel emulates in them, the switches' BPF "
+            "programs, qdiscs, veths and sockets a packet passes, and the wake-ups of the processes it reaches; "
+            "the PS's RESULT goes to eight workers). `unattributed` is the kernel's work outside the processes. "
+            "The last row is the time dilation at which the kernel's part alone, at the packet rates of time "
+            "dilation 1, would fill the share of the cores the planner counts usable: an estimate (its costs are "
+            "taken at this run's rates) of the least time dilation at which any agent, however cheap its own "
+            "code, could keep this testbed link-bound on this machine.",
+            "sudo .venv/bin/python benchmarks/bench_packet_costs.py " + " ".join(KERNEL_COSTS_ARGS),
+            ("time dilation", "process", "packets per wall second", "packets per CPU-second", "in the kernel"),
+            kernel_cost_rows),
     Section("test-suite", "The test suite's size",
             "The tests `CI=true bash .ci/run` runs, per directory (collected, not run): unit tests of pure code, "
             "packet tests on every target, emulation tests of whole runs, the browser's check of the reports. "
@@ -308,17 +340,36 @@ def section_markdown(section: Section, record) -> list:
     return lines + [""]
 
 
-def page_markdown(out_root: Path) -> str:
+def written_sections(page_text: str) -> dict:
+    """The measured sections of a page this script wrote: title -> the section's lines (its heading to the
+    next), for those that carry a table with its provenance."""
+    sections, title = {}, None
+    for line in page_text.splitlines():
+        if line.startswith("## "):
+            title = line[3:]
+            sections[title] = []
+        if title is not None:
+            sections[title].append(line)
+    return {t: lines for t, lines in sections.items() if any(l.startswith("Measured at commit") for l in lines)}
+
+
+def page_markdown(out_root: Path, written: str = "") -> str:
+    """The page from the sections measured in ``out_root``; a section measured there not, but on the page as
+    ``written`` before (by another machine or checkout), is kept as it was written."""
     lines = ["# Measurements", "",
              "<!-- Written by `benchmarks/measurements.py`: run it again to refresh the page; do not edit it. -->",
              "", "What the testbed itself measures on a machine: the quickstart, loss, every scheme on GOAT's "
-             "testbed, the fidelity figures, the switches' speed, what a packet costs, the test suite and the "
-             "LP schemes' solve times. Each section "
+             "testbed, the fidelity figures, the switches' speed, what a packet costs and where an ebpf run's "
+             "CPU goes, the test suite and the LP schemes' solve times. Each section "
              "names the commit, date and machine it was measured on; "
              "`sudo .venv/bin/python benchmarks/measurements.py` measures them all and writes this page. The "
              "papers' figures are on their own pages.", ""]
+    kept = written_sections(written)
     for section in SECTIONS:
         path = out_root / f"{section.name}.json"
+        if not path.exists() and section.title in kept:
+            lines += kept[section.title]
+            continue
         lines += section_markdown(section, json.loads(path.read_text()) if path.exists() else None)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -338,7 +389,8 @@ def main(argv=None) -> int:
         if section.name in chosen:
             print(f"measuring {section.name} ...", file=sys.stderr, flush=True)
             measure(section, out_root)
-    write_text_atomic(Path(args.page), page_markdown(out_root))
+    page = Path(args.page)
+    write_text_atomic(page, page_markdown(out_root, page.read_text() if page.exists() else ""))
     print(args.page)
     return 0
 

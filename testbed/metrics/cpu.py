@@ -9,9 +9,12 @@ the samples into, per process, the mean share of one core over the run and
 the largest share over any one interval, and the same for the machine (share
 of all its cores); per process too the largest share of one core any one of
 its threads used over an interval (``thread_peak``, from
-``/proc/<pid>/task/<tid>/stat``), and the share of time it spent runnable but
+``/proc/<pid>/task/<tid>/stat``), the share of time it spent runnable but
 waiting for a core (``waited_mean``, ``waited_peak``: the scheduler's run
-delay, ``/proc/<pid>/schedstat``; reported, not judged).
+delay, ``/proc/<pid>/schedstat``; reported, not judged), and the part of its
+mean spent in the kernel (``system_mean``: its system time, field 15; the
+system calls, and the network's work the kernel does in them, such as the
+ebpf target's programs and the qdiscs, veths and sockets a sent packet passes).
 
 A process keeps up as long as none of its threads is short of a core: the
 switches and agents of this project are single-threaded (``thread_peak`` is
@@ -83,17 +86,28 @@ def available_cores() -> float:
 
 def process_cpu_s(pid: int):
     """User + system CPU seconds of ``pid`` so far, or None once it is gone."""
+    times = process_times_s(pid)
+    return None if times is None else sum(times)
+
+
+def process_times_s(pid: int):
+    """(user, system) CPU seconds of ``pid`` so far, or None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return _stat_cpu_s(f.read())
+            return process_stat_times_s(f.read())
     except OSError:
         return None
 
 
+def process_stat_times_s(text: str) -> tuple:
+    """(user, system) CPU seconds from the text of a ``/proc/.../stat`` file."""
+    fields = text[text.rindex(")") + 2:].split()   # after "pid (comm) ": state is fields[0]
+    return int(fields[11]) / CLOCK_TICKS_PER_S, int(fields[12]) / CLOCK_TICKS_PER_S
+
+
 def _stat_cpu_s(text: str) -> float:
     """User + system CPU seconds from the text of a ``/proc/.../stat`` file."""
-    fields = text[text.rindex(")") + 2:].split()   # after "pid (comm) ": state is fields[0]
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
+    return sum(process_stat_times_s(text))
 
 
 def thread_cpu_s(pid: int) -> dict:
@@ -202,6 +216,7 @@ class CpuSampler(threading.Thread):
         self.interval_s = interval_s
         self.clock = clock
         self.samples = {name: [] for name in self.pids}
+        self.system = {name: [] for name in self.pids}    # [(wall_s, system CPU seconds)]
         self.waits = {name: [] for name in self.pids}     # [(wall_s, seconds waited for a core)]
         self.threads = {name: [] for name in self.pids}   # [(wall_s, {tid: cpu_s})]
         self.machine = []            # [(wall_s, busy_s / cores)]
@@ -212,7 +227,9 @@ class CpuSampler(threading.Thread):
     def sample(self):
         now = self.clock()
         for name, pid in self.pids.items():
-            self.samples[name].append((now, process_cpu_s(pid)))
+            times = process_times_s(pid)
+            self.samples[name].append((now, None if times is None else sum(times)))
+            self.system[name].append((now, None if times is None else times[1]))
             self.waits[name].append((now, process_wait_s(pid)))
             self.threads[name].append((now, thread_cpu_s(pid)))
         busy_s, _ = machine_cpu_s(self.cpus)
@@ -229,14 +246,18 @@ class CpuSampler(threading.Thread):
         self.join(timeout=5)
 
     def shares(self) -> dict:
-        """``{"processes": {name: {"mean", "peak", "thread_peak", "threads", "waited_mean", "waited_peak"}},
-        "machine": {"mean", "peak"}, "cores": n}`` (``threads``: the most threads the process had at once)."""
+        """``{"processes": {name: {"mean", "peak", "system_mean", "thread_peak", "threads", "waited_mean",
+        "waited_peak"}}, "machine": {"mean", "peak"}, "cores": n}`` (``threads``: the most threads the process
+        had at once; ``system_mean``: the part of ``mean`` in the kernel)."""
         def spaced(samples):   # the readings of a process that was still there, half an interval apart
             return spaced_samples([s for s in samples if s[1] not in (None, {})], self.interval_s / 2)
         processes = {name: cpu_share(spaced(s)) for name, s in self.samples.items()}
         for name, share in processes.items():
             if share is None:
                 continue
+            system = cpu_share(spaced(self.system[name]))
+            if system is not None:
+                share["system_mean"] = system["mean"]
             thread_peak = busiest_thread_peak(spaced(self.threads[name]))
             if thread_peak is not None:
                 share.update(thread_peak=thread_peak, threads=max(len(t) for _, t in self.threads[name]))

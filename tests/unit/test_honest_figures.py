@@ -11,9 +11,9 @@ from testbed.agents.transport import make_transport
 from testbed.emulation.stall import (STALL_FACTOR, STALL_MIN_S, StallWatch, counters_moved, expected_iteration_s,
                                      stall_bound_s)
 from testbed.metrics.counters import packet_rate_bound_ports
-from testbed.metrics.cpu import (CLOCK_TICKS_PER_S, CpuSampler, available_cores, busiest_thread_peak, cgroup_cpu_limit, cpu_share,
-                                 stat_cpu_s,
-                                 process_cpu_s, spaced_samples, thread_cpu_s)
+from testbed.metrics.cpu import (CLOCK_TICKS_PER_S, CpuSampler, available_cores, busiest_thread_peak, cgroup_cpu_limit,
+                                 cpu_share, process_cpu_s, process_stat_times_s, process_times_s, spaced_samples,
+                                 stat_cpu_s, thread_cpu_s)
 from testbed.metrics.distortion import SPURIOUS_RETX_LIMIT, Evidence, assess
 from testbed.metrics.losses import qdisc_dropped, udp_rcvbuf_errors
 from testbed.metrics.summary import honest_figures, job_metrics, jobs_headline, run_metrics
@@ -32,6 +32,22 @@ def test_process_cpu_seconds_of_this_process():
     import os
     assert process_cpu_s(os.getpid()) >= 0.0
     assert process_cpu_s(2 ** 22 + 12345) is None
+
+
+def test_a_process_times_are_read_apart_and_its_kernel_share_is_part_of_its_mean():
+    import os
+    stat = "4242 (python3 (agent)) S 1 2 3 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 1 0 99 0 0"
+    assert process_stat_times_s(stat) == (250 / CLOCK_TICKS_PER_S, 75 / CLOCK_TICKS_PER_S)
+    assert process_times_s(2 ** 22 + 12345) is None
+    user_s, system_s = process_times_s(os.getpid())
+    assert process_cpu_s(os.getpid()) >= user_s + system_s >= 0.0
+    # A process that spent 0.6 of a core over 2 s, 0.2 of it in the kernel.
+    sampler = CpuSampler({"agent": 1}, interval_s=1.0)
+    sampler.samples["agent"] = [(0.0, 0.0), (1.0, 0.5), (2.0, 1.2)]
+    sampler.system["agent"] = [(0.0, 0.0), (1.0, 0.1), (2.0, 0.4)]
+    sampler.machine = [(0.0, 0.0), (1.0, 0.3), (2.0, 0.6)]
+    share = sampler.shares()["processes"]["agent"]
+    assert share["mean"] == 0.6 and share["system_mean"] == 0.2
 
 
 def test_busiest_thread_peak_is_one_threads_largest_share_of_a_core():

@@ -26,6 +26,26 @@ def test_the_page_shows_each_measured_section_with_its_provenance_and_names_the_
     assert page.count("## ") == len(measurements.SECTIONS)
 
 
+def test_a_section_measured_elsewhere_keeps_what_the_page_shows_until_it_is_measured_here(tmp_path):
+    record = {"rows": [["pyswitch", "atp", "exact", "0.0361"]], "commit": "0123456789ab", "date": "2026-11-29",
+              "machine": "Some CPU x 2", "wall_s": 41.2}
+    (tmp_path / "quickstart.json").write_text(json.dumps(record))
+    before = measurements.page_markdown(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    record = {**record, "rows": [["test/unit", "12"]], "commit": "fedcba987654", "machine": "Other CPU x 8"}
+    (elsewhere / "test-suite.json").write_text(json.dumps(record))
+    # Measured here: the test suite; the quickstart's section stays as the page showed it; the others are not
+    # measured anywhere yet.
+    page = measurements.page_markdown(elsewhere, before)
+    sections = {s.splitlines()[0]: s for s in page.split("\n## ")[1:]}
+    assert sections["The quickstart, per scheme and target"] == before.split("\n## ")[1]
+    assert "Measured at commit `fedcba987654`" in sections["The test suite's size"]
+    assert "Not measured yet" in sections["Loss, duplication and reordering on every link"]
+    assert page.count("## ") == len(measurements.SECTIONS)
+    assert measurements.page_markdown(elsewhere, page) == page
+
+
 def test_fidelity_cells_read_emulated_over_simulated_and_say_what_is_not_judged():
     summary = {"distorted": False, "distortion_reasons": [], "fidelity": {"all_within": True, "jobs": {"a": [
         {"metric": "ps_ingress_fragments", "emulated": 271.2, "simulated": 228, "ratio": 1.19, "judged": False},
