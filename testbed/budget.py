@@ -70,6 +70,22 @@ EBPF_VISIT_WAIT_S = 20e-6
 #: and in a suite two of two 0.46, marked), 0.6-0.9 ms at N = 7 (2 to 2.6 times; the round trip 0.05-0.08 of a
 #: window in three runs), 0.7 ms at N = 8. At seven times the visit, N = 7 is planned there.
 EBPF_RECEIVER_BURST = 7.0
+#: What the packets an agent sends or takes cost the kernel on ebpf beyond the agents' curves (measured with a
+#: pyswitch process at the other end of each packet's link) and the switches' ``EBPF_PACKETS_PER_CPU_S``, in
+#: packets per CPU-second by the agent's packet rate (``PACKET_COST_CURVES``' form): the switches' work lands
+#: in the agents' system calls, with the qdiscs and veths a packet passes on every hop, its delivery to each
+#: socket it reaches and the wake-up of each process there (a RESULT's copies reach every worker), dearer a
+#: packet the more often a process sleeps between them. Measured on a 2-core AMD EPYC, each process's CPU per
+#: packet over its curve's, less its share of the switch visits, weighed by the roles' packets: the quickstart
+#: at 1/1000 (4 workers, one switch; `benchmarks/bench_packet_costs.py --target ebpf --time-dilation 8`) 21 us
+#: a packet at 9.3k packets/s an agent (18.7 a worker's, 29 the PS's); GOAT's testbed at 1/1000 (8 workers,
+#: three switches; the same with `--scenario scenarios/papers/goat/testbed-1000.yaml`) 23 us at 2.3k (17.5,
+#: 70); InArt's 54-server fat-tree (`inatb run scenarios/papers/inart/emulation.yaml --target ebpf --set
+#: time_dilation=10`, the summary's cpu against the plan: 1.82 cores of processes, marked at 97% of the
+#: machine) 42 us at 394. Without it the planner put that fat-tree at N = 7, where the machine ran 99% busy
+#: and the run was marked; with it at N = 14, where it ran 71% busy on average and unmarked, every fidelity
+#: figure within its bounds (`inatb fidelity scenarios/papers/inart/emulation.yaml --target ebpf`).
+EBPF_AGENT_KERNEL_CURVE = ((394.0, 23_700.0), (2_325.0, 43_500.0), (9_300.0, 47_600.0))
 #: Packets/s per switch that keep a run link-bound (docs/reproductions/measurements.md,
 #: benchmarks/bench_pyswitch.py): a pyswitch process alone takes ~34k contributions/s and forwards ~104k
 #: packets/s without loss on a core of its own, but in a run it shares two cores with the agents and the
@@ -537,6 +553,17 @@ class PacketBudget:
         return busy + sum(work(pps, curves["ps" if name in self.ps_names else "worker"])
                           for name, pps in self.agent_pps.items()) + sum(self.training_cores.values()) / factor
 
+    def agent_kernel_cores(self, factor: float) -> float:
+        """The cores the kernel's work in the agents' system calls keeps busy at time dilation ``factor`` beyond
+        :meth:`cores_busy` (ebpf only: ``EBPF_AGENT_KERNEL_CURVE`` at each agent's rate, scaled as a calibrated
+        machine scales the switches' kernel work). The machine budget weighs it; the visits' waits, fitted
+        against the processes' planned share of the cores (:meth:`utilisation`), do not."""
+        if self.target != "ebpf":
+            return 0.0
+        scale = PACKET_COST_CURVES["ebpf"][0][1] / self.costs.curves["ebpf"][0][1]
+        return scale * sum((pps / factor) / packets_per_cpu_s(EBPF_AGENT_KERNEL_CURVE, pps / factor)
+                           for pps in self.agent_pps.values())
+
     def processes(self) -> int:
         """The switch and agent processes of the run (an ebpf switch has none)."""
         switches = 0 if self.target == "ebpf" else len(self.switch_process_pps())
@@ -565,10 +592,12 @@ class PacketBudget:
 
     def machine_needs(self) -> float:
         """The smallest time dilation (>= 1) at which the packets' work, contention included
-        (:meth:`contended_cores_busy`), fits the working cores. The work falls as N grows (the rate falls by N,
-        a packet's cost rises less, and the contention with the work), so bisection finds it."""
+        (:meth:`contended_cores_busy`), and the kernel's in the agents' system calls (:meth:`agent_kernel_cores`)
+        fit the working cores. The work falls as N grows (the rate falls by N, a packet's cost rises less, and
+        the contention with the work), so bisection finds it."""
         working = self.working_cores()
-        return smallest_dilation(lambda factor: self.contended_cores_busy(factor) > working)
+        return smallest_dilation(lambda factor: self.contended_cores_busy(factor) + self.agent_kernel_cores(factor)
+                                 > working)
 
     def needs(self) -> dict:
         """Each budget (as a phrase) -> the time dilation it alone needs."""
@@ -585,8 +614,10 @@ class PacketBudget:
                   f"{AGENT_BUDGET_PPS:,.0f}/s)"] = self.agent_pps[agent] / AGENT_BUDGET_PPS
         processes = self.processes()
         training = f", {sum(self.training_cores.values()):.2f} of them training" if self.training_cores else ""
-        needs[f"the machine ({self.cores_busy(1.0):.1f} cores' work at time dilation 1{training} and {processes} "
-              f"processes "
+        kernel = self.agent_kernel_cores(1.0)
+        kernel_phrase = f", {kernel:.1f} of them the kernel's in the agents' system calls" if kernel else ""
+        needs[f"the machine ({self.cores_busy(1.0) + kernel:.1f} cores' work at time dilation 1{training}"
+              f"{kernel_phrase} and {processes} processes "
               f"idling on {processes * PROCESS_IDLE_CORES:.2f}, {USABLE_CORE_SHARE:.0%} of {self.cores:g} cores "
               f"usable, dearer past {CONTENTION_KNEE_SHARE:.0%} of that busy)"] = self.machine_needs()
         needs.update(self.latency_needs())

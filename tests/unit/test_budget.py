@@ -271,6 +271,30 @@ def test_past_the_knee_a_busy_machine_makes_every_packet_dearer():
     assert "70% of 2 cores usable, dearer past 75% of that busy" in plan.binding()
 
 
+def test_on_ebpf_the_machine_budget_adds_the_kernels_work_in_the_agents_system_calls():
+    # 16 workers at 4,000 packets/s each: 1.763 cores of their own work at N = 1 (the floor of their curve). On
+    # ebpf each packet costs the kernel 1/47,600 of a core-second more at 9,300 packets/s and above, 1/23,700
+    # at 394 and below: at N = 1 64,000 / 46,600-odd, at N = 20 (200 packets/s each) 3,200 / 23,700.
+    agents = {f"w{i}": 4000.0 for i in range(16)}
+    pyswitch = PacketBudget("pyswitch", 2, {"s1": 0.0}, agents)
+    ebpf = PacketBudget("ebpf", 2, {"s1": 0.0}, agents)
+    curve = budget.EBPF_AGENT_KERNEL_CURVE
+    assert pyswitch.agent_kernel_cores(1.0) == 0.0
+    assert ebpf.agent_kernel_cores(1.0) == pytest.approx(64000.0 / packets_per_cpu_s(curve, 4000.0))
+    assert ebpf.agent_kernel_cores(20.0) == pytest.approx(3200.0 / 23700.0)
+    assert packets_per_cpu_s(curve, 394.0) < packets_per_cpu_s(curve, 4000.0) < packets_per_cpu_s(curve, 9300.0)
+    # The machine budget weighs it beside the processes' own work; the visits' waits do not (their fit is against
+    # the processes' share of the cores).
+    assert ebpf.cores_busy(4.0) == pyswitch.cores_busy(4.0)
+    assert ebpf.utilisation(4.0) == pytest.approx(ebpf.cores_busy(4.0) / ebpf.working_cores())
+    need = ebpf.machine_needs()
+    assert need > pyswitch.machine_needs()
+    assert ebpf.contended_cores_busy(need) + ebpf.agent_kernel_cores(need) == pytest.approx(ebpf.working_cores(),
+                                                                                            rel=1e-5)
+    assert ", of them the kernel's" not in pyswitch.binding() and "the kernel's in the agents' system calls" in \
+        " ".join(ebpf.needs())
+
+
 def test_a_packet_costs_more_the_slower_packets_come_to_its_process():
     # pyswitch: 28,100 packets per CPU-second at 11,600 packets/s and below, 42,700 at 23,300 and above,
     # log-linear between: at their geometric mean, the mean of the two.
