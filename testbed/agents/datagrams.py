@@ -199,6 +199,12 @@ class ReceiveBatch:
         the batch)."""
         return self.data[i, INA_HEADER_BYTES:INA_HEADER_BYTES + 4 * count].view(">i4")
 
+    def lane_bytes(self, i: int, count: int) -> memoryview:
+        """The bytes of ``count`` lanes after datagram ``i``'s header, as they arrived (a view, valid until the
+        batch takes the next datagrams)."""
+        start = i * self.datagram_bytes + INA_HEADER_BYTES
+        return self._data[start:start + 4 * count]
+
     def sender(self, i: int) -> tuple:
         """Datagram ``i``'s sender, (address, port) as ``recvmsg`` gives it."""
         port, address = _SOCKADDR_IN.unpack_from(self._names, i * _SOCKADDR_IN.size)

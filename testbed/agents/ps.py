@@ -17,7 +17,11 @@ When all (participating) workers' bits are present the sum is compared with
 the exact sum recomputed from their seeds (``gradients.expected_sum``) and
 the RESULT, carrying the aggregate, goes to every worker; a CE mark (ECN,
 set by a switch queue) on anything that arrived since the last RESULT is
-echoed on it (ECN_ECHO), for the workers' congestion control. A training job's
+echoed on it (ECN_ECHO), for the workers' congestion control. An aggregate of
+every worker that arrives whole before any other piece of its fragment (the
+usual case where a switch sums them all) is compared with the exact sum as the
+wire carries it (big-endian 32-bit lanes) and, equal, is the RESULT's payload as
+it came, without a merge; otherwise it is merged as any piece. A training job's
 gradients are real, not drawn from seeds: its PS records each aggregate's
 checksum instead (``checksums``, seq -> ``testbed.training.checks.fragment_checksums``;
 ``exact`` is None) and the results compare it with the sum of the workers'. K-of-N schemes
@@ -49,7 +53,7 @@ from testbed.agents.gradients import expected_sum
 from testbed.training.checks import fragment_checksums
 from testbed.dataplane.program import PA_ATP_TRANSPORTS
 from testbed.dataplane.wire import (FLAG_COLLISION, FLAG_DATA, FLAG_ECN_ECHO, FLAG_GACK, FLAG_RESULT, FLAG_RETX,
-                                    FRAME_OVERHEAD_BYTES, INA_HEADER, INA_UDP_PORT, fragment_seqs)
+                                    FRAME_OVERHEAD_BYTES, INA_HEADER, INA_HEADER_BYTES, INA_UDP_PORT, fragment_seqs)
 
 
 
@@ -143,6 +147,10 @@ class ParameterServer:
         # Expected sums use the whole job's layout: seq numbering is job-wide.
         expected = None if cfg.training else expected_sum(cfg.seed, cfg.job_id, self.participants, iteration,
                                                           cfg.layout, cfg.lanes, cfg.gradient_bound, cfg.scale_bits)
+        # The exact sums as the wire carries them (big-endian 32-bit lanes), for the rows that fit there: an
+        # aggregate of every worker that arrives whole and equal to one is the RESULT as it is.
+        expected_wire = None if expected is None else expected.astype(">i4")
+        fits_wire = None if expected is None else (expected == expected_wire).all(axis=1)
         checksums = {}    # a training job's: seq -> its aggregate's checksum
         acc = {}          # seq -> FragmentSum of what arrived, until the fragment is complete
         results = {}      # seq -> payload bytes
@@ -202,6 +210,16 @@ class ParameterServer:
                     stats["duplicate_pkts"] += 1
                     self.send_result(iteration, seq, results[seq], self._addrs(bitmap))
                     continue
+                if (bitmap == self.full_mask and elems == cfg.lanes and seq not in acc and fits_wire is not None
+                        and fits_wire[seq] and batch.length(i) >= INA_HEADER_BYTES + 4 * cfg.lanes):
+                    # The usual case on a switch that sums every worker: the whole aggregate at once. Exact when
+                    # its lanes are the exact sum's bytes; then they are the RESULT's (else the merge below
+                    # finds where they differ).
+                    payload = expected_wire[seq].tobytes()
+                    if batch.lane_bytes(i, cfg.lanes) == payload:
+                        results[seq] = payload
+                        self.send_result(iteration, seq, payload, self.result_addrs)
+                        continue
                 lanes = batch.lanes(i, min(elems, cfg.lanes)).astype(np.int64)
                 fragment = acc.get(seq)
                 if fragment is None:

@@ -47,6 +47,7 @@ def test_a_batch_takes_what_waits_and_reads_headers_lanes_stamps_ce_and_senders(
         assert [header for _, header in handed] == [INA_HEADER.unpack(frame(seq)[:INA_HEADER_BYTES])
                                                     for seq in range(6)]
         assert batch.lanes(2, 3).tolist() == [1, -2, 3]
+        assert batch.lane_bytes(2, 3) == np.array([1, -2, 3], dtype=">i4").tobytes() == frame(2)[INA_HEADER_BYTES:]
         assert [batch.length(i) for i in range(7)] == [len(frame(0))] * 6 + [10]
         assert [batch.ce(i) for i in range(7)] == [False] * 5 + [True, True]     # the runt left CE-marked too
         assert batch.sender(0) == sender.getsockname()

@@ -102,6 +102,35 @@ def test_ps_answers_each_raw_gradient_of_a_pa_atp_job_with_a_gack():
     assert np.array_equal(np.frombuffer(payload, ">i4", offset=INA_HEADER_BYTES), total[0])
 
 
+def test_a_whole_aggregate_is_answered_as_it_came_when_exact_and_a_wrong_one_is_reported(monkeypatch):
+    """An aggregate of every worker that arrives at once is compared with the exact sum as the wire carries it and
+    is its own RESULT (the PS's usual case on a switch that sums them all); one a lane off is merged and
+    reported, and its RESULT carries what arrived, as any aggregate's does."""
+    merged = []
+
+    class CountedSum(ps_agent.FragmentSum):
+        def merge(self, bitmap, lanes):
+            merged.append(bitmap)
+            return super().merge(bitmap, lanes)
+
+    monkeypatch.setattr(ps_agent, "FragmentSum", CountedSum)
+    total = expected_sum(11, 3, 2, 0, LAYOUT, LANES, 1.0, 8)
+    wrong = total[1].copy()
+    wrong[2] += 1
+    sent, record = run_ps("atp", [datagram(0, 0, level=1, bitmap=0b11, lanes=total[0]),
+                                  datagram(0, 1, level=1, bitmap=0b11, lanes=wrong)])
+    assert record["exact"] is False and record["mismatched_fragments"] == 1
+    assert merged == [0b11]                  # seq 0 needed no merge; seq 1's differing lanes did
+    assert record["aggregate_pkts"] == 2 and record["ingress_pkts"] == 2 and record["duplicate_pkts"] == 0
+    results = {}
+    for data, addr in sent:
+        header = INA_HEADER.unpack_from(data)
+        assert header[1] & FLAG_RESULT
+        results.setdefault(header[9], set()).add((data[INA_HEADER_BYTES:], addr))
+    assert results == {0: {(total[0].astype(">i4").tobytes(), (ip, INA_UDP_PORT)) for _, ip in WORKERS},
+                       1: {(wrong.astype(">i4").tobytes(), (ip, INA_UDP_PORT)) for _, ip in WORKERS}}
+
+
 @pytest.mark.parametrize("transport", ["atp", "switchml"])
 def test_ps_of_other_transports_sends_no_gack(transport):
     sent, record = run_ps(transport, the_iteration())
