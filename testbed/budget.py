@@ -76,16 +76,18 @@ EBPF_RECEIVER_BURST = 7.0
 #: in the agents' system calls, with the qdiscs and veths a packet passes on every hop, its delivery to each
 #: socket it reaches and the wake-up of each process there (a RESULT's copies reach every worker), dearer a
 #: packet the more often a process sleeps between them. Measured on a 2-core AMD EPYC, each process's CPU per
-#: packet over its curve's, less its share of the switch visits, weighed by the roles' packets: the quickstart
-#: at 1/1000 (4 workers, one switch; `benchmarks/bench_packet_costs.py --target ebpf --time-dilation 8`) 21 us
-#: a packet at 9.3k packets/s an agent (18.7 a worker's, 29 the PS's); GOAT's testbed at 1/1000 (8 workers,
-#: three switches; the same with `--scenario scenarios/papers/goat/testbed-1000.yaml`) 23 us at 2.3k (17.5,
-#: 70); InArt's 54-server fat-tree (`inatb run scenarios/papers/inart/emulation.yaml --target ebpf --set
+#: packet over its curve's, less its share of the switch visits, weighed by the roles' packets
+#: (`benchmarks/bench_packet_costs.py --target ebpf --few 5 --many 65`): the quickstart at 1/1000 (4 workers,
+#: one switch) at time dilation 8, 11.4 us a packet at 9.3k packets/s an agent (12.4 a worker's, 7.3 the
+#: PS's); GOAT's testbed at 1/1000 (8 workers, three switches; `--scenario
+#: scenarios/papers/goat/testbed-1000.yaml`) 5.9 us at 2.3k (N = 8), 3.6 at 4.65k (N = 4), 1.9 at 6.2k
+#: (N = 3); InArt's 54-server fat-tree (`inatb run scenarios/papers/inart/emulation.yaml --target ebpf --set
 #: time_dilation=10`, the summary's cpu against the plan: 1.82 cores of processes, marked at 97% of the
-#: machine) 42 us at 394. Without it the planner put that fat-tree at N = 7, where the machine ran 99% busy
-#: and the run was marked; with it at N = 14, where it ran 71% busy on average and unmarked, every fidelity
-#: figure within its bounds (`inatb fidelity scenarios/papers/inart/emulation.yaml --target ebpf`).
-EBPF_AGENT_KERNEL_CURVE = ((394.0, 23_700.0), (2_325.0, 43_500.0), (9_300.0, 47_600.0))
+#: machine) 42 us at 394. The curve keeps the dearest above 2.3k packets/s (the quickstart's). Without it the
+#: planner put that fat-tree at N = 7, where the machine ran 99% busy and the run was marked; with it at
+#: N = 14, where it ran 71% busy on average and unmarked, every fidelity figure within its bounds (`inatb
+#: fidelity scenarios/papers/inart/emulation.yaml --target ebpf`).
+EBPF_AGENT_KERNEL_CURVE = ((394.0, 23_700.0), (2_325.0, 87_700.0))
 #: Packets/s per switch that keep a run link-bound (docs/reproductions/measurements.md,
 #: benchmarks/bench_pyswitch.py): a pyswitch process alone takes ~34k contributions/s and forwards ~104k
 #: packets/s without loss on a core of its own, but in a run it shares two cores with the agents and the
