@@ -66,10 +66,11 @@ EBPF_VISIT_WAIT_S = 20e-6
 #: no switch process paces the frames, so its window comes from every sender at once, and it waits behind the
 #: burst. Measured on GOAT's testbed at 1/1000 (`inatb run scenarios/papers/goat/testbed-1000.yaml --target ebpf
 #: --set time_dilation=N`, the summary's ``host_delay``) on a 2-core AMD EPYC: the PS's wait a round trip was 0.6
-#: to 3.7 ms of wall time at N = 6 (2 to 10 times the visit planned; of seven runs two waited 0.37-0.38 of a window
-#: and in a suite two of two 0.46, marked), 0.6-0.9 ms at N = 7 (2 to 2.6 times; the round trip 0.05-0.08 of a
-#: window in three runs), 0.7 ms at N = 8. At seven times the visit, N = 7 is planned there.
-EBPF_RECEIVER_BURST = 7.0
+#: to 3.7 ms of wall time at N = 6 (2 to 10 times the visit planned) while the run's iftop meter woke in the PS's
+#: system call for each RESULT it sent and the PS merged every aggregate; without either, 0.10 to 0.14 ms at
+#: N = 6, 0.20 to 0.26 at 5, 0.34 to 0.59 at 4 and 0.77 to 0.85 at 3, none marked (at 2 the round trip waited
+#: 0.69 of its window, marked). At twice the visit the round trips plan N = 4.76 there, the machine budget 6.
+EBPF_RECEIVER_BURST = 2.0
 #: What the packets an agent sends or takes cost the kernel on ebpf beyond the agents' curves (measured with a
 #: pyswitch process at the other end of each packet's link) and the switches' ``EBPF_PACKETS_PER_CPU_S``, in
 #: packets per CPU-second by the agent's packet rate (``PACKET_COST_CURVES``' form): the switches' work lands
