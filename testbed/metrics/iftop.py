@@ -97,6 +97,7 @@ SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 DEFAULT_RCVBUF_BYTES = 32 * 1024 * 1024
 CAPTURE_SNAP_BYTES = 64  # 4 (VLAN) + 20 (IPv4 header) is all that is read
 POLL_S = 0.05  # how often the meter drains its socket and looks at the clock and its stop flag
+DRAIN_PACKETS = 4096  # the most packets one drain counts before the meter looks at the clock again
 
 _PRINT_WIDTH = 40  # tui.c PRINT_WIDTH
 _DIVIDER_WIDTH = _PRINT_WIDTH + 52
@@ -164,13 +165,14 @@ def run_meter(iface: str, out_path: str, interval_s: float = 1.0,
     recv_into = sock.recvfrom_into
     clock = time.monotonic
 
-    def drain() -> None:
-        """Count every packet waiting on the socket."""
-        while True:
+    def drain() -> bool:
+        """Count the packets waiting on the socket, at most ``DRAIN_PACKETS``; whether it is empty now (under
+        a stream the socket never empties, and the meter must still look at its clock and stop flag)."""
+        for _ in range(DRAIN_PACKETS):
             try:
                 nbytes, addr = recv_into(buf)
             except (BlockingIOError, InterruptedError):
-                return
+                return True
             proto = addr[1]
             off = 0
             if proto == ETH_P_8021Q and nbytes >= 4:  # in-band tag (no VLAN offload)
@@ -180,6 +182,7 @@ def run_meter(iface: str, out_path: str, interval_s: float = 1.0,
                     and not (addr[2] == PACKET_OUTGOING and addr[3] == ARPHRD_LOOPBACK)):
                 key = bytes(buf[off + 12:off + 20])
                 counts[key] = counts.get(key, 0) + ((buf[off + 2] << 8) | buf[off + 3])
+        return False
 
     try:
         with open(out_path, "a", encoding="utf-8") as out:
@@ -196,7 +199,7 @@ def run_meter(iface: str, out_path: str, interval_s: float = 1.0,
             next_emit_mono = start_mono + interval_s
             end_mono = math.inf if duration_s is None else start_mono + duration_s
             while True:
-                drain()
+                emptied = drain()
                 now_mono = clock()
                 if (should_stop is not None and should_stop()) or now_mono >= end_mono:
                     break
@@ -205,7 +208,8 @@ def run_meter(iface: str, out_path: str, interval_s: float = 1.0,
                     next_emit_mono += interval_s
                     if next_emit_mono <= now_mono:  # fell behind: do not burst
                         next_emit_mono = now_mono + interval_s
-                time.sleep(max(0.0, min(poll_s, next_emit_mono - clock(), end_mono - clock())))
+                if emptied:
+                    time.sleep(max(0.0, min(poll_s, next_emit_mono - clock(), end_mono - clock())))
             drain()
             emit()  # final line
     finally:
