@@ -24,13 +24,14 @@ On ``--target ebpf`` the switch is no process: its programs run in the kernel, i
 agents whose packets pass it and in softirqs, so its work is in the agents' costs and ``unattributed``
 (and ``--calibrate``, which keeps per-process costs for the planner, is refused there).
 
-Each cost is split into the process's own code and the kernel's work (its system time: the system calls,
+Each process's cost is split into its own code and the kernel's work (its system time: the system calls,
 and the network the kernel emulates in them, the qdiscs, veths, sockets and, on ebpf, the switches' programs
-a packet passes), and ``unattributed`` is the kernel's too. The kernel's part bounds what any agent could
-reach, however cheap its own code: ``kernel_floor_dilation`` is the time dilation at which the kernel's work
-alone would fill the share of the cores the planner counts usable (``USABLE_CORE_SHARE``): the cores it
-kept busy while the job communicated, times N. It is taken at the rate measured: at higher rates a process
-wakes less often per packet, so it is an estimate, not a bound.
+a packet passes); ``unattributed`` is not split (the kernel's work outside them and the run's monitors, whose
+code is not the kernel's). The kernel's part bounds what any agent could reach, however cheap its own code:
+``kernel_floor_dilation`` is the time dilation at which the kernel's work in the processes alone would fill
+the share of the cores the planner counts usable (``USABLE_CORE_SHARE``): the cores it kept busy while the
+job communicated, times N. It is taken at the rate measured (at higher rates a process wakes less often per
+packet) and leaves out the kernel's work outside the processes, so it is an estimate, not a bound.
 
 Each cost is paired with the process's packet rate as the planner predicts it (the summary's
 ``packet_budget``, packets per second at time dilation 1, divided by N: packets per wall second while its
@@ -113,12 +114,13 @@ def predicted_wall_pps(summary: dict) -> dict:
             for name, pps in {**plan["switch_pps"], **plan["agent_pps"]}.items()}
 
 
-def marginal_cost(role: str, packets: float, cpu_s: float, wall_pps: float, kernel_cpu_s: float) -> dict:
+def marginal_cost(role: str, packets: float, cpu_s: float, wall_pps: float, kernel_cpu_s) -> dict:
     """One process's (or the unattributed share's) marginal cost, in packets per CPU-second, and the part of
-    its CPU seconds in the kernel."""
+    its CPU seconds in the kernel (None where not known: the unattributed share's)."""
+    known = kernel_cpu_s is not None and cpu_s > 0
     return {"role": role, "packets": packets, "cpu_s": cpu_s, "wall_pps": wall_pps,
             "packets_per_cpu_s": packets / cpu_s if cpu_s > 0 else None, "kernel_cpu_s": kernel_cpu_s,
-            "kernel_share": min(1.0, max(0.0, kernel_cpu_s / cpu_s)) if cpu_s > 0 else None}
+            "kernel_share": min(1.0, kernel_cpu_s / cpu_s) if known else None}
 
 
 def costs(few: dict, many: dict) -> dict:
@@ -133,16 +135,17 @@ def costs(few: dict, many: dict) -> dict:
     out = {}
     for name in cpu_many:
         role, node = name.split()
-        extra_cpu_s = cpu_many[name] - cpu_few.get(name, 0.0) - PROCESS_IDLE_CORES * extra_wall_s
+        idle_s = PROCESS_IDLE_CORES * extra_wall_s      # idling's timeouts are system calls: off both
+        extra_cpu_s = cpu_many[name] - cpu_few.get(name, 0.0) - idle_s
         out[name] = marginal_cost(role, PACKETS_PER_FRAGMENT[role] * extra_fragments, extra_cpu_s, wall_pps[node],
-                                  kernel_many[name] - kernel_few.get(name, 0.0))
+                                  max(0.0, kernel_many[name] - kernel_few.get(name, 0.0) - idle_s))
     unattributed_s = unattributed_cpu_s(many) - unattributed_cpu_s(few)
     if many["target"] == "ebpf":      # no switch process: per packet an agent sends or takes
         packets = sum(cost["packets"] for cost in out.values())
         pps = sum(pps for name, pps in wall_pps.items() if name in many["packet_budget"]["agent_pps"])
     else:
         packets, pps = PACKETS_PER_FRAGMENT["switch"] * extra_fragments, sum(wall_pps.values())
-    out["unattributed"] = marginal_cost("unattributed", packets, unattributed_s, pps, unattributed_s)
+    out["unattributed"] = marginal_cost("unattributed", packets, unattributed_s, pps, None)
     return out
 
 
@@ -150,17 +153,19 @@ def communication_wall_s(summary: dict) -> float:
     """The wall seconds the run's job communicated: its iterations' mean communication time (virtual) x its
     iterations x the time dilation."""
     job = summary["jobs"][0]
-    return job["comm_time_s"] * job["iterations_completed"] * summary["time_dilation"]
+    return (job["comm_time_s"] or 0.0) * job["iterations_completed"] * summary["time_dilation"]
 
 
-def kernel_floor_dilation(result: dict, few: dict, many: dict) -> float:
-    """The time dilation at which the kernel's part of ``result``'s costs (:func:`costs` of runs ``few`` and
-    ``many``) alone fills the usable share of the machine's cores: the kernel's cores while the longer run's
-    extra iterations communicated, times the run's time dilation (what they would be at 1), over the usable
-    cores."""
-    kernel_s = sum(max(0.0, cost["kernel_cpu_s"]) for cost in result.values())
-    kernel_cores = kernel_s / (communication_wall_s(many) - communication_wall_s(few))
-    return kernel_cores * many["time_dilation"] / (USABLE_CORE_SHARE * many["cpu"]["cores"])
+def kernel_floor_dilation(result: dict, few: dict, many: dict):
+    """The time dilation at which the kernel's part of the processes' costs in ``result`` (:func:`costs` of
+    runs ``few`` and ``many``) alone fills the usable share of the machine's cores: the kernel's cores while the
+    longer run's extra iterations communicated, times the run's time dilation (what they would be at 1), over
+    the usable cores; None where the runs communicated equally long."""
+    kernel_s = sum(cost["kernel_cpu_s"] for cost in result.values() if cost["kernel_cpu_s"] is not None)
+    communicated_s = communication_wall_s(many) - communication_wall_s(few)
+    if communicated_s <= 0:
+        return None
+    return kernel_s / communicated_s * many["time_dilation"] / (USABLE_CORE_SHARE * many["cpu"]["cores"])
 
 
 def by_role(result: dict) -> dict:
@@ -188,7 +193,8 @@ def main(argv=None):
     parser.add_argument("--time-dilation", default="8",
                         help="N, several as N,N,... , or auto (a link-bound run either way)")
     parser.add_argument("--scenario", default=str(QUICKSTART),
-                        help="one job whose every fragment a switch aggregates (default: the quickstart)")
+                        help="one job whose every fragment a switch aggregates, run at scale 0.001 (default: the "
+                             "quickstart)")
     parser.add_argument("--few", type=int, default=5)
     parser.add_argument("--many", type=int, default=25)
     parser.add_argument("--out", default=str(ROOT / "results" / "bench" / "bench_packet_costs.json"))
@@ -209,12 +215,14 @@ def main(argv=None):
         floor = kernel_floor_dilation(result, few, many)
         print(f"time dilation {many['time_dilation']:g} ({many['wall_s'] - few['wall_s']:.1f} wall s more):")
         for name, cost in sorted(result.items()):
-            rate = cost["packets_per_cpu_s"]
+            rate, kernel = cost["packets_per_cpu_s"], cost["kernel_share"]
+            figure = "no CPU time measured" if not rate else f"{rate:>7,.0f} packets per CPU-second" + (
+                f", {kernel:.0%} in the kernel" if kernel is not None else "")
             print(f"  {name:12s} {cost['wall_pps']:>7,.0f} packets/s: {cost['packets']:>7,.0f} packets in "
-                  f"{cost['cpu_s']:6.3f} CPU-s: " + (f"{rate:>7,.0f} packets per CPU-second, "
-                                                     f"{cost['kernel_share']:.0%} in the kernel" if rate
-                                                     else "no CPU time measured"))
-        print(f"  the kernel's work alone would fill the usable cores at time dilation {floor:.2f}")
+                  f"{cost['cpu_s']:6.3f} CPU-s: {figure}")
+        if floor is not None:
+            print(f"  the kernel's work in the processes alone would fill the usable cores at time dilation "
+                  f"{floor:.2f}")
         measured.append({"time_dilation": many["time_dilation"], "extra_wall_s": many["wall_s"] - few["wall_s"],
                          "costs": result, "by_role": by_role(result),
                          "kernel_share_by_role": kernel_share_by_role(result), "kernel_floor_dilation": floor})

@@ -204,9 +204,10 @@ def kernel_cost_rows(out_dir: Path) -> list:
     for run in figures["runs"]:
         for role, (wall_pps, per_cpu_s) in sorted(run["by_role"].items()):
             rows.append([f"{run['time_dilation']:g}", role, f"{wall_pps:,.0f}", f"{per_cpu_s:,.0f}",
-                         share(run["kernel_share_by_role"][role])])
-        rows.append([f"{run['time_dilation']:g}", "the kernel's work alone", "-", "-",
-                     f"fills the usable cores at time dilation {run['kernel_floor_dilation']:.2f}"])
+                         share(run["kernel_share_by_role"].get(role))])
+        floor = run["kernel_floor_dilation"]
+        rows.append([f"{run['time_dilation']:g}", "the kernel's work in the processes alone", "-", "-",
+                     "-" if floor is None else f"fills the usable cores at time dilation {floor:.2f}"])
     return rows
 
 
@@ -295,11 +296,12 @@ SECTIONS = (
             "an iteration, three switches), each process's cost split into its own code and the kernel's work "
             "(its system time: the system calls and the network the kernel emulates in them, the switches' BPF "
             "programs, qdiscs, veths and sockets a packet passes, and the wake-ups of the processes it reaches; "
-            "the PS's RESULT goes to eight workers). `unattributed` is the kernel's work outside the processes. "
-            "The last row is the time dilation at which the kernel's part alone, at the packet rates of time "
-            "dilation 1, would fill the share of the cores the planner counts usable: an estimate (its costs are "
-            "taken at this run's rates) of the least time dilation at which any agent, however cheap its own "
-            "code, could keep this testbed link-bound on this machine.",
+            "the PS's RESULT goes to eight workers). `unattributed` is the rest of the machine's work: the "
+            "kernel's outside the processes and the run's monitors, not split. The last row is the time dilation "
+            "at which the kernel's part of the processes' work alone, at the packet rates of time dilation 1, "
+            "would fill the share of the cores the planner counts usable: an estimate (its costs are taken at "
+            "this run's rates) of the least time dilation at which any agent, however cheap its own code, could "
+            "keep this testbed link-bound on this machine.",
             "sudo .venv/bin/python benchmarks/bench_packet_costs.py " + " ".join(KERNEL_COSTS_ARGS),
             ("time dilation", "process", "packets per wall second", "packets per CPU-second", "in the kernel"),
             kernel_cost_rows),
@@ -368,7 +370,10 @@ def page_markdown(out_root: Path, written: str = "") -> str:
     for section in SECTIONS:
         path = out_root / f"{section.name}.json"
         if not path.exists() and section.title in kept:
-            lines += kept[section.title]
+            section_lines = kept[section.title]
+            while section_lines and not section_lines[-1].strip():
+                section_lines = section_lines[:-1]
+            lines += section_lines + [""]
             continue
         lines += section_markdown(section, json.loads(path.read_text()) if path.exists() else None)
     return "\n".join(lines).rstrip() + "\n"

@@ -559,8 +559,9 @@ class PacketBudget:
     def agent_kernel_cores(self, factor: float) -> float:
         """The cores the kernel's work in the agents' system calls keeps busy at time dilation ``factor`` beyond
         :meth:`cores_busy` (ebpf only: ``EBPF_AGENT_KERNEL_CURVE`` at each agent's rate, scaled as a calibrated
-        machine scales the switches' kernel work). The machine budget weighs it; the visits' waits, fitted
-        against the processes' planned share of the cores (:meth:`utilisation`), do not."""
+        machine scales the switches' kernel work). The machine budget adds it to the contended work, the
+        contention and the visits' waits being fitted against :meth:`utilisation` (the agents' curves and the
+        switches' visits) without it; it was measured on busy machines, so its own contention is in it."""
         if self.target != "ebpf":
             return 0.0
         scale = PACKET_COST_CURVES["ebpf"][0][1] / self.costs.curves["ebpf"][0][1]

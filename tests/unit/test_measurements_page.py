@@ -26,7 +26,7 @@ def test_the_page_shows_each_measured_section_with_its_provenance_and_names_the_
     assert page.count("## ") == len(measurements.SECTIONS)
 
 
-def test_a_section_measured_elsewhere_keeps_what_the_page_shows_until_it_is_measured_here(tmp_path):
+def test_a_section_measured_elsewhere_keeps_what_the_page_shows_until_it_is_measured_here(tmp_path, monkeypatch):
     record = {"rows": [["pyswitch", "atp", "exact", "0.0361"]], "commit": "0123456789ab", "date": "2026-11-29",
               "machine": "Some CPU x 2", "wall_s": 41.2}
     (tmp_path / "quickstart.json").write_text(json.dumps(record))
@@ -44,6 +44,15 @@ def test_a_section_measured_elsewhere_keeps_what_the_page_shows_until_it_is_meas
     assert "Not measured yet" in sections["Loss, duplication and reordering on every link"]
     assert page.count("## ") == len(measurements.SECTIONS)
     assert measurements.page_markdown(elsewhere, page) == page
+    # A page whose last section was measured, written before a section came after it: kept, that section
+    # still ends in one blank line before the new one's heading.
+    *earlier, last = measurements.SECTIONS
+    monkeypatch.setattr(measurements, "SECTIONS", tuple(earlier))
+    (elsewhere / f"{earlier[-1].name}.json").write_text(json.dumps(record))
+    older = measurements.page_markdown(elsewhere)
+    monkeypatch.setattr(measurements, "SECTIONS", (*earlier, last))
+    newer = measurements.page_markdown(tmp_path / "nothing", older)
+    assert f"|\n\n## {last.title}\n" in newer and newer.count("## ") == len(measurements.SECTIONS)
 
 
 def test_fidelity_cells_read_emulated_over_simulated_and_say_what_is_not_judged():
