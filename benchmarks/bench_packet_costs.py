@@ -132,10 +132,10 @@ def costs(few: dict, many: dict) -> dict:
     cpu_few, cpu_many = cpu_seconds(few), cpu_seconds(many)
     kernel_few, kernel_many = cpu_seconds(few, "system_mean"), cpu_seconds(many, "system_mean")
     wall_pps = predicted_wall_pps(many)
+    idle_s = PROCESS_IDLE_CORES * extra_wall_s      # a process's idling (its timeouts are system calls): off both
     out = {}
     for name in cpu_many:
         role, node = name.split()
-        idle_s = PROCESS_IDLE_CORES * extra_wall_s      # idling's timeouts are system calls: off both
         extra_cpu_s = cpu_many[name] - cpu_few.get(name, 0.0) - idle_s
         out[name] = marginal_cost(role, PACKETS_PER_FRAGMENT[role] * extra_fragments, extra_cpu_s, wall_pps[node],
                                   max(0.0, kernel_many[name] - kernel_few.get(name, 0.0) - idle_s))

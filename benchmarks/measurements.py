@@ -344,7 +344,7 @@ def section_markdown(section: Section, record) -> list:
 
 def written_sections(page_text: str) -> dict:
     """The measured sections of a page this script wrote: title -> the section's lines (its heading to the
-    next), for those that carry a table with its provenance."""
+    next, without the blank lines that end it), for those that carry a table with its provenance."""
     sections, title = {}, None
     for line in page_text.splitlines():
         if line.startswith("## "):
@@ -352,7 +352,8 @@ def written_sections(page_text: str) -> dict:
             sections[title] = []
         if title is not None:
             sections[title].append(line)
-    return {t: lines for t, lines in sections.items() if any(l.startswith("Measured at commit") for l in lines)}
+    return {t: "\n".join(lines).rstrip().splitlines() for t, lines in sections.items()
+            if any(l.startswith("Measured at commit") for l in lines)}
 
 
 def page_markdown(out_root: Path, written: str = "") -> str:
@@ -370,10 +371,7 @@ def page_markdown(out_root: Path, written: str = "") -> str:
     for section in SECTIONS:
         path = out_root / f"{section.name}.json"
         if not path.exists() and section.title in kept:
-            section_lines = kept[section.title]
-            while section_lines and not section_lines[-1].strip():
-                section_lines = section_lines[:-1]
-            lines += section_lines + [""]
+            lines += kept[section.title] + [""]
             continue
         lines += section_markdown(section, json.loads(path.read_text()) if path.exists() else None)
     return "\n".join(lines).rstrip() + "\n"

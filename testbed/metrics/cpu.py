@@ -84,12 +84,6 @@ def available_cores() -> float:
     return min(cores, limit) if limit else cores
 
 
-def process_cpu_s(pid: int):
-    """User + system CPU seconds of ``pid`` so far, or None once it is gone."""
-    times = process_times_s(pid)
-    return None if times is None else sum(times)
-
-
 def process_times_s(pid: int):
     """(user, system) CPU seconds of ``pid`` so far, or None once it is gone."""
     try:
@@ -105,11 +99,6 @@ def process_stat_times_s(text: str) -> tuple:
     return int(fields[11]) / CLOCK_TICKS_PER_S, int(fields[12]) / CLOCK_TICKS_PER_S
 
 
-def _stat_cpu_s(text: str) -> float:
-    """User + system CPU seconds from the text of a ``/proc/.../stat`` file."""
-    return sum(process_stat_times_s(text))
-
-
 def thread_cpu_s(pid: int) -> dict:
     """``{tid: user + system CPU seconds}`` of each thread of ``pid`` now ({} once it is gone; a thread that
     ends while being read is left out)."""
@@ -121,7 +110,7 @@ def thread_cpu_s(pid: int) -> dict:
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                threads[int(tid)] = _stat_cpu_s(f.read())
+                threads[int(tid)] = sum(process_stat_times_s(f.read()))
         except (OSError, ValueError):
             continue
     return threads
