@@ -23,8 +23,16 @@ from testbed.budget import (PacketBudget, bmv2_installed, dilation_factor, expec
 from testbed.dataplane import program
 from testbed.dilation import network_scenario
 from testbed.errors import EnvironmentMissingError, PlacementError
+from testbed.metrics.distortion import host_bound
 from testbed.schemes import compute_placement
-from testbed.scenario import AUTO_DILATION, TARGETS, require_emulable
+from testbed.scenario import AUTO_DILATION, MAX_TIME_DILATION, TARGETS, require_emulable
+
+#: A run at ``time_dilation: auto`` that comes out host-bound runs again at this many times its N
+#: (:func:`rerun_dilation`): its waits for processes shrink by that factor in virtual time, as its packet rates
+#: per wall second do (a wait of 0.4 of a ring step, past the limit of a third, is 0.2 at twice the N) ...
+AUTO_RERUN_FACTOR = 2.0
+#: ... at most this many times (four times the planned N at most).
+AUTO_RERUNS = 2
 
 #: The targets a run can use (``auto`` resolves to one of them).
 RUN_TARGETS = tuple(t for t in TARGETS if t != "auto")
@@ -111,6 +119,31 @@ def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
         require_emulable(world)          # the slowed world's links must be shapeable too
     return RunPlan(scenario, placement, chosen, budget, factor, controller.control_plan(scenario, placement, factor), world,
                    reason)
+
+
+def slowed_plan(plan: RunPlan, factor: float) -> RunPlan:
+    """``plan`` at time dilation ``factor``: the same scenario, placement, target and packet budget, the control
+    plan and the slowed world made again at ``factor``."""
+    world = network_scenario(plan.scenario, factor)
+    require_emulable(world)
+    slowed = RunPlan(plan.scenario, plan.placement, plan.target, plan.budget, factor,
+                     controller.control_plan(plan.scenario, plan.placement, factor), world, plan.target_reason)
+    slowed._simulation = plan._simulation
+    return slowed
+
+
+def rerun_dilation(plan: RunPlan, summary: dict, reruns_done: int):
+    """The time dilation to run ``plan`` again at, after a run of it ended with ``summary``, or None: only a
+    scenario at ``time_dilation: auto`` whose run ended ``ok`` but host-bound
+    (:func:`testbed.metrics.distortion.host_bound`), ``AUTO_RERUN_FACTOR`` times its N, at most
+    ``AUTO_RERUNS`` times. The plan's N is the planner's prediction from this machine's measured costs; a host
+    slower during the run than when it was measured (a busy neighbour, a virtual machine's CPU steal) makes
+    the run host-bound, and the run is what says so."""
+    if (plan.scenario.time_dilation != AUTO_DILATION or reruns_done >= AUTO_RERUNS or summary.get("status") != "ok"
+            or not host_bound(summary.get("distortion_reasons") or ())):
+        return None
+    factor = min(AUTO_RERUN_FACTOR * plan.time_dilation, MAX_TIME_DILATION)
+    return factor if factor > plan.time_dilation else None
 
 
 def describe(plan: RunPlan) -> list:

@@ -36,7 +36,7 @@ from testbed.emulation.state import RunLock, RunState, cleanup_stale
 from testbed.errors import EmulationError, RunStalled
 from testbed.metrics.summary import load_records, new_run_id
 from testbed.ownership import handing_over, invoking_user, missing_dirs, new_tree
-from testbed.plan import make_plan
+from testbed.plan import make_plan, rerun_dilation, slowed_plan
 
 
 def run_status(error) -> str:
@@ -60,10 +60,11 @@ class Run:
     clean. Under a time dilation N the network side builds and times the slowed world; the agents, the
     placement and every figure reported keep the scenario's virtual values (testbed/dilation.py)."""
 
-    def __init__(self, plan, out_root: Path, stream=sys.stderr, on_finished=None):
+    def __init__(self, plan, out_root: Path, stream=sys.stderr, on_finished=None, superseded=()):
         self.plan, self.out_root, self.on_finished = plan, Path(out_root), on_finished
         self.stream = ReaderSafeStream(stream)    # a reader that goes away silences the display, not the run
-        self.seen = RunObservations(new_run_id(), plan.target, plan.time_dilation, started_epoch_s=time.time())
+        self.seen = RunObservations(new_run_id(), plan.target, plan.time_dilation, started_epoch_s=time.time(),
+                                    superseded_runs=list(superseded))
         self.interrupts = InterruptLatch()
         self.live = None
 
@@ -158,11 +159,31 @@ class Run:
 
 
 def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr, plan=None,
-                 on_finished=None) -> RunResult:
+                 on_finished=None, run_class=Run) -> RunResult:
     """Plan ``scenario`` on ``target`` (:func:`testbed.plan.make_plan`; or run the ``plan`` given, made
-    once by the caller), validate the environment, then run it; returns the run directory and summary.
-    ``on_finished(RunResult)`` is called once the results are written, also when the run then raises (it
-    failed, stalled or was interrupted): the caller learns where they are either way."""
+    once by the caller), validate the environment, then run it (a ``run_class``, :class:`Run`'s interface);
+    returns the run directory and summary. ``on_finished(RunResult)`` is called once the results are written,
+    also when the run then raises (it failed, stalled or was interrupted): the caller learns where they are
+    either way.
+
+    A run at ``time_dilation: auto`` that ends host-bound runs again, slower, as
+    :func:`testbed.plan.rerun_dilation` says: every run keeps its directory, the last one's summary names the
+    earlier ones (``superseded_runs``), and only the last is returned and handed to ``on_finished``."""
     plan = plan or make_plan(scenario, target)
     preflight()
-    return Run(plan, Path(out_root), stream, on_finished).execute()
+    superseded = []
+    while True:
+        def finished(result, plan=plan, reruns_done=len(superseded)):
+            if on_finished is not None and rerun_dilation(plan, result.summary, reruns_done) is None:
+                on_finished(result)
+        result = run_class(plan, Path(out_root), stream, finished, superseded=superseded).execute()
+        factor = rerun_dilation(plan, result.summary, len(superseded))
+        if factor is None:
+            return result
+        reasons = result.summary["distortion_reasons"]
+        superseded.append({"run_id": result.run_dir.name, "time_dilation": plan.time_dilation,
+                           "distortion_reasons": reasons})
+        ReaderSafeStream(stream).write(f"run {result.run_dir.name} at time dilation {plan.time_dilation:g} was "
+                                       f"host-bound ({reasons[0]}): running it again at time dilation "
+                                       f"{factor:g}\n")
+        plan = slowed_plan(plan, factor)

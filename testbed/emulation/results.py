@@ -64,6 +64,9 @@ class RunObservations:
     fallbacks: list = field(default_factory=list)           # what each failure led to
     injection_errors: list = field(default_factory=list)
     metered_hosts: list = field(default_factory=list)       # the hosts whose interface an iftop meter watched
+    #: earlier runs of the same plan that ended host-bound (testbed.plan.rerun_dilation): run id, time dilation,
+    #: distortion reasons
+    superseded_runs: list = field(default_factory=list)
 
     def write(self, run_dir: Path) -> None:
         write_text_atomic(Path(run_dir) / OBSERVATIONS_FILE,
@@ -159,7 +162,7 @@ def summarise(run_dir: Path, plan, seen: RunObservations, records: dict = None) 
         host_delay={"by_role": host_delay, "round_trips": round_trip_summary(evidence.round_trip_delays)},
         background=_background_summary(run_dir, scenario, seen),
         stragglers=_straggler_summary(scenario, records, seen),
-        failures=seen.fallbacks, switches=seen.switch_stats,
+        failures=seen.fallbacks, switches=seen.switch_stats, superseded_runs=seen.superseded_runs,
         solver={name: jp.notes.get("solver") for name, jp in placement.jobs.items()},
         started=datetime.datetime.fromtimestamp(seen.started_epoch_s).isoformat(timespec="seconds"),
         run_id=seen.run_id, versions=run_versions(seen.target), git_commit=git_commit(),

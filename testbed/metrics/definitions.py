@@ -110,6 +110,10 @@ SUMMARY_METRICS = {
     "failures": Metric("list", "per worker failure (`stragglers.failures`) what it led to: the worker, its job, and "
                                 "for Rina the ring generation the job fell back to and the iteration it redid",
                        EMULATED),
+    "superseded_runs": Metric("list", "earlier runs of the same plan at `time_dilation: auto` that ended host-bound "
+                                      "and were run again slower ([Time dilation](../guide/time-dilation.md"
+                                      "#when-an-auto-run-comes-out-host-bound)): each one's `run_id`, `time_dilation` "
+                                      "and `distortion_reasons` (empty for most runs)", EMULATED),
     "switches": Metric("object", "per switch its counters: aggregated, bypassed, emitted, dropped ... "
                                  "([Data plane](../design/data-plane.md))", EMULATED),
     "seed": Metric("count", "the scenario's seed"),

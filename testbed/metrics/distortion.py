@@ -61,6 +61,11 @@ HOST_DELAY_COMM_SHARE = 0.15
 #: The limit per part a round trip's wait is weighed against (testbed.metrics.rounds.JobRound.spans).
 HOST_DELAY_SHARES = {"ring step": HOST_DELAY_STEP_SHARE, "window": HOST_DELAY_WINDOW_SHARE,
                      "communication": HOST_DELAY_COMM_SHARE}
+#: What a reason starts with, before its colon (:func:`reason_kind`): the run's CPU, and a round trip's wait for
+#: its processes, are the host's; the others are the network's or the scheme's.
+CPU_REASON = "CPU"
+HOST_DELAY_REASON = "host delay"
+HOST_BOUND_REASONS = (CPU_REASON, HOST_DELAY_REASON)
 #: How a reason names the parts of a round trip's wait (testbed.metrics.rounds.round_trip_host_delay_s).
 ROUND_TRIP_PARTS = {"sender_lateness_s": "sender late", "switches_s": "switches", "receiver_s": "receiver",
                     "sender_s": "sender"}
@@ -85,12 +90,12 @@ def assess(evidence: Evidence) -> list:
     for name, share in sorted(evidence.cpu.get("processes", {}).items()):
         busiest = share.get("thread_peak", share["peak"])
         if busiest >= SATURATED_CORE_SHARE:
-            reasons.append(f"CPU: {name} used {busiest:.0%} of a core"
+            reasons.append(f"{CPU_REASON}: {name} used {busiest:.0%} of a core"
                            f"{' in one of its threads' if share.get('threads', 1) > 1 else ''} over one "
                            f"{evidence.cpu.get('interval_s', 1.0):g} s interval")
     machine = evidence.cpu.get("machine")
     if machine and machine["mean"] >= SATURATED_MACHINE_SHARE:
-        reasons.append(f"CPU: the machine was {machine['mean']:.0%} busy on average over "
+        reasons.append(f"{CPU_REASON}: the machine was {machine['mean']:.0%} busy on average over "
                        f"{evidence.cpu.get('cores', '?')} cores")
     for where, packets in sorted(evidence.unmodelled_losses.items()):
         if packets:
@@ -105,7 +110,7 @@ def assess(evidence: Evidence) -> list:
             share = HOST_DELAY_SHARES[part]
             if span_s and delay_s > share * span_s:
                 by_part = ", ".join(f"{ROUND_TRIP_PARTS[part]} {value * 1e3:.2g}" for part, value in parts.items())
-                reasons.append(f"host delay: a round trip of job {job} waited {delay_s * 1e3:.3g} ms for its "
+                reasons.append(f"{HOST_DELAY_REASON}: a round trip of job {job} waited {delay_s * 1e3:.3g} ms for its "
                                f"processes ({by_part} ms), {delay_s / span_s:.0%} of its {span_s * 1e3:.3g} ms "
                                f"{what} (limit {share:.0%}): raise time_dilation")
                 break
@@ -115,3 +120,14 @@ def assess(evidence: Evidence) -> list:
             reasons.append(f"spurious retransmissions: {evidence.spurious_retransmissions} of "
                            f"{evidence.fragments_sent} fragments ({ratio:.1%} > {SPURIOUS_RETX_LIMIT:.0%})")
     return reasons
+
+
+def reason_kind(reason: str) -> str:
+    """What a reason of :func:`assess` is about: the words before its colon (``CPU``, ``host delay``, ...)."""
+    return reason.split(":", 1)[0]
+
+
+def host_bound(reasons) -> bool:
+    """Whether any of a run's distortion ``reasons`` is the host's (``HOST_BOUND_REASONS``): its CPU or its
+    processes' waits bound the run, which a larger time dilation relieves."""
+    return any(reason_kind(reason) in HOST_BOUND_REASONS for reason in reasons)

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from testbed.metrics.distortion import CPU_REASON, reason_kind
 from testbed.reports.results import load_summary, load_table, numeric_metrics, point_means
 
 #: The metrics a sweep's text report shows per point (those its table has).
@@ -33,8 +34,11 @@ def format_summary(s: dict) -> str:
     if s.get("distorted"):
         lines.append("  DISTORTED (an emulator artifact, not a result): " + "; ".join(s["distortion_reasons"]))
         if plan.get("packet_costs_measured_here") is False and \
-                any(r.startswith("CPU:") for r in s["distortion_reasons"]):
+                any(reason_kind(r) == CPU_REASON for r in s["distortion_reasons"]):
             lines.append("  the time dilation was planned with " + plan["packet_costs"])
+    for earlier in s.get("superseded_runs") or []:
+        lines.append(f"  ran again after run {earlier['run_id']} at time dilation {earlier['time_dilation']:g} was "
+                     f"host-bound ({'; '.join(earlier['distortion_reasons'])})")
     for warning in plan.get("warnings", []):
         lines.append(f"  predicted CPU-bound (packet budget): {warning}")
     for b in s.get("background") or []:

@@ -36,8 +36,8 @@ def run_on_one_core(overrides, out: Path) -> dict:
         argv += ["--set", override]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    (summary,) = out.glob("*/*/summary.json")
-    return json.loads(summary.read_text())
+    run_dir = Path(done.stdout.strip().splitlines()[-1])      # the last run (an auto run may have run again)
+    return json.loads((run_dir / "summary.json").read_text())
 
 
 def agrees_or_is_marked(overrides, out: Path) -> tuple:
@@ -71,7 +71,8 @@ def test_a_ring_on_one_core_at_time_dilation_1_is_marked_distorted_exactly_when_
 
 def test_a_ring_on_one_core_at_the_dilation_auto_picks_agrees_with_the_simulator(emulation, tmp_path):
     # The planner sees one core (testbed.metrics.cpu.available_cores) and keeps the round trips' waits inside
-    # a quarter of a step (testbed.budget.PLANNED_ROUND_SHARE): the run is a result.
+    # a fifth of a step (testbed.budget.PLANNED_ROUND_SHARE), and a run the host slowed more than planned runs
+    # again slower (testbed.plan.rerun_dilation): the run is a result.
     result, summary = agrees_or_is_marked(RAR + ["time_dilation=auto"], tmp_path)
     assert summary["time_dilation"] >= 2 and summary["packet_budget"]["cores"] == 1
     assert not summary["distorted"], summary["distortion_reasons"]

@@ -2,6 +2,7 @@
 simulator alike (``simulate`` and a simulated sweep point too), and ``validate`` plans what ``run`` would."""
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 
@@ -11,8 +12,9 @@ from report_fixtures import job_summary, write_run
 from testbed import cli, schemes
 from testbed.emulation import orchestrator
 from testbed.errors import EnvironmentMissingError
-from testbed.plan import make_plan, resolve_target
-from testbed.scenario import load_scenario
+from testbed.metrics.distortion import Evidence, assess, host_bound, reason_kind
+from testbed.plan import AUTO_RERUN_FACTOR, AUTO_RERUNS, make_plan, rerun_dilation, resolve_target, slowed_plan
+from testbed.scenario import MAX_TIME_DILATION, load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 GRID_MOTIVATION = REPO / "scenarios" / "papers" / "grid" / "motivation.yaml"   # an LP scheme (GRID)
@@ -88,3 +90,79 @@ def test_an_explicit_bmv2_must_be_installed_to_run_but_not_to_validate(monkeypat
         resolve_target("bmv2")
     assert resolve_target("bmv2", installed_only=False) == "bmv2"
     assert resolve_target("auto") == "pyswitch"
+
+
+RINA_TESTBED = REPO / "scenarios" / "papers" / "rina" / "testbed.yaml"      # a ring: one round trip per step
+CPU_BOUND = assess(Evidence(cpu={"machine": {"mean": 0.95}, "cores": 2}))
+SPURIOUS = assess(Evidence(fragments_sent=100, spurious_retransmissions=10))
+
+
+def auto_plan(dilation="auto"):
+    return make_plan(load_scenario(RINA_TESTBED, ["policy=rar", f"time_dilation={dilation}"]), "pyswitch",
+                     installed_only=False)
+
+
+def test_the_host_bound_reasons_are_the_cpu_and_the_host_delay_ones():
+    assert CPU_BOUND and SPURIOUS
+    assert host_bound(CPU_BOUND) and not host_bound(SPURIOUS) and not host_bound([])
+    assert host_bound(SPURIOUS + CPU_BOUND)
+    assert reason_kind("host delay: a round trip of job j waited 3 ms") == "host delay"
+
+
+def test_an_auto_run_that_ends_host_bound_runs_again_at_twice_its_n_twice_at_most():
+    plan = auto_plan()
+    n = plan.time_dilation
+    host_bound_ok = {"status": "ok", "distortion_reasons": CPU_BOUND}
+    assert rerun_dilation(plan, host_bound_ok, 0) == AUTO_RERUN_FACTOR * n
+    assert rerun_dilation(plan, host_bound_ok, AUTO_RERUNS - 1) == AUTO_RERUN_FACTOR * n
+    assert rerun_dilation(plan, host_bound_ok, AUTO_RERUNS) is None                 # enough
+    assert rerun_dilation(plan, {"status": "ok", "distortion_reasons": SPURIOUS}, 0) is None   # not the host's
+    assert rerun_dilation(plan, {"status": "ok", "distortion_reasons": []}, 0) is None        # a result
+    assert rerun_dilation(plan, {**host_bound_ok, "status": "stalled"}, 0) is None
+    assert rerun_dilation(auto_plan(dilation=n), host_bound_ok, 0) is None         # a fixed N is the answer
+    at_most = dataclasses.replace(plan, time_dilation=MAX_TIME_DILATION)
+    assert rerun_dilation(at_most, host_bound_ok, 0) is None
+
+
+def test_a_slowed_plan_is_the_same_plan_with_its_network_and_control_made_at_the_new_n():
+    plan = auto_plan()
+    slowed = slowed_plan(plan, 2 * plan.time_dilation)
+    assert slowed.time_dilation == 2 * plan.time_dilation and slowed.placement is plan.placement
+    assert slowed.budget is plan.budget and slowed.target == plan.target
+    link = next(iter(plan.world.topology.links))
+    assert next(iter(slowed.world.topology.links)).rate_bps == pytest.approx(link.rate_bps / 2)
+
+
+class FakeRun:
+    """:class:`orchestrator.Run`'s interface without a network: each run's summary the next of ``SUMMARIES``."""
+    made = []
+
+    def __init__(self, plan, out_root, stream, on_finished, superseded=()):
+        self.plan, self.out_root, self.on_finished, self.superseded = plan, out_root, on_finished, list(superseded)
+        FakeRun.made.append(self)
+
+    def execute(self):
+        run_dir = self.out_root / f"run{len(FakeRun.made)}"
+        summary = {"status": "ok", "time_dilation": self.plan.time_dilation, "superseded_runs": self.superseded,
+                   "distortion_reasons": FakeRun.summaries[len(FakeRun.made) - 1]}
+        result = orchestrator.RunResult(run_dir, summary)
+        self.on_finished(result)
+        return result
+
+
+@pytest.mark.parametrize("reasons, runs", [((CPU_BOUND, []), 2), ((CPU_BOUND, CPU_BOUND, CPU_BOUND), 3),
+                                           ((SPURIOUS,), 1), (([],), 1)])
+def test_run_scenario_runs_a_host_bound_auto_run_again_and_hands_over_the_last(monkeypatch, tmp_path, reasons,
+                                                                                runs):
+    monkeypatch.setattr(orchestrator, "preflight", lambda: None)
+    monkeypatch.setattr(FakeRun, "made", [])
+    monkeypatch.setattr(FakeRun, "summaries", reasons, raising=False)
+    plan, finished, said = auto_plan(), [], io.StringIO()
+    result = orchestrator.run_scenario(plan.scenario, tmp_path, plan=plan, stream=said,
+                                       on_finished=finished.append, run_class=FakeRun)
+    assert len(FakeRun.made) == runs and finished == [result]
+    assert [run.plan.time_dilation for run in FakeRun.made] == [plan.time_dilation * 2 ** i for i in range(runs)]
+    assert result.summary["superseded_runs"] == [
+        {"run_id": f"run{i + 1}", "time_dilation": plan.time_dilation * 2 ** i, "distortion_reasons": CPU_BOUND}
+        for i in range(runs - 1)]
+    assert said.getvalue().count("was host-bound") == runs - 1

@@ -322,3 +322,12 @@ def test_a_simulated_sweep_writes_report_html(tmp_path, capsys):
     assert f"report {tmp_path / 'out' / 's' / 'report.html'}" in capsys.readouterr().err
     assert '<img alt="iteration_time_s"' in page and "iteration time (" in page
     assert (tmp_path / "out" / "s" / "plots" / "iteration_time_s.svg").is_file()
+
+
+def test_a_run_that_superseded_a_host_bound_one_says_so_under_its_summary(tmp_path):
+    summary = json.loads((write_run(tmp_path / "run") / "summary.json").read_text())
+    assert "ran again" not in format_summary(summary)
+    summary["superseded_runs"] = [{"run_id": "r1", "time_dilation": 2.0,
+                                   "distortion_reasons": ["host delay: a round trip of job j waited 3 ms"]}]
+    assert ("  ran again after run r1 at time dilation 2 was host-bound (host delay: a round trip of job j waited 3 ms)"
+            in format_summary(summary))

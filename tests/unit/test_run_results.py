@@ -129,3 +129,14 @@ def test_a_bmv2_runs_summary_keeps_p4cs_and_simple_switchs_versions(tmp_path, mo
     monkeypatch.setattr(provenance.shutil, "which", lambda command: None)
     _, _, summary = summary_again(tmp_path / "again", target="bmv2")
     assert summary["versions"]["p4c"] is None and summary["versions"]["simple_switch"] is None
+
+
+def test_the_summary_names_the_runs_it_superseded(tmp_path):
+    """An auto run that ran again (testbed.plan.rerun_dilation) lists the earlier ones, from its observations."""
+    run_dir, _, _ = summary_again(tmp_path)
+    seen = RunObservations.read(run_dir)
+    earlier = {"run_id": "20261202-000000-abcd", "time_dilation": 2.0,
+               "distortion_reasons": ["CPU: the machine was 95% busy on average over 2 cores"]}
+    seen.superseded_runs = [earlier]
+    summary = summarise(run_dir, make_plan(load_scenario(run_dir / "scenario.yaml"), seen.target), seen)
+    assert summary["superseded_runs"] == [earlier]
