@@ -42,6 +42,17 @@ class Endpoint(socket.socket):
         super().__init__(socket.AF_INET, socket.SOCK_DGRAM)
         self.host_delay = HostDelayMeter()
 
+    def sendto(self, data, address):
+        """``data`` to ``address``. When the send buffer is full (the host link's backpressure:
+        ``SEND_BUFFER_BYTES``), wait until it takes the datagram, then tell the meter: what arrived meanwhile
+        waited for the link, not the host (:meth:`HostDelayMeter.sends_unblocked`)."""
+        try:
+            return super().sendto(data, socket.MSG_DONTWAIT, address)
+        except BlockingIOError:
+            sent = super().sendto(data, address)
+            self.host_delay.sends_unblocked(time.time())
+            return sent
+
 
 def open_endpoint(ip: str, port: int = INA_UDP_PORT, bind_ip: str = "") -> Endpoint:
     """UDP socket on ``port`` (the INA port unless a ring agent's), bound to ``bind_ip``, by default any

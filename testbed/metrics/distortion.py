@@ -65,6 +65,7 @@ HOST_DELAY_SHARES = {"ring step": HOST_DELAY_STEP_SHARE, "window": HOST_DELAY_WI
 #: its processes, are the host's; the others are the network's or the scheme's.
 CPU_REASON = "CPU"
 HOST_DELAY_REASON = "host delay"
+UNMODELLED_LOSS_REASON = "loss outside modelled queues"
 HOST_BOUND_REASONS = (CPU_REASON, HOST_DELAY_REASON)
 #: How a reason names the parts of a round trip's wait (testbed.metrics.rounds.round_trip_host_delay_s).
 ROUND_TRIP_PARTS = {"sender_lateness_s": "sender late", "switches_s": "switches", "receiver_s": "receiver",
@@ -99,7 +100,7 @@ def assess(evidence: Evidence) -> list:
                        f"{evidence.cpu.get('cores', '?')} cores")
     for where, packets in sorted(evidence.unmodelled_losses.items()):
         if packets:
-            reasons.append(f"loss outside modelled queues: {packets} packets at {where}")
+            reasons.append(f"{UNMODELLED_LOSS_REASON}: {packets} packets at {where}")
     for port, bound in sorted(evidence.packet_rate_bound.items()):
         reasons.append(f"packet-rate shaping: bmv2 port {port} sent at {bound['peak_share_of_cap']:.0%} of its "
                        f"packets-per-second cap in frames of {bound['mean_frame_bytes']:.0f} bytes on average "

@@ -15,7 +15,11 @@ Every agent and every pyswitch process therefore keeps a :class:`HostDelayMeter`
 - **receive wait**: for each packet, the wall time between the kernel's
   receive timestamp (``SO_TIMESTAMPNS``, taken when the packet reached the
   host's network stack, after any modelled queue) and the moment the process
-  handles it (:meth:`HostDelayMeter.received`);
+  handles it (:meth:`HostDelayMeter.received`). An agent whose send waited
+  for its host link (a full send buffer: a PS answering each of sixteen
+  workers one by one is link-bound) counts what arrived meanwhile from the
+  moment the send went out (:meth:`HostDelayMeter.sends_unblocked`): that
+  wait is the link's, not the host's;
 - **send lateness**: for each timed wake-up (a transport's pacing or timer,
   a shaped switch queue's next departure), how long after its due time the
   process ran (:meth:`HostDelayMeter.woke`).
@@ -108,17 +112,24 @@ class _Series:
 class HostDelayMeter:
     """A process's receive waits and send lateness (the module docstring), in wall seconds."""
 
-    __slots__ = ("_receive", "_late", "_receive_append", "_late_append")
+    __slots__ = ("_receive", "_late", "_receive_append", "_late_append", "_link_free_since_s")
 
     def __init__(self):
         self._receive, self._late = _Series(), _Series()
         self._receive_append, self._late_append = self._receive.append, self._late.append
+        self._link_free_since_s = 0.0
+
+    def sends_unblocked(self, now_epoch_s: float):
+        """The process's send, held until its host link's queue took it (a full send buffer), went out at
+        ``now_epoch_s``: a packet stamped before then waited for the link, and counts from then on."""
+        self._link_free_since_s = now_epoch_s
 
     def received(self, kernel_ts_s: float, now_epoch_s: float):
-        """A packet stamped ``kernel_ts_s`` by the kernel handled at ``now_epoch_s`` (both epoch seconds);
+        """A packet stamped ``kernel_ts_s`` by the kernel handled at ``now_epoch_s`` (both epoch seconds),
+        counted from the end of the last send its host link held up at the earliest (:meth:`sends_unblocked`);
         an unstamped packet (0.0) is not counted."""
         if kernel_ts_s:
-            self._receive_append(now_epoch_s - kernel_ts_s)
+            self._receive_append(now_epoch_s - max(kernel_ts_s, self._link_free_since_s))
             if len(self._receive.buffer) >= FOLD_EVERY:
                 self._receive.fold()
 

@@ -15,6 +15,7 @@ from test_quickstart import assert_clean
 
 from testbed.agents.common import RECEIVE_BUFFER_BYTES, SO_RCVBUFFORCE
 from testbed.emulation.orchestrator import run_scenario
+from testbed.metrics.distortion import HOST_DELAY_REASON, UNMODELLED_LOSS_REASON, reason_kind
 from testbed.metrics.losses import qdisc_dropped
 from testbed.scenario import load_scenario
 
@@ -80,11 +81,12 @@ def test_a_k_of_n_ps_sending_each_result_to_its_participants_loses_none_in_its_q
     assert job["iterations_completed"] == 3
     # Before the send buffer was sized to the qdisc: about 250 RESULTs lost at the PS's qdisc, 1.1% resent,
     # the run marked distorted. The PS blocks in sendto while its link drains those RESULTs, and what arrives
-    # meanwhile waits for it (host delay: about 10 ms a datagram here, against a 2.1 ms window): a mark of its
-    # own, which this test, about losses, does not judge.
+    # meanwhile waits for the link: counted from when the send went out (testbed.metrics.host_delay), as it
+    # is not the host's delay. Counted from its arrival it read about 11 ms a datagram against a 2.1 ms window
+    # at every N, marking the run for host delay however slow it ran.
     # Its workers' timeouts can fire meanwhile too (36 resends in one full suite): resends are not this
     # test's subject, losses are, and no packet may be lost at a host's qdisc or socket.
-    losses = [r for r in summary["distortion_reasons"] if r.startswith("loss")]
-    assert not losses, summary["distortion_reasons"]
+    kinds = {reason_kind(r) for r in summary["distortion_reasons"]}
+    assert not kinds & {UNMODELLED_LOSS_REASON, HOST_DELAY_REASON}, summary["distortion_reasons"]
     assert summary["unmodelled_losses"] == {}
     assert_clean()

@@ -274,3 +274,36 @@ def test_a_ring_step_is_held_to_a_third_and_a_window_to_its_own_limit():
     assert "37% of its 10 ms ring step (limit 33%)" in reason
     assert assess(Evidence(round_trip_delays={"job": (window, wait)})) == []
     assert HOST_DELAY_STEP_SHARE < 0.37 < HOST_DELAY_WINDOW_SHARE
+
+
+def test_what_arrives_while_a_send_waits_for_the_host_link_counts_from_when_the_send_went_out():
+    meter = HostDelayMeter()
+    meter.received(1000.0, 1000.004)
+    meter.sends_unblocked(1000.010)              # a send held by the link's queue until then
+    meter.received(1000.002, 1000.011)           # arrived while it waited: 1 ms of the host's, not 9
+    meter.received(1000.0105, 1000.0115)         # arrived after: counted whole
+    assert meter.summary()["receive_wait"]["mean_s"] == pytest.approx((0.004 + 0.001 + 0.001) / 3)
+
+
+def test_an_endpoints_send_that_finds_its_buffer_full_waits_and_tells_the_meter(monkeypatch):
+    """The send buffer fills only behind a shaped link (emulation tests): here the socket's own send says so."""
+    calls = []
+
+    def full_once(sock, data, *flags_and_address):
+        calls.append(flags_and_address)
+        if len(calls) == 1:
+            raise BlockingIOError
+        return len(data)
+
+    sock = open_endpoint("127.0.0.1", 0, "127.0.0.1")
+    try:
+        monkeypatch.setattr(socket.socket, "sendto", full_once)
+        before_s = time.time()
+        assert sock.sendto(b"result", ("127.0.0.1", 9)) == 6
+        assert calls == [(socket.MSG_DONTWAIT, ("127.0.0.1", 9)), (("127.0.0.1", 9),)]
+        assert sock.sendto(b"result", ("127.0.0.1", 9)) == 6 and len(calls) == 3     # room: no wait
+    finally:
+        monkeypatch.undo()
+        sock.close()
+    sock.host_delay.received(before_s - 1.0, time.time())      # stamped before the send went out
+    assert sock.host_delay.summary()["receive_wait"]["max_s"] < 0.5
