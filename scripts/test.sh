@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh --test
-exec .venv/bin/python -m pytest tests -q -rs "$@"
+exec .venv/bin/python -m pytest tests -q -rs --durations=20 "$@"
