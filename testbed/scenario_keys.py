@@ -39,7 +39,8 @@ SCENARIO_KEYS = (
                 "papers' proportions", "> 0, at most 1"),
     ScenarioKey("time_dilation", "number or auto", "", "1",
                 "N: the emulation runs N times slower and reports virtual time; auto: the smallest whole N "
-                "the packet budget allows, doubled (twice at most) when the run comes out host-bound", "1 to 1000 (MAX_TIME_DILATION), or auto"),
+                "the packet budget allows, doubled (twice at most) when the run comes out host-bound",
+                "1 to 1000 (MAX_TIME_DILATION), or auto"),
     ScenarioKey("target", "choice: auto | pyswitch | bmv2 | ebpf", "", "auto",
                 "the switch implementation: pyswitch (the program's Python model), bmv2 (the P4 source on "
                 "simple_switch), ebpf (the program as BPF in the kernel); auto: bmv2 when simple_switch and p4c "

@@ -111,8 +111,8 @@ def assess(evidence: Evidence) -> list:
             share = HOST_DELAY_SHARES[part]
             if span_s and delay_s > share * span_s:
                 by_part = ", ".join(f"{ROUND_TRIP_PARTS[part]} {value * 1e3:.2g}" for part, value in parts.items())
-                reasons.append(f"{HOST_DELAY_REASON}: a round trip of job {job} waited {delay_s * 1e3:.3g} ms for its "
-                               f"processes ({by_part} ms), {delay_s / span_s:.0%} of its {span_s * 1e3:.3g} ms "
+                reasons.append(f"{HOST_DELAY_REASON}: a round trip of job {job} waited {delay_s * 1e3:.3g} ms for "
+                               f"its processes ({by_part} ms), {delay_s / span_s:.0%} of its {span_s * 1e3:.3g} ms "
                                f"{what} (limit {share:.0%}): raise time_dilation")
                 break
     if evidence.fragments_sent:
