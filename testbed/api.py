@@ -154,7 +154,8 @@ def simulate(scenario: Scenario) -> Simulation:
 def run(scenario: Scenario, out_root="results", target: str = None, stream=sys.stderr,
         report: bool = True) -> RunResults:
     """What ``inatb run`` does (root): build the network, run the scenario on ``target`` (the scenario's when
-    None), write the run directory under ``out_root`` and return it read back. Progress goes to ``stream``.
+    None), write the run directory under ``out_root`` and return it read back (the last one, where an auto run
+    ran again slower: testbed.emulation.orchestrator.run_scenario). Progress goes to ``stream``.
     With ``report`` the run's plots and ``report.html`` are written too (False: the numbers only, faster for
     many runs; ``inatb report DIR --html`` draws them later). A run that ends without every aggregate exact
     still returns (its ``status`` says how it ended); a run that cannot start raises the typed error the

@@ -14,6 +14,7 @@ run it (:func:`testbed.emulation.orchestrator.run_scenario`), ``fidelity``
 compares the run with its simulation.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from testbed import bpf_build, controller
@@ -22,7 +23,7 @@ from testbed.budget import (PacketBudget, bmv2_installed, dilation_factor, expec
                             packet_budget, run_set_up_s, target_choice)
 from testbed.dataplane import program
 from testbed.dilation import network_scenario
-from testbed.errors import EnvironmentMissingError, PlacementError
+from testbed.errors import EnvironmentMissingError, PlacementError, ScenarioError
 from testbed.metrics.distortion import host_bound
 from testbed.schemes import compute_placement
 from testbed.scenario import AUTO_DILATION, MAX_TIME_DILATION, TARGETS, require_emulable
@@ -123,11 +124,12 @@ def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
 
 def slowed_plan(plan: RunPlan, factor: float) -> RunPlan:
     """``plan`` at time dilation ``factor``: the same scenario, placement, target and packet budget, the control
-    plan and the slowed world made again at ``factor``."""
+    plan and the slowed world made again at ``factor`` (a world whose links cannot be shaped there is refused
+    as :func:`make_plan` refuses it)."""
     world = network_scenario(plan.scenario, factor)
     require_emulable(world)
-    slowed = RunPlan(plan.scenario, plan.placement, plan.target, plan.budget, factor,
-                     controller.control_plan(plan.scenario, plan.placement, factor), world, plan.target_reason)
+    slowed = dataclasses.replace(plan, time_dilation=factor, world=world,
+                                 control=controller.control_plan(plan.scenario, plan.placement, factor))
     slowed._simulation = plan._simulation
     return slowed
 
@@ -136,14 +138,26 @@ def rerun_dilation(plan: RunPlan, summary: dict, reruns_done: int):
     """The time dilation to run ``plan`` again at, after a run of it ended with ``summary``, or None: only a
     scenario at ``time_dilation: auto`` whose run ended ``ok`` but host-bound
     (:func:`testbed.metrics.distortion.host_bound`), ``AUTO_RERUN_FACTOR`` times its N, at most
-    ``AUTO_RERUNS`` times. The plan's N is the planner's prediction from this machine's measured costs; a host
-    slower during the run than when it was measured (a busy neighbour, a virtual machine's CPU steal) makes
-    the run host-bound, and the run is what says so."""
+    ``AUTO_RERUNS`` times (``MAX_TIME_DILATION`` at most). The plan's N is the planner's prediction from this
+    machine's measured costs; a host slower during the run than when it was measured (a busy neighbour, a
+    virtual machine's CPU steal) makes the run host-bound, and the run is what says so."""
     if (plan.scenario.time_dilation != AUTO_DILATION or reruns_done >= AUTO_RERUNS or summary.get("status") != "ok"
             or not host_bound(summary.get("distortion_reasons") or ())):
         return None
     factor = min(AUTO_RERUN_FACTOR * plan.time_dilation, MAX_TIME_DILATION)
     return factor if factor > plan.time_dilation else None
+
+
+def rerun_plan(plan: RunPlan, summary: dict, reruns_done: int):
+    """The plan to run again after a run of ``plan`` ended with ``summary`` (:func:`rerun_dilation`), or None,
+    also when the slowed world's links cannot be shaped (the run stands as it is)."""
+    factor = rerun_dilation(plan, summary, reruns_done)
+    if factor is None:
+        return None
+    try:
+        return slowed_plan(plan, factor)
+    except ScenarioError:
+        return None
 
 
 def describe(plan: RunPlan) -> list:

@@ -49,8 +49,9 @@ class Endpoint(socket.socket):
         try:
             return super().sendto(data, socket.MSG_DONTWAIT, address)
         except BlockingIOError:
+            blocked_since_s = time.time()
             sent = super().sendto(data, address)
-            self.host_delay.sends_unblocked(time.time())
+            self.host_delay.sends_unblocked(blocked_since_s, time.time())
             return sent
 
 

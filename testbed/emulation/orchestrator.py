@@ -34,9 +34,10 @@ from testbed.emulation.progress import ReaderSafeStream
 from testbed.emulation.results import RunObservations, log_compute_delays, make_run_dir, summarise, write_inputs
 from testbed.emulation.state import RunLock, RunState, cleanup_stale
 from testbed.errors import EmulationError, RunStalled
+from testbed.metrics.distortion import HOST_BOUND_REASONS, reason_kind
 from testbed.metrics.summary import load_records, new_run_id
 from testbed.ownership import handing_over, invoking_user, missing_dirs, new_tree
-from testbed.plan import make_plan, rerun_dilation, slowed_plan
+from testbed.plan import make_plan, rerun_plan
 
 
 def run_status(error) -> str:
@@ -167,23 +168,41 @@ def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr, p
     either way.
 
     A run at ``time_dilation: auto`` that ends host-bound runs again, slower, as
-    :func:`testbed.plan.rerun_dilation` says: every run keeps its directory, the last one's summary names the
-    earlier ones (``superseded_runs``), and only the last is returned and handed to ``on_finished``."""
+    :func:`testbed.plan.rerun_plan` says: every run keeps its directory, the last one's summary names the
+    earlier ones (``superseded_runs``), and the last is returned and handed to ``on_finished``. A run held
+    back for running again is handed over instead if the next run cannot begin (Ctrl-C, another run's lock)."""
     plan = plan or make_plan(scenario, target)
     preflight()
-    superseded = []
-    while True:
-        def finished(result, plan=plan, reruns_done=len(superseded)):
-            if on_finished is not None and rerun_dilation(plan, result.summary, reruns_done) is None:
-                on_finished(result)
-        result = run_class(plan, Path(out_root), stream, finished, superseded=superseded).execute()
-        factor = rerun_dilation(plan, result.summary, len(superseded))
-        if factor is None:
-            return result
-        reasons = result.summary["distortion_reasons"]
-        superseded.append({"run_id": result.run_dir.name, "time_dilation": plan.time_dilation,
-                           "distortion_reasons": reasons})
-        ReaderSafeStream(stream).write(f"run {result.run_dir.name} at time dilation {plan.time_dilation:g} was "
-                                       f"host-bound ({reasons[0]}): running it again at time dilation "
-                                       f"{factor:g}\n")
-        plan = slowed_plan(plan, factor)
+    superseded, held = [], []    # held: a host-bound run's result, kept from on_finished while it may run again
+
+    def hand_over(result):
+        held.clear()
+        if on_finished is not None:
+            on_finished(result)
+
+    try:
+        while True:
+            rerun = []
+
+            def finished(result, plan=plan, rerun=rerun):
+                next_plan = rerun_plan(plan, result.summary, len(superseded))
+                if next_plan is None:
+                    hand_over(result)
+                else:
+                    held[:] = [result]
+                    rerun.append(next_plan)
+            result = run_class(plan, Path(out_root), stream, finished, superseded=superseded).execute()
+            if not rerun:
+                return result
+            reasons = result.summary["distortion_reasons"]
+            superseded.append({"run_id": result.run_dir.name, "time_dilation": plan.time_dilation,
+                               "distortion_reasons": reasons})
+            why = next(r for r in reasons if reason_kind(r) in HOST_BOUND_REASONS)
+            ReaderSafeStream(stream).write(f"run {result.run_dir.name} at time dilation {plan.time_dilation:g} was "
+                                           f"host-bound ({why}): running it again at time dilation "
+                                           f"{rerun[0].time_dilation:g}\n")
+            plan = rerun[0]
+    except BaseException:
+        if held:
+            hand_over(held[0])
+        raise

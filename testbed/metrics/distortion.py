@@ -66,6 +66,8 @@ HOST_DELAY_SHARES = {"ring step": HOST_DELAY_STEP_SHARE, "window": HOST_DELAY_WI
 CPU_REASON = "CPU"
 HOST_DELAY_REASON = "host delay"
 UNMODELLED_LOSS_REASON = "loss outside modelled queues"
+PACKET_RATE_REASON = "packet-rate shaping"
+SPURIOUS_RETX_REASON = "spurious retransmissions"
 HOST_BOUND_REASONS = (CPU_REASON, HOST_DELAY_REASON)
 #: How a reason names the parts of a round trip's wait (testbed.metrics.rounds.round_trip_host_delay_s).
 ROUND_TRIP_PARTS = {"sender_lateness_s": "sender late", "switches_s": "switches", "receiver_s": "receiver",
@@ -102,7 +104,7 @@ def assess(evidence: Evidence) -> list:
         if packets:
             reasons.append(f"{UNMODELLED_LOSS_REASON}: {packets} packets at {where}")
     for port, bound in sorted(evidence.packet_rate_bound.items()):
-        reasons.append(f"packet-rate shaping: bmv2 port {port} sent at {bound['peak_share_of_cap']:.0%} of its "
+        reasons.append(f"{PACKET_RATE_REASON}: bmv2 port {port} sent at {bound['peak_share_of_cap']:.0%} of its "
                        f"packets-per-second cap in frames of {bound['mean_frame_bytes']:.0f} bytes on average "
                        f"({bound['intervals']} interval(s)), below its link's rate")
     for job, (job_round, parts) in sorted(evidence.round_trip_delays.items()):
@@ -118,7 +120,7 @@ def assess(evidence: Evidence) -> list:
     if evidence.fragments_sent:
         ratio = evidence.spurious_retransmissions / evidence.fragments_sent
         if ratio > SPURIOUS_RETX_LIMIT:
-            reasons.append(f"spurious retransmissions: {evidence.spurious_retransmissions} of "
+            reasons.append(f"{SPURIOUS_RETX_REASON}: {evidence.spurious_retransmissions} of "
                            f"{evidence.fragments_sent} fragments ({ratio:.1%} > {SPURIOUS_RETX_LIMIT:.0%})")
     return reasons
 

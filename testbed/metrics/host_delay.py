@@ -15,11 +15,11 @@ Every agent and every pyswitch process therefore keeps a :class:`HostDelayMeter`
 - **receive wait**: for each packet, the wall time between the kernel's
   receive timestamp (``SO_TIMESTAMPNS``, taken when the packet reached the
   host's network stack, after any modelled queue) and the moment the process
-  handles it (:meth:`HostDelayMeter.received`). An agent whose send waited
-  for its host link (a full send buffer: a PS answering each of sixteen
-  workers one by one is link-bound) counts what arrived meanwhile from the
-  moment the send went out (:meth:`HostDelayMeter.sends_unblocked`): that
-  wait is the link's, not the host's;
+  handles it (:meth:`HostDelayMeter.received`), less the time the process's
+  sends waited for its host link meanwhile (a full send buffer: a PS
+  answering each of sixteen workers one by one is link-bound;
+  :meth:`HostDelayMeter.sends_unblocked`): that wait is the link's, not the
+  host's;
 - **send lateness**: for each timed wake-up (a transport's pacing or timer,
   a shaped switch queue's next departure), how long after its due time the
   process ran (:meth:`HostDelayMeter.woke`).
@@ -39,6 +39,7 @@ so its memory is fixed and a packet costs an append. :func:`kernel_timestamp_s`
 and :func:`enable_receive_timestamps` are the socket side.
 """
 
+import bisect
 import socket
 import struct
 from array import array
@@ -54,6 +55,10 @@ _TIMESPEC = struct.Struct("qq")
 BIN_EDGES_S = np.geomspace(1e-6, 10.0, 7 * 24 + 1)
 #: Waits buffered before they are folded into the histogram.
 FOLD_EVERY = 4096
+#: Spells of sends held by the host link a meter keeps (:meth:`HostDelayMeter.sends_unblocked`): a PS that
+#: answers each of sixteen workers one by one behind a slow link is held once a datagram, for seconds on end,
+#: and a gradient may wait through all of it (24 bytes a spell).
+BLOCKS_KEPT = 1 << 16
 
 
 def enable_receive_timestamps(sock: socket.socket):
@@ -112,24 +117,43 @@ class _Series:
 class HostDelayMeter:
     """A process's receive waits and send lateness (the module docstring), in wall seconds."""
 
-    __slots__ = ("_receive", "_late", "_receive_append", "_late_append", "_link_free_since_s")
+    __slots__ = ("_receive", "_late", "_receive_append", "_late_append", "_blocked_starts_s", "_blocked_ends_s",
+                 "_blocked_before_s", "_blocked_total_s")
 
     def __init__(self):
         self._receive, self._late = _Series(), _Series()
         self._receive_append, self._late_append = self._receive.append, self._late.append
-        self._link_free_since_s = 0.0
+        # the sends its host link held up, oldest first: start, end and the blocked seconds before each
+        self._blocked_starts_s, self._blocked_ends_s, self._blocked_before_s = array("d"), array("d"), array("d")
+        self._blocked_total_s = 0.0
 
-    def sends_unblocked(self, now_epoch_s: float):
-        """The process's send, held until its host link's queue took it (a full send buffer), went out at
-        ``now_epoch_s``: a packet stamped before then waited for the link, and counts from then on."""
-        self._link_free_since_s = now_epoch_s
+    def sends_unblocked(self, blocked_since_s: float, now_epoch_s: float):
+        """A send of the process, held from ``blocked_since_s`` until its host link's queue took it (a full send
+        buffer), went out at ``now_epoch_s``: a packet that waited meanwhile waited for the link. The last
+        ``BLOCKS_KEPT`` such spells are kept; a packet older than them counts the older ones as its own wait."""
+        if len(self._blocked_ends_s) >= BLOCKS_KEPT:
+            half = BLOCKS_KEPT // 2
+            del self._blocked_starts_s[:half], self._blocked_ends_s[:half], self._blocked_before_s[:half]
+        self._blocked_starts_s.append(blocked_since_s)
+        self._blocked_ends_s.append(now_epoch_s)
+        self._blocked_before_s.append(self._blocked_total_s)
+        self._blocked_total_s += now_epoch_s - blocked_since_s
+
+    def _blocked_since_s(self, kernel_ts_s: float) -> float:
+        """The seconds the process's sends were held by its link after ``kernel_ts_s`` (one of them ended after it)."""
+        i = bisect.bisect_right(self._blocked_ends_s, kernel_ts_s)
+        return (self._blocked_total_s - self._blocked_before_s[i]
+                - max(0.0, kernel_ts_s - self._blocked_starts_s[i]))
 
     def received(self, kernel_ts_s: float, now_epoch_s: float):
-        """A packet stamped ``kernel_ts_s`` by the kernel handled at ``now_epoch_s`` (both epoch seconds),
-        counted from the end of the last send its host link held up at the earliest (:meth:`sends_unblocked`);
-        an unstamped packet (0.0) is not counted."""
+        """A packet stamped ``kernel_ts_s`` by the kernel handled at ``now_epoch_s`` (both epoch seconds), less
+        the time the process's sends waited for its host link meanwhile (:meth:`sends_unblocked`); an
+        unstamped packet (0.0) is not counted."""
         if kernel_ts_s:
-            self._receive_append(now_epoch_s - max(kernel_ts_s, self._link_free_since_s))
+            wait_s = now_epoch_s - kernel_ts_s
+            if self._blocked_ends_s and kernel_ts_s < self._blocked_ends_s[-1]:
+                wait_s -= self._blocked_since_s(kernel_ts_s)
+            self._receive_append(wait_s)
             if len(self._receive.buffer) >= FOLD_EVERY:
                 self._receive.fold()
 
@@ -138,7 +162,10 @@ class HostDelayMeter:
         busy switch's batch): counted ``frames`` times, so that a busy spell weighs in the mean and the
         percentiles as much as its packets do."""
         if kernel_ts_s:
-            self._receive.buffer.extend((now_epoch_s - kernel_ts_s,) * frames)
+            wait_s = now_epoch_s - kernel_ts_s
+            if self._blocked_ends_s and kernel_ts_s < self._blocked_ends_s[-1]:
+                wait_s -= self._blocked_since_s(kernel_ts_s)
+            self._receive.buffer.extend((wait_s,) * frames)
             if len(self._receive.buffer) >= FOLD_EVERY:
                 self._receive.fold()
 

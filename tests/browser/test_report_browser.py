@@ -49,7 +49,7 @@ def test_a_distorted_run_of_two_jobs_opens_on_its_headline_and_first_plot(browse
     run = write_run(tmp_path / "run", distorted=True)
     summary = json.loads((run / "summary.json").read_text())
     summary["jobs"].append({**summary["jobs"][0], "job": "vgg16", "policy": "ps"})
-    summary["distortion_reasons"] += ["loss outside the modelled queues: 3 packets at s1"]
+    summary["distortion_reasons"] += ["loss outside modelled queues: 3 packets at s1"]
     (run / "summary.json").write_text(json.dumps(summary))
     assert_opens_on_headline_and_first_plot(write_report(run))
 

@@ -1,8 +1,8 @@
 """A run at ``time_dilation: auto`` on a host busier than the plan measured runs again, slower
 (testbed.plan.rerun_dilation), keeping every run's directory.
 
-The busy host is this one with a neighbour: two processes outside the run spin on both cores for the whole
-test, so the machine is busy past ``SATURATED_MACHINE_SHARE`` whatever the run does, and every run is marked
+The busy host is this one with a neighbour: a process outside the run spins on each core the run may use for the
+whole test, so the machine is busy past ``SATURATED_MACHINE_SHARE`` whatever the run does, and every run is marked
 for its CPU (testbed/metrics/distortion.py), on any machine. The planner calibrated its costs before the
 neighbour came (the cached calibration, or the command's own with the neighbour present: either way the
 quickstart plans a small N), so the first run, then its two reruns at twice and four times its N, all end
@@ -11,21 +11,25 @@ host-bound: three run directories, the last one's summary naming the other two, 
 
 import contextlib
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 from test_quickstart import QUICKSTART, assert_clean, inatb
 
+from testbed.metrics.cpu import available_cores
 from testbed.metrics.distortion import host_bound
 from testbed.outcome import EXIT_DISTORTED
 from testbed.plan import AUTO_RERUN_FACTOR, AUTO_RERUNS
 
 
 @contextlib.contextmanager
-def busy_neighbour(cores=2):
-    """``cores`` processes spinning beside the run, stopped when the block ends."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+def busy_neighbour():
+    """A process spinning beside the run per core it may use (testbed.metrics.cpu.available_cores), stopped when
+    the block ends."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(math.ceil(available_cores()))]
     try:
         yield
     finally:

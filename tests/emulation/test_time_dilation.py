@@ -80,7 +80,8 @@ def test_dilation_four_gives_the_virtual_time_metrics_of_dilation_one(emulation,
 
 
 def check_auto_at_1_1000(scenario, tmp_path, target, quiet):
-    """``auto`` picks the planner's N, and the run is exact, undistorted and within the fidelity bounds. A
+    """``auto`` picks the planner's N (doubled per host-bound run before the last: testbed.plan.rerun_dilation),
+    and the run is exact, undistorted and within the fidelity bounds. A
     distorted run is run again (``ATTEMPTS``) before it fails: on two cores a stall of the switch process now and
     then is the host's, which the mark rightly reports (bmv2 in the full suite: 2.1% of fragments resent
     spuriously in one of five suite runs, 0-0.6% in four runs alone); the planner's N is wrong only if it keeps
@@ -91,7 +92,7 @@ def check_auto_at_1_1000(scenario, tmp_path, target, quiet):
         summary = run(scenario, tmp_path / f"attempt-{attempt}", target, quiet)
         # the planner's N, or twice it per host-bound run before it (testbed.plan.rerun_dilation)
         earlier = summary["superseded_runs"]
-        assert [run["time_dilation"] for run in earlier] + [summary["time_dilation"]] == \
+        assert [earlier_run["time_dilation"] for earlier_run in earlier] + [summary["time_dilation"]] == \
             [chosen * AUTO_RERUN_FACTOR ** i for i in range(len(earlier) + 1)]
         assert summary["packet_budget"]["warnings"] == []
         if not summary["distorted"]:

@@ -11,7 +11,7 @@ from testbed.agents.common import ANCILLARY_BYTES, arrived_ce, open_endpoint, pe
 from testbed.fidelity import RATE_TOLERANCE
 from testbed.metrics.distortion import (HOST_DELAY_COMM_SHARE, HOST_DELAY_STEP_SHARE, HOST_DELAY_WINDOW_SHARE, Evidence,
                                         assess)
-from testbed.metrics.host_delay import (FOLD_EVERY, TIMESTAMP_CMSG_BYTES, HostDelayMeter, by_role,
+from testbed.metrics.host_delay import (BLOCKS_KEPT, FOLD_EVERY, TIMESTAMP_CMSG_BYTES, HostDelayMeter, by_role,
                                         enable_receive_timestamps, kernel_timestamp_s, merge_role,
                                         switch_wait_summary)
 from testbed.metrics.rounds import JobRound, job_rounds, round_trip_host_delay_s, round_trip_summary
@@ -276,34 +276,51 @@ def test_a_ring_step_is_held_to_a_third_and_a_window_to_its_own_limit():
     assert HOST_DELAY_STEP_SHARE < 0.37 < HOST_DELAY_WINDOW_SHARE
 
 
-def test_what_arrives_while_a_send_waits_for_the_host_link_counts_from_when_the_send_went_out():
+def test_the_time_a_packet_waited_while_the_process_sends_waited_for_the_host_link_is_the_links():
     meter = HostDelayMeter()
     meter.received(1000.0, 1000.004)
-    meter.sends_unblocked(1000.010)              # a send held by the link's queue until then
-    meter.received(1000.002, 1000.011)           # arrived while it waited: 1 ms of the host's, not 9
-    meter.received(1000.0105, 1000.0115)         # arrived after: counted whole
-    assert meter.summary()["receive_wait"]["mean_s"] == pytest.approx((0.004 + 0.001 + 0.001) / 3)
+    meter.sends_unblocked(1000.006, 1000.010)    # sends held by the link's queue: 4 ms, then 2 ms
+    meter.sends_unblocked(1000.011, 1000.013)
+    meter.received(1000.002, 1000.014)           # arrived before both: 12 ms, 6 of them the link's
+    meter.received(1000.008, 1000.014)           # arrived in the first: 6 ms, 2 + 2 the link's
+    meter.received(1000.0135, 1000.0145)         # arrived after both: counted whole
+    assert meter.summary()["receive_wait"]["mean_s"] == pytest.approx((0.004 + 0.006 + 0.002 + 0.001) / 4)
+
+
+def test_a_meter_keeps_the_last_spells_of_held_sends_and_counts_older_ones_as_the_packets_wait():
+    meter = HostDelayMeter()
+    for k in range(BLOCKS_KEPT + 1):             # 1 ms held every 10 ms
+        meter.sends_unblocked(1000.0 + 0.01 * k, 1000.001 + 0.01 * k)
+    now_s = 1000.0 + 0.01 * (BLOCKS_KEPT + 1)
+    meter.received(999.0, now_s)                 # older than every spell kept: the kept ones are the link's
+    kept = BLOCKS_KEPT - BLOCKS_KEPT // 2 + 1
+    assert meter.summary()["receive_wait"]["mean_s"] == pytest.approx(now_s - 999.0 - kept * 0.001)
 
 
 def test_an_endpoints_send_that_finds_its_buffer_full_waits_and_tells_the_meter(monkeypatch):
-    """The send buffer fills only behind a shaped link (emulation tests): here the socket's own send says so."""
+    """The send buffer fills only behind a shaped link (emulation tests): here the socket's own send says so,
+    and its blocking send takes 0.2 s."""
     calls = []
 
     def full_once(sock, data, *flags_and_address):
         calls.append(flags_and_address)
         if len(calls) == 1:
             raise BlockingIOError
+        if len(calls) == 2:
+            time.sleep(0.2)
         return len(data)
 
     sock = open_endpoint("127.0.0.1", 0, "127.0.0.1")
     try:
         monkeypatch.setattr(socket.socket, "sendto", full_once)
-        before_s = time.time()
+        stamped_s = time.time()
         assert sock.sendto(b"result", ("127.0.0.1", 9)) == 6
         assert calls == [(socket.MSG_DONTWAIT, ("127.0.0.1", 9)), (("127.0.0.1", 9),)]
         assert sock.sendto(b"result", ("127.0.0.1", 9)) == 6 and len(calls) == 3     # room: no wait
+        handled_s = time.time()
+        sock.host_delay.received(stamped_s, handled_s)        # waited through the held send
     finally:
         monkeypatch.undo()
         sock.close()
-    sock.host_delay.received(before_s - 1.0, time.time())      # stamped before the send went out
-    assert sock.host_delay.summary()["receive_wait"]["max_s"] < 0.5
+    wait = sock.host_delay.summary()["receive_wait"]
+    assert wait["count"] == 1 and 0 <= wait["max_s"] < handled_s - stamped_s - 0.15

@@ -11,9 +11,10 @@ from report_fixtures import job_summary, write_run
 
 from testbed import cli, schemes
 from testbed.emulation import orchestrator
-from testbed.errors import EnvironmentMissingError
+from testbed.errors import EnvironmentMissingError, RunLockError, ScenarioError
 from testbed.metrics.distortion import Evidence, assess, host_bound, reason_kind
-from testbed.plan import AUTO_RERUN_FACTOR, AUTO_RERUNS, make_plan, rerun_dilation, resolve_target, slowed_plan
+from testbed.plan import (AUTO_RERUN_FACTOR, AUTO_RERUNS, make_plan, rerun_dilation, rerun_plan, resolve_target,
+                          slowed_plan)
 from testbed.scenario import MAX_TIME_DILATION, load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,15 +123,29 @@ def test_an_auto_run_that_ends_host_bound_runs_again_at_twice_its_n_twice_at_mos
     assert rerun_dilation(auto_plan(dilation=n), host_bound_ok, 0) is None         # a fixed N is the answer
     at_most = dataclasses.replace(plan, time_dilation=MAX_TIME_DILATION)
     assert rerun_dilation(at_most, host_bound_ok, 0) is None
+    near_most = dataclasses.replace(plan, time_dilation=0.6 * MAX_TIME_DILATION)
+    assert rerun_dilation(near_most, host_bound_ok, 0) == MAX_TIME_DILATION
 
 
 def test_a_slowed_plan_is_the_same_plan_with_its_network_and_control_made_at_the_new_n():
     plan = auto_plan()
     slowed = slowed_plan(plan, 2 * plan.time_dilation)
     assert slowed.time_dilation == 2 * plan.time_dilation and slowed.placement is plan.placement
-    assert slowed.budget is plan.budget and slowed.target == plan.target
+    assert slowed.budget is plan.budget and slowed.target == plan.target and slowed.scenario is plan.scenario
     link = next(iter(plan.world.topology.links))
     assert next(iter(slowed.world.topology.links)).rate_bps == pytest.approx(link.rate_bps / 2)
+    fixed = auto_plan(dilation=2 * plan.time_dilation)          # made at that N from the start
+    assert slowed.world.topology.links == fixed.world.topology.links
+    assert slowed.control.switches == fixed.control.switches and slowed.control.agents == fixed.control.agents
+
+
+def test_a_plan_whose_slowed_world_cannot_be_shaped_is_not_run_again(monkeypatch):
+    plan = auto_plan()
+
+    def unshapeable(world):
+        raise ScenarioError("topology.link_rate", "valid for `inatb simulate` only")
+    monkeypatch.setattr("testbed.plan.require_emulable", unshapeable)
+    assert rerun_plan(plan, {"status": "ok", "distortion_reasons": CPU_BOUND}, 0) is None
 
 
 class FakeRun:
@@ -142,11 +157,16 @@ class FakeRun:
         FakeRun.made.append(self)
 
     def execute(self):
-        run_dir = self.out_root / f"run{len(FakeRun.made)}"
+        number = len(FakeRun.made)
+        raised, before_its_results = FakeRun.raises.get(number, (None, False))
+        if raised and before_its_results:
+            raise raised                   # the run could not begin: no results
         summary = {"status": "ok", "time_dilation": self.plan.time_dilation, "superseded_runs": self.superseded,
-                   "distortion_reasons": FakeRun.summaries[len(FakeRun.made) - 1]}
-        result = orchestrator.RunResult(run_dir, summary)
+                   "distortion_reasons": FakeRun.summaries[number - 1]}
+        result = orchestrator.RunResult(self.out_root / f"run{number}", summary)
         self.on_finished(result)
+        if raised:
+            raise raised                   # a Ctrl-C held while its results were written, delivered after
         return result
 
 
@@ -157,12 +177,30 @@ def test_run_scenario_runs_a_host_bound_auto_run_again_and_hands_over_the_last(m
     monkeypatch.setattr(orchestrator, "preflight", lambda: None)
     monkeypatch.setattr(FakeRun, "made", [])
     monkeypatch.setattr(FakeRun, "summaries", reasons, raising=False)
+    monkeypatch.setattr(FakeRun, "raises", {}, raising=False)
     plan, finished, said = auto_plan(), [], io.StringIO()
     result = orchestrator.run_scenario(plan.scenario, tmp_path, plan=plan, stream=said,
                                        on_finished=finished.append, run_class=FakeRun)
     assert len(FakeRun.made) == runs and finished == [result]
-    assert [run.plan.time_dilation for run in FakeRun.made] == [plan.time_dilation * 2 ** i for i in range(runs)]
+    assert [run.plan.time_dilation for run in FakeRun.made] == \
+        [plan.time_dilation * AUTO_RERUN_FACTOR ** i for i in range(runs)]
     assert result.summary["superseded_runs"] == [
-        {"run_id": f"run{i + 1}", "time_dilation": plan.time_dilation * 2 ** i, "distortion_reasons": CPU_BOUND}
-        for i in range(runs - 1)]
+        {"run_id": f"run{i + 1}", "time_dilation": plan.time_dilation * AUTO_RERUN_FACTOR ** i,
+         "distortion_reasons": CPU_BOUND} for i in range(runs - 1)]
     assert said.getvalue().count("was host-bound") == runs - 1
+
+
+@pytest.mark.parametrize("raises, handed_over", [({2: (RunLockError("another run holds the lock"), True)}, "run1"),
+                                                 ({1: (KeyboardInterrupt(), False)}, "run1"),
+                                                 ({2: (KeyboardInterrupt(), False)}, "run2")])
+def test_a_run_held_back_to_run_again_is_handed_over_when_the_next_cannot_begin(monkeypatch, tmp_path, raises,
+                                                                                handed_over):
+    monkeypatch.setattr(orchestrator, "preflight", lambda: None)
+    monkeypatch.setattr(FakeRun, "made", [])
+    monkeypatch.setattr(FakeRun, "summaries", (CPU_BOUND, CPU_BOUND, []), raising=False)
+    monkeypatch.setattr(FakeRun, "raises", raises, raising=False)
+    plan, finished = auto_plan(), []
+    with pytest.raises((RunLockError, KeyboardInterrupt)):
+        orchestrator.run_scenario(plan.scenario, tmp_path, plan=plan, stream=io.StringIO(),
+                                  on_finished=finished.append, run_class=FakeRun)
+    assert [result.run_dir.name for result in finished] == [handed_over]
