@@ -14,7 +14,6 @@ run it (:func:`testbed.emulation.orchestrator.run_scenario`), ``fidelity``
 compares the run with its simulation.
 """
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from testbed import bpf_build, controller
@@ -114,22 +113,24 @@ def make_plan(scenario, target=None, installed_only: bool = True) -> RunPlan:
     placement = plan_scenario(scenario).placement
     check_emulable(scenario, placement)
     budget = packet_budget(scenario, chosen, placement)
-    factor = dilation_factor(scenario, budget)
+    return _plan_at(scenario, placement, chosen, budget, dilation_factor(scenario, budget), reason)
+
+
+def _plan_at(scenario, placement, target: str, budget: PacketBudget, factor: float, reason: str) -> RunPlan:
+    """The :class:`RunPlan` at time dilation ``factor``: the slowed world (whose links must be shapeable too)
+    and the control plan made at it."""
     world = network_scenario(scenario, factor)
     if factor != 1:
-        require_emulable(world)          # the slowed world's links must be shapeable too
-    return RunPlan(scenario, placement, chosen, budget, factor, controller.control_plan(scenario, placement, factor), world,
-                   reason)
+        require_emulable(world)
+    return RunPlan(scenario, placement, target, budget, factor, controller.control_plan(scenario, placement, factor),
+                   world, reason)
 
 
 def slowed_plan(plan: RunPlan, factor: float) -> RunPlan:
     """``plan`` at time dilation ``factor``: the same scenario, placement, target and packet budget, the control
     plan and the slowed world made again at ``factor`` (a world whose links cannot be shaped there is refused
-    as :func:`make_plan` refuses it)."""
-    world = network_scenario(plan.scenario, factor)
-    require_emulable(world)
-    slowed = dataclasses.replace(plan, time_dilation=factor, world=world,
-                                 control=controller.control_plan(plan.scenario, plan.placement, factor))
+    as :func:`make_plan` refuses it); its simulation, if made, kept."""
+    slowed = _plan_at(plan.scenario, plan.placement, plan.target, plan.budget, factor, plan.target_reason)
     slowed._simulation = plan._simulation
     return slowed
 

@@ -34,7 +34,7 @@ from testbed.emulation.progress import ReaderSafeStream
 from testbed.emulation.results import RunObservations, log_compute_delays, make_run_dir, summarise, write_inputs
 from testbed.emulation.state import RunLock, RunState, cleanup_stale
 from testbed.errors import EmulationError, RunStalled
-from testbed.metrics.distortion import HOST_BOUND_REASONS, reason_kind
+from testbed.metrics.distortion import host_bound_reasons
 from testbed.metrics.summary import load_records, new_run_id
 from testbed.ownership import handing_over, invoking_user, missing_dirs, new_tree
 from testbed.plan import make_plan, rerun_plan
@@ -173,36 +173,32 @@ def run_scenario(scenario, out_root="results", target=None, stream=sys.stderr, p
     back for running again is handed over instead if the next run cannot begin (Ctrl-C, another run's lock)."""
     plan = plan or make_plan(scenario, target)
     preflight()
-    superseded, held = [], []    # held: a host-bound run's result, kept from on_finished while it may run again
+    # held: (result, plan to run next) of the last run that ended host-bound, kept from on_finished meanwhile
+    superseded, held = [], []
 
-    def hand_over(result):
+    def finished(result):                          # the run of ``plan`` (as it is bound while that run runs)
+        next_plan = rerun_plan(plan, result.summary, len(superseded))
+        if next_plan is not None:
+            held[:] = [(result, next_plan)]
+            return
         held.clear()
         if on_finished is not None:
             on_finished(result)
 
     try:
         while True:
-            rerun = []
-
-            def finished(result, plan=plan, rerun=rerun):
-                next_plan = rerun_plan(plan, result.summary, len(superseded))
-                if next_plan is None:
-                    hand_over(result)
-                else:
-                    held[:] = [result]
-                    rerun.append(next_plan)
             result = run_class(plan, Path(out_root), stream, finished, superseded=superseded).execute()
-            if not rerun:
+            if not held:
                 return result
             reasons = result.summary["distortion_reasons"]
             superseded.append({"run_id": result.run_dir.name, "time_dilation": plan.time_dilation,
                                "distortion_reasons": reasons})
-            why = next(r for r in reasons if reason_kind(r) in HOST_BOUND_REASONS)
+            next_plan = held[0][1]
             ReaderSafeStream(stream).write(f"run {result.run_dir.name} at time dilation {plan.time_dilation:g} was "
-                                           f"host-bound ({why}): running it again at time dilation "
-                                           f"{rerun[0].time_dilation:g}\n")
-            plan = rerun[0]
+                                           f"host-bound ({host_bound_reasons(reasons)[0]}): running it again at time "
+                                           f"dilation {next_plan.time_dilation:g}\n")
+            plan = next_plan
     except BaseException:
-        if held:
-            hand_over(held[0])
+        if held and on_finished is not None:
+            on_finished(held[0][0])
         raise

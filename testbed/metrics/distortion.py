@@ -130,7 +130,12 @@ def reason_kind(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
+def host_bound_reasons(reasons, kinds=HOST_BOUND_REASONS) -> list:
+    """Those of a run's distortion ``reasons`` whose kind is one of ``kinds`` (by default the host's: its CPU or
+    its processes' waits bound the run, which a larger time dilation relieves)."""
+    return [reason for reason in reasons if reason_kind(reason) in kinds]
+
+
 def host_bound(reasons) -> bool:
-    """Whether any of a run's distortion ``reasons`` is the host's (``HOST_BOUND_REASONS``): its CPU or its
-    processes' waits bound the run, which a larger time dilation relieves."""
-    return any(reason_kind(reason) in HOST_BOUND_REASONS for reason in reasons)
+    """Whether any of a run's distortion ``reasons`` is the host's (:func:`host_bound_reasons`)."""
+    return bool(host_bound_reasons(reasons))

@@ -21,7 +21,7 @@ from testbed import sim
 from testbed.budget import packet_budget
 from testbed.emulation.orchestrator import run_scenario
 from testbed.fidelity import compare, format_fidelity
-from testbed.metrics.distortion import HOST_BOUND_REASONS, reason_kind
+from testbed.metrics.distortion import HOST_BOUND_REASONS, host_bound_reasons
 from testbed.schemes import compute_placement
 from testbed.scenario import AUTO_DILATION, load_scenario, parse_scenario
 
@@ -61,7 +61,7 @@ def assert_not_host_bound(summary: dict, kinds=HOST_BOUND_REASONS):
     reasons of ``kinds``), after the runs again at a larger N that an auto run makes of a host-bound one
     (testbed.plan.rerun_dilation, shown with the failure): if it is, the planner chose too low for this
     machine, and that is the failure (with the detector's figures), not the figures."""
-    host_bound = [r for r in summary["distortion_reasons"] if reason_kind(r) in kinds]
+    host_bound = host_bound_reasons(summary["distortion_reasons"], kinds)
     assert not host_bound, (f"time dilation {summary['time_dilation']:g} (the planner's tightest budget: "
                             f"{summary['packet_budget']['binding']}) left the run host-bound: {host_bound}; "
                             f"host delay per round trip: {summary['host_delay']['round_trips']}; "

@@ -149,7 +149,8 @@ def test_a_plan_whose_slowed_world_cannot_be_shaped_is_not_run_again(monkeypatch
 
 
 class FakeRun:
-    """:class:`orchestrator.Run`'s interface without a network: each run's summary the next of ``SUMMARIES``."""
+    """:class:`orchestrator.Run`'s interface without a network: each run's distortion reasons the next of
+    ``summaries``; ``raises``: run number -> (what it raises, whether before its results are written)."""
     made = []
 
     def __init__(self, plan, out_root, stream, on_finished, superseded=()):
@@ -170,14 +171,19 @@ class FakeRun:
         return result
 
 
+def fake_runs(monkeypatch, summaries, raises=None):
+    """run_scenario's runs are :class:`FakeRun`'s with these ``summaries`` and ``raises``, none made yet."""
+    monkeypatch.setattr(orchestrator, "preflight", lambda: None)
+    monkeypatch.setattr(FakeRun, "made", [])
+    monkeypatch.setattr(FakeRun, "summaries", summaries, raising=False)
+    monkeypatch.setattr(FakeRun, "raises", raises or {}, raising=False)
+
+
 @pytest.mark.parametrize("reasons, runs", [((CPU_BOUND, []), 2), ((CPU_BOUND, CPU_BOUND, CPU_BOUND), 3),
                                            ((SPURIOUS,), 1), (([],), 1)])
 def test_run_scenario_runs_a_host_bound_auto_run_again_and_hands_over_the_last(monkeypatch, tmp_path, reasons,
                                                                                 runs):
-    monkeypatch.setattr(orchestrator, "preflight", lambda: None)
-    monkeypatch.setattr(FakeRun, "made", [])
-    monkeypatch.setattr(FakeRun, "summaries", reasons, raising=False)
-    monkeypatch.setattr(FakeRun, "raises", {}, raising=False)
+    fake_runs(monkeypatch, reasons)
     plan, finished, said = auto_plan(), [], io.StringIO()
     result = orchestrator.run_scenario(plan.scenario, tmp_path, plan=plan, stream=said,
                                        on_finished=finished.append, run_class=FakeRun)
@@ -195,10 +201,7 @@ def test_run_scenario_runs_a_host_bound_auto_run_again_and_hands_over_the_last(m
                                                  ({2: (KeyboardInterrupt(), False)}, "run2")])
 def test_a_run_held_back_to_run_again_is_handed_over_when_the_next_cannot_begin(monkeypatch, tmp_path, raises,
                                                                                 handed_over):
-    monkeypatch.setattr(orchestrator, "preflight", lambda: None)
-    monkeypatch.setattr(FakeRun, "made", [])
-    monkeypatch.setattr(FakeRun, "summaries", (CPU_BOUND, CPU_BOUND, []), raising=False)
-    monkeypatch.setattr(FakeRun, "raises", raises, raising=False)
+    fake_runs(monkeypatch, (CPU_BOUND, CPU_BOUND, []), raises)
     plan, finished = auto_plan(), []
     with pytest.raises((RunLockError, KeyboardInterrupt)):
         orchestrator.run_scenario(plan.scenario, tmp_path, plan=plan, stream=io.StringIO(),
