@@ -8,7 +8,7 @@ the readable unit its metric's definition implies (:mod:`testbed.metrics.display
 
 A run's page leads with its headline (status, and per job the iteration and communication time, PS ingress,
 sending rate and retransmissions), then the banners (a distorted run or an inexact aggregation, with the
-reasons; the error), the plots, and the tables: the run's and each job's metrics, the fidelity figure when
+reasons; an earlier, host-bound run of the plan that this one ran again; the error), the plots, and the tables: the run's and each job's metrics, the fidelity figure when
 ``inatb fidelity`` produced the run, switch counters, CPU, background traffic, the iftop tables and the
 scenario. A sweep's page leads with what the sweep compares: its plots (a point with a distorted run
 circled, as the plot says) and, when the sweep states the paper's figures (``paper.csv``), the paper's
@@ -28,6 +28,7 @@ from testbed.fidelity import bound as fidelity_bound, verdict as fidelity_verdic
 from testbed.metrics.display import format_metric, format_value, metric_label, metric_name, metric_scale
 from testbed.reports import results_kind
 from testbed.reports.results import load_summary, load_table, numeric_metrics, point_means, sweep_axes
+from testbed.reports.text import superseded_sentence
 from testbed.sweep.table import is_missing, is_scalar, paired_interval_text
 
 REPORT_FILE = "report.html"
@@ -51,6 +52,7 @@ tr.distorted td { background: #fde8e8; }
 #headline table { font-size: 1em; margin-bottom: 0.5em; }
 .banner { padding: 0.6em 1em; margin: 0.6em 0; border-radius: 4px; }
 .bad { background: #fde8e8; border: 1px solid #d33; } .good { background: #e8f6e8; border: 1px solid #3a3; }
+.note { background: #fdf6e3; border: 1px solid #c90; }
 figure { display: inline-block; margin: 0.5em; width: 46em; max-width: 100%; vertical-align: top; }
 img { width: 100%; }
 figcaption { font-size: 0.85em; color: #555; }
@@ -183,6 +185,9 @@ def _run_banners(s: dict) -> str:
         reasons = "".join(f"<li>{_e(r)}</li>" for r in s.get("distortion_reasons") or [])
         out.append(f'<div class="banner bad"><b>Distorted</b>: an emulator artifact, not a result.<ul>{reasons}'
                    f'</ul></div>')
+    for earlier in s.get("superseded_runs") or []:
+        sentence = superseded_sentence(earlier)
+        out.append(f'<div class="banner note">{_e(sentence[0].upper() + sentence[1:])}.</div>')
     if s.get("aggregation_exact") is False:
         out.append('<div class="banner bad"><b>Aggregation not exact</b>: some result differed from the sum of '
                    'the workers\' gradients.</div>')

@@ -10,6 +10,12 @@ SWEEP_REPORT_METRICS = ("iteration_time_s", "comm_time_s", "gradient_sending_rat
                         "retransmission_ratio")
 
 
+def superseded_sentence(earlier: dict) -> str:
+    """What a run says of an earlier run of its plan that it superseded (an entry of ``superseded_runs``)."""
+    return (f"ran again after run {earlier['run_id']} at time dilation {earlier['time_dilation']:g} was "
+            f"host-bound ({'; '.join(earlier['distortion_reasons'])})")
+
+
 def format_summary(s: dict) -> str:
     from testbed.agents.transport import default_transport
 
@@ -36,9 +42,7 @@ def format_summary(s: dict) -> str:
         if plan.get("packet_costs_measured_here") is False and \
                 any(reason_kind(r) == CPU_REASON for r in s["distortion_reasons"]):
             lines.append("  the time dilation was planned with " + plan["packet_costs"])
-    for earlier in s.get("superseded_runs") or []:
-        lines.append(f"  ran again after run {earlier['run_id']} at time dilation {earlier['time_dilation']:g} was "
-                     f"host-bound ({'; '.join(earlier['distortion_reasons'])})")
+    lines += [f"  {superseded_sentence(earlier)}" for earlier in s.get("superseded_runs") or []]
     for warning in plan.get("warnings", []):
         lines.append(f"  predicted CPU-bound (packet budget): {warning}")
     for b in s.get("background") or []:
