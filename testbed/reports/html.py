@@ -8,12 +8,12 @@ the readable unit its metric's definition implies (:mod:`testbed.metrics.display
 
 A run's page leads with its headline (status, and per job the iteration and communication time, PS ingress,
 sending rate and retransmissions), then the banners (a distorted run or an inexact aggregation, with the
-reasons; an earlier, host-bound run of the plan that this one ran again; the error), the plots, and the tables: the run's and each job's metrics, the fidelity figure when
-``inatb fidelity`` produced the run, switch counters, CPU, background traffic, the iftop tables and the
-scenario. A sweep's page leads with what the sweep compares: its plots (a point with a distorted run
-circled, as the plot says) and, when the sweep states the paper's figures (``paper.csv``), the paper's
-beside ours; then the per-point means with their 95% confidence intervals, and the whole table with
-distorted runs highlighted.
+reasons; an earlier, host-bound run of the plan that this one ran again; the error), the plots, and the
+tables: the run's and each job's metrics, the fidelity figure when ``inatb fidelity`` produced the run,
+switch counters, CPU, background traffic, the iftop tables and the scenario. A sweep's page leads with what
+the sweep compares: its plots (a point with a distorted run circled, as the plot says) and, when the sweep
+states the paper's figures (``paper.csv``), the paper's beside ours; then the per-point means with their 95%
+confidence intervals, and the whole table with distorted runs highlighted.
 """
 
 import base64

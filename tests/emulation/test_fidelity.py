@@ -120,8 +120,8 @@ def test_pa_atps_gacks_cost_what_the_simulator_says(emulation, tmp_path, quiet):
     """One job, each worker on a path of its own, no background: the links toward the workers carry a
     RESULT per fragment and, for pa-atp, a GACK (80 bytes beside 336), which the simulator makes cost pa-atp
     1.23x atp's communication time. The ratio of the two runs' times is held within 5% of the simulator's
-    (a model without GACKs reads about 1.0x; the fidelity bound, 25%, on each time alone would not tell it from
-    one with them): the ratio takes off what the host adds to every iteration of both runs alike (at the
+    (the fidelity bound, 25%, on each time alone would not tell a model without GACKs from one with them):
+    the ratio takes off what the host adds to every iteration of both runs alike (at the
     planner's N a run's own time read 1.05-1.08x the simulator's one run in three or four), and each time is
     held to the fidelity bound. The runs take twice the dilation ``auto`` picks, as a bound five times tighter
     wants more headroom than the planner keeps for the fidelity bound."""
