@@ -326,7 +326,7 @@ def test_a_simulated_sweep_writes_report_html(tmp_path, capsys):
 
 def test_a_run_that_superseded_a_host_bound_one_says_so_under_its_summary_and_on_its_page(tmp_path):
     summary = json.loads((write_run(tmp_path / "run") / "summary.json").read_text())
-    assert "ran again" not in format_summary(summary)
+    assert "ran again" not in format_summary(summary) and "banner note" not in render_run(tmp_path / "run")
     summary["superseded_runs"] = [{"run_id": "r1", "time_dilation": 2.0,
                                    "distortion_reasons": ["host delay: a round trip of job J waited 3 ms"]}]
     assert ("  ran again after run r1 at time dilation 2 was host-bound (host delay: a round trip of job J waited 3 ms)"
