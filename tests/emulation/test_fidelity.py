@@ -18,7 +18,6 @@ import pytest
 from test_quickstart import assert_clean
 
 from testbed import sim
-from testbed.budget import packet_budget
 from testbed.emulation.orchestrator import run_scenario
 from testbed.fidelity import RATE_TOLERANCE, compare, format_fidelity
 from testbed.metrics.distortion import HOST_BOUND_REASONS, host_bound_reasons
@@ -69,19 +68,26 @@ def assert_not_host_bound(summary: dict, kinds=HOST_BOUND_REASONS):
                             f"earlier runs: {summary['superseded_runs']}")
 
 
+def started_plan(scenario, start_at=None):
+    """The plan of ``scenario`` on pyswitch, started at ``start_at(planner's N)`` when given and the scenario is
+    at ``auto`` (where a test knows the planner picks too low for it). The scenario stays at ``auto``, so a run
+    that ends host-bound runs again slower, as every auto run does (a host slower than when its costs were
+    measured)."""
+    plan = make_plan(scenario, "pyswitch")
+    if start_at is None or scenario.time_dilation != AUTO_DILATION:
+        return plan
+    return slowed_plan(plan, start_at(plan.time_dilation))
+
+
 def check_fidelity(scenario, tmp_path, quiet, attempts=2, host_bound=HOST_BOUND_REASONS, start_at=None):
-    """Emulate (at the planner's time dilation, :func:`at_the_planners_dilation`, or at ``start_at(planner's
-    N)`` where a test knows the planner picks too low for it) and simulate ``scenario``; the run not host-bound
-    (:func:`assert_not_host_bound` of the ``host_bound`` reasons) and every row within its bound. The scenario
-    stays at ``auto`` either way, so a run that ends host-bound runs again slower, as every auto run does
-    (a host slower than when its costs were measured). Emulated times vary from run to run on two shared
-    cores (a congestion-window cut early or late in an iteration), so a run outside the bounds is repeated
-    once; both runs' tables are shown if both miss, with what the distorted mark said of each."""
+    """Emulate (at the planner's time dilation, :func:`at_the_planners_dilation`, or from ``start_at``,
+    :func:`started_plan`) and simulate ``scenario``; the run not host-bound (:func:`assert_not_host_bound` of
+    the ``host_bound`` reasons) and every row within its bound. Emulated times vary from run to run on two
+    shared cores (a congestion-window cut early or late in an iteration), so a run outside the bounds is
+    repeated once; both runs' tables are shown if both miss, with what the distorted mark said of each."""
     scenario = at_the_planners_dilation(scenario)
     simulation = sim.evaluate(scenario, compute_placement(scenario))
-    plan = make_plan(scenario, "pyswitch")
-    if start_at is not None and scenario.time_dilation == AUTO_DILATION:
-        plan = slowed_plan(plan, start_at(plan.time_dilation))
+    plan = started_plan(scenario, start_at)
     tables = []
     for attempt in range(attempts):
         summary = run_scenario(scenario, out_root=tmp_path / f"run{attempt}", plan=plan, stream=quiet).summary
@@ -123,18 +129,16 @@ def test_pa_atps_gacks_cost_what_the_simulator_says(emulation, tmp_path, quiet):
     (the fidelity bound, 25%, on each time alone would not tell a model without GACKs from one with them):
     the ratio takes off what the host adds to every iteration of both runs alike (at the
     planner's N a run's own time read 1.05-1.08x the simulator's one run in three or four), and each time is
-    held to the fidelity bound. The runs take twice the dilation ``auto`` picks, as a bound five times tighter
-    wants more headroom than the planner keeps for the fidelity bound."""
+    held to the fidelity bound. The runs start at twice the dilation ``auto`` picks (:func:`started_plan`), as a
+    bound five times tighter wants more headroom than the planner keeps for the fidelity bound."""
     comm_time_s = {}
     for transport in ("atp", "pa-atp"):
         overrides = [f"transport={transport}", "background=[]", "jobs.0.model=vgg19", "jobs.0.compute_time=0s",
                      "jobs.0.iterations=8", "metrics.warmup_iterations=1"]
-        planned = packet_budget(load_scenario(PA_ATP_FIDELITY.with_name("single-job.yaml"), overrides),
-                                "pyswitch").auto_factor()
-        scenario = load_scenario(PA_ATP_FIDELITY.with_name("single-job.yaml"),
-                                 overrides + [f"time_dilation={2 * planned:g}"])
+        scenario = at_the_planners_dilation(load_scenario(PA_ATP_FIDELITY.with_name("single-job.yaml"), overrides))
         simulated = sim.evaluate(scenario, compute_placement(scenario))["jobs"]["job"]["comm_time_s"]
-        summary = run_scenario(scenario, out_root=tmp_path, target="pyswitch", stream=quiet).summary
+        plan = started_plan(scenario, start_at=lambda planned: 2 * planned)
+        summary = run_scenario(scenario, out_root=tmp_path, plan=plan, stream=quiet).summary
         assert summary["status"] == "ok" and summary["aggregation_exact"], summary["error"]
         assert_clean()
         assert_not_host_bound(summary)
