@@ -19,7 +19,7 @@ from testbed import dilation
 from testbed.emulation import background
 from testbed.emulation.network import rto_min_route_argv, run_in
 from testbed.emulation.nodes import log_tail
-from testbed.emulation.state import stop_process
+from testbed.emulation.state import stop_processes
 from testbed.errors import EmulationError
 from testbed.metrics.pcap import PCAP_GLOBAL_HEADER, PCAP_SNAP_BYTES, interface_node
 from testbed.provenance import PROJECT_ROOT
@@ -210,10 +210,5 @@ class Launcher:
 
     def stop_all(self) -> None:
         """Stop every process started, all signalled first so that they stop in parallel."""
-        procs = [p for p, _ in self.meters.values()] + [a.proc for a in self.agents.values()] + \
-            [f.proc for f in self.flowgens.values()] + [p for p, _ in self.captures.values()]
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            stop_process(proc)
+        stop_processes([p for p, _ in self.meters.values()] + [a.proc for a in self.agents.values()] +
+                       [f.proc for f in self.flowgens.values()] + [p for p, _ in self.captures.values()])

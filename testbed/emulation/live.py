@@ -118,7 +118,7 @@ class LiveRun:
                  ("counter sampler", lambda: self.monitor and self.monitor.stop()),
                  ("agents and meters", lambda: self.launcher and self.launcher.stop_all()),
                  ("switch runtimes", lambda: [r.close() for r in self.runtimes.values()]),
-                 ("network", lambda: self.network and stop_network(self.network.net)),
+                 ("network", lambda: self.network and stop_network(self.network.net, self.network.device_group)),
                  ("thrift guard", lambda: self.thrift_guard and self.thrift_guard.remove()),
                  # Whatever the steps above could not stop (a crash mid-way) is removed from the record.
                  ("recorded processes", lambda: kill_recorded(self.state.data["processes"])),

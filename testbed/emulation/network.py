@@ -9,14 +9,19 @@
 - Host egress is shaped by htb at the link's rate (Mininet's TCIntf on the
   host end only); the switch end is shaped by the switch's own egress queue
   (controller: PortShaping), so no direction is shaped twice.
-- Switch ports take the Topology's port numbers.
+- Switch ports take the Topology's port numbers, and join the run's device group (:func:`run_device_group`),
+  so that one ``ip link del group`` takes every link down at once (:func:`stop_network`): the kernel
+  waits for its RCU grace periods once for them all, where Mininet's ``ip link del`` per interface waits
+  about 20 ms for each.
 
 Commands run in a host's namespace are argv lists through ``node.popen``;
 nothing is built as a shell string.
 """
 
 import contextlib
+import json
 import logging
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -25,6 +30,7 @@ from mininet.link import Intf, Link, TCIntf
 from mininet.log import lg as mininet_log
 from mininet.net import Mininet
 
+from testbed.emulation.state import stop_processes
 from testbed.errors import EmulationError
 
 # Mininet's TCIntf accepts 0..1000 Mb/s for htb.
@@ -32,12 +38,16 @@ MAX_HTB_MBPS = 1000.0
 #: Every host address is in 10.0.0.0/8: one connected route, which the kernel adds with the address.
 HOST_NETWORK = "10.0.0.0/8"
 HOST_PREFIX_BITS = 8
+#: The high half of a run's device group (:func:`run_device_group`): "IN". Never 0, the group of every device
+#: that joined none.
+DEVICE_GROUP_BASE = 0x494E0000
 
 
 @dataclass
 class EmulatedNetwork:
     net: Mininet
     topology: object
+    device_group: int = 0       # the group the switch ports joined (0: none, Mininet takes each link down)
 
     def host(self, name):
         return self.net.get(name)
@@ -134,9 +144,10 @@ def build_network(topology, switch_cls, switch_params: dict, run_state) -> Emula
             if node.shell is not None and node.pid:
                 run_state.add_process(node.pid, "mininet:")
         _configure_hosts(net, topology)
-        _configure_switch_ports(net)
+        group = run_device_group()
+        _configure_switch_ports(net, group)
         net.start()
-        return EmulatedNetwork(net, topology)
+        return EmulatedNetwork(net, topology, group)
     except BaseException:
         stop_network(net)
         raise
@@ -153,18 +164,77 @@ def _configure_hosts(net, topology):
             run_in(host, ["ip", "-batch", batch.name], "installing static ARP entries")
 
 
-def _configure_switch_ports(net):
-    for switch in net.switches:
-        for intf in switch.intfList():
-            if intf.name == "lo":
-                continue
-            subprocess.run(["sysctl", "-q", "-w", f"net.ipv6.conf.{intf.name}.disable_ipv6=1"], capture_output=True)
-            subprocess.run(offload_off_argv(intf.name), capture_output=True)
+def run_device_group() -> int:
+    """The device group (``ip link set ... group``) of this process's network: ``DEVICE_GROUP_BASE`` and the low
+    16 bits of the process id, so two runs on one machine take different groups (:func:`delete_links_at_once`
+    checks the group holds only its own ports before it deletes it)."""
+    return DEVICE_GROUP_BASE | (os.getpid() & 0xFFFF)
 
 
-def stop_network(net):
-    """Stop switches, hosts and links; never raises (cleanup must finish)."""
+def switch_ports(net) -> list:
+    """The names of every switch port of ``net`` (the root namespace's ends of its links)."""
+    return [intf.name for switch in net.switches for intf in switch.intfList() if intf.name != "lo"]
+
+
+def _configure_switch_ports(net, group: int):
+    """IPv6 and offloads off on every switch port, and every port into ``group`` (one ``ip -batch``)."""
+    ports = switch_ports(net)
+    if not ports:
+        return
+    subprocess.run(["sysctl", "-q", "-w", *(f"net.ipv6.conf.{name}.disable_ipv6=1" for name in ports)],
+                   capture_output=True)
+    for name in ports:
+        subprocess.run(offload_off_argv(name), capture_output=True)
+    joined = subprocess.run(["ip", "-batch", "-"], input="".join(f"link set dev {name} group {group}\n"
+                                                                  for name in ports),
+                            capture_output=True, text=True)
+    if joined.returncode != 0:
+        problem = (joined.stderr.strip().splitlines() or [f"exit {joined.returncode}"])[-1]
+        raise EmulationError(f"putting the switch ports into device group {group}: {problem}")
+
+
+def group_members(group: int):
+    """The names of the root namespace's devices in ``group``, or None when ``ip`` cannot list them. Read off
+    every device's ``group`` (``ip -j link show group G`` prints empty records in iproute2 6.1)."""
+    listed = subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True)
     try:
+        devices = json.loads(listed.stdout) if listed.returncode == 0 else None
+        return None if devices is None else {d["ifname"] for d in devices if d.get("group") == str(group)}
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def delete_links_at_once(net, group: int) -> bool:
+    """Delete every link of ``net`` whose switch port is in ``group`` with one ``ip link del group`` (a veth's
+    peer goes with it), and forget their interfaces in Mininet's records, so that ``net.stop()`` stops the
+    nodes and only the links left (none in a network that :func:`build_network` built). Only when the group
+    holds this network's switch ports and nothing else; otherwise nothing is done and False returned."""
+    members = group_members(group) if group else None
+    if not members or not members <= set(switch_ports(net)):
+        return False
+    if subprocess.run(["ip", "link", "del", "group", str(group)], capture_output=True).returncode != 0:
+        return False
+    remaining = []
+    for link in net.links:
+        ends = (link.intf1, link.intf2)
+        if not any(intf.name in members for intf in ends):
+            remaining.append(link)
+            continue
+        for intf in ends:
+            intf.node.delIntf(intf)
+    net.links = remaining
+    return True
+
+
+def stop_network(net, device_group: int = 0):
+    """Stop the switches' processes, then the links, then the nodes; never raises (cleanup must finish). The
+    processes go first, all signalled at once, so that no switch finds its ports gone under it; the links go
+    at once when the switch ports joined ``device_group`` (:func:`delete_links_at_once`), else one by one as
+    Mininet stops them."""
+    try:
+        stop_processes(getattr(switch, "proc", None) for switch in net.switches)
+        if device_group:
+            delete_links_at_once(net, device_group)
         net.stop()
     except Exception:  # noqa: BLE001 - the run's own cleanup of leftovers follows
         for node in net.hosts + net.switches:
