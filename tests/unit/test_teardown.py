@@ -171,3 +171,18 @@ def test_the_switches_processes_stop_before_their_ports_go_then_the_nodes(monkey
     deleted = log.index(("ip", "link", "del"))
     assert max(log.index(("wait", "s1")), log.index(("wait", "s2"))) < deleted < log.index(("net.stop",))
     assert calls[-1] == ["ip", "link", "del", "group", str(GROUP)] and net.links == []
+
+
+@pytest.mark.parametrize("status, joined", [(0, GROUP), (1, 0)], ids=["joined", "refused"])
+def test_every_switch_port_joins_the_group_in_one_batch_or_the_links_go_one_by_one(monkeypatch, status, joined):
+    inputs = []
+
+    def run(argv, input=None, **kwargs):
+        inputs.append((list(argv), input))
+        return subprocess.CompletedProcess(argv, status if argv[:2] == ["ip", "-batch"] else 0, "", "")
+    monkeypatch.setattr(network.subprocess, "run", run)
+    assert network._configure_switch_ports(fake_net(), GROUP) == joined
+    batch = [text for argv, text in inputs if argv[:2] == ["ip", "-batch"]]
+    assert batch == ["".join(f"link set dev {name} group {GROUP}\n" for name in OURS)]
+    sysctl = [argv for argv, _ in inputs if argv[0] == "sysctl"]
+    assert len(sysctl) == 1 and len(sysctl[0]) == 3 + len(OURS)
