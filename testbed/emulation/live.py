@@ -124,7 +124,8 @@ class LiveRun:
                  ("recorded processes", lambda: kill_recorded(self.state.data["processes"])),
                  ("recorded congestion controls", lambda: unregister_recorded(self.state.data)),
                  ("recorded ebpf pins", lambda: unpin_recorded(self.state.data)),
-                 ("recorded interfaces", lambda: delete_interfaces(self.state.data["interfaces"])),
+                 ("recorded interfaces", lambda: delete_interfaces(self.state.data["interfaces"],
+                                                                   self.state.data.get("device_group", 0))),
                  ("run state", self.state.remove)]
         failures = []
         for what, step in steps:

@@ -19,7 +19,6 @@ nothing is built as a shell string.
 """
 
 import contextlib
-import json
 import logging
 import os
 import subprocess
@@ -30,7 +29,7 @@ from mininet.link import Intf, Link, TCIntf
 from mininet.log import lg as mininet_log
 from mininet.net import Mininet
 
-from testbed.emulation.state import stop_processes
+from testbed.emulation.state import delete_group, stop_processes
 from testbed.errors import EmulationError
 
 # Mininet's TCIntf accepts 0..1000 Mb/s for htb.
@@ -145,6 +144,8 @@ def build_network(topology, switch_cls, switch_params: dict, run_state) -> Emula
                 run_state.add_process(node.pid, "mininet:")
         _configure_hosts(net, topology)
         group = _configure_switch_ports(net, run_device_group())
+        if group:
+            run_state.set_device_group(group)
         net.start()
         return EmulatedNetwork(net, topology, group)
     except BaseException:
@@ -192,26 +193,14 @@ def _configure_switch_ports(net, group: int) -> int:
     return group if joined.returncode == 0 else 0
 
 
-def group_members(group: int):
-    """The names of the root namespace's devices in ``group``, or None when ``ip`` cannot list them. Read off
-    every device's ``group`` (``ip -j link show group G`` prints empty records in iproute2 6.1)."""
-    listed = subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True)
-    try:
-        devices = json.loads(listed.stdout) if listed.returncode == 0 else None
-        return None if devices is None else {d["ifname"] for d in devices if d.get("group") == str(group)}
-    except (ValueError, TypeError, KeyError):
-        return None
-
-
 def delete_links_at_once(net, group: int) -> bool:
     """Delete every link of ``net`` whose switch port is in ``group`` with one ``ip link del group`` (a veth's
-    peer goes with it), and forget their interfaces in Mininet's records, so that ``net.stop()`` stops the
-    nodes and only the links left (none in a network that :func:`build_network` built). Only when the group
-    holds this network's switch ports and nothing else; otherwise nothing is done and False returned."""
-    members = group_members(group) if group else None
-    if not members or not members <= set(switch_ports(net)):
-        return False
-    if subprocess.run(["ip", "link", "del", "group", str(group)], capture_output=True).returncode != 0:
+    peer goes with it: :func:`testbed.emulation.state.delete_group`, only when the group holds this network's
+    switch ports and nothing else), and forget their interfaces in Mininet's records, so that ``net.stop()``
+    stops the nodes and only the links left (none in a network that :func:`build_network` built). False when
+    nothing was deleted."""
+    members = delete_group(group, switch_ports(net))
+    if not members:
         return False
     remaining = []
     for link in net.links:

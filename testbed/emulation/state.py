@@ -176,6 +176,11 @@ class RunState:
         self.data["interfaces"].extend(names)
         self._save()
 
+    def set_device_group(self, group: int):
+        """Record the device group the run's switch ports joined (testbed/emulation/network.py)."""
+        self.data["device_group"] = group
+        self._save()
+
     def add_congestion_control(self, name: str):
         """Record a BPF TCP congestion control the run registered."""
         self.data.setdefault("congestion_controls", []).append(name)
@@ -314,14 +319,46 @@ def delete_link_argv(name: str) -> list:
     return ["ip", "link", "del", name]
 
 
-def delete_interfaces(names) -> int:
-    """Delete the recorded interfaces that exist and have the run's naming form; others are left alone."""
-    removed = 0
+def group_members(group: int):
+    """The names of the root namespace's devices in device group ``group``, or None when ``ip`` cannot list
+    them. Read off every device's ``group`` (``ip -j link show group G`` prints empty records in iproute2
+    6.1)."""
+    listed = subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True)
+    try:
+        devices = json.loads(listed.stdout) if listed.returncode == 0 else None
+        return None if devices is None else {d["ifname"] for d in devices if d.get("group") == str(group)}
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def delete_group(group: int, names) -> set:
+    """Delete every device of device group ``group`` with one ``ip link del group`` when the group holds some of
+    ``names`` and nothing else (the run's switch ports: testbed/emulation/network.py); the names deleted, else
+    an empty set."""
+    members = group_members(group) if group else None
+    if not members or not members <= set(names):
+        return set()
+    if subprocess.run(["ip", "link", "del", "group", str(group)], capture_output=True).returncode != 0:
+        return set()
+    return members
+
+
+def delete_interfaces(names, group: int = 0) -> int:
+    """Delete the recorded interfaces that exist and have the run's naming form; others are left alone. Those in
+    the run's device ``group`` go at once (:func:`delete_group`), the rest one by one."""
+    names = [name for name in names if is_run_interface(name)]
+    removed = len(delete_group(group, names)) if group else 0
     for name in names:
         if is_run_interface(name) and Path(f"/sys/class/net/{name}").exists():
             subprocess.run(delete_link_argv(name), capture_output=True)
             removed += 1
     return removed
+
+
+def _recorded_group(data: dict) -> int:
+    """The device group a state file records (0 when none or not a whole number)."""
+    group = data.get("device_group", 0)
+    return group if isinstance(group, int) and not isinstance(group, bool) and group > 0 else 0
 
 
 # -- cleanup --------------------------------------------------------------------------------------
@@ -393,7 +430,7 @@ def cleanup_stale(root: Path = STATE_ROOT, owner_uid: int = TRUSTED_OWNER_UID) -
             report.append(f"run {run_id}: still running (pid {pid}), left alone")
             continue
         killed = kill_recorded(data.get("processes", []))
-        removed = delete_interfaces(data.get("interfaces", []))
+        removed = delete_interfaces(data.get("interfaces", []), _recorded_group(data))
         guard = _remove_thrift_guard(run_id)
         unregistered = unregister_recorded(data)
         unpinned = unpin_recorded(data)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from testbed.emulation import network
+from testbed.emulation import state
 from testbed.emulation.state import stop_processes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -186,3 +187,22 @@ def test_every_switch_port_joins_the_group_in_one_batch_or_the_links_go_one_by_o
     assert batch == ["".join(f"link set dev {name} group {GROUP}\n" for name in OURS)]
     sysctl = [argv for argv, _ in inputs if argv[0] == "sysctl"]
     assert len(sysctl) == 1 and len(sysctl[0]) == 3 + len(OURS)
+
+
+def test_a_killed_runs_recorded_ports_go_at_once_through_its_recorded_group(monkeypatch):
+    """``inatb cleanup`` and a run's last step: the recorded group is deleted when it holds only recorded
+    ports; the names that remain (none here: the fakes are not in /sys/class/net) go one by one."""
+    calls = fake_ip(monkeypatch, {"eth0": "default", **OURS})
+    assert state.delete_interfaces([*OURS, "not-a-run-interface"], GROUP) == len(OURS)
+    assert calls[-1] == ["ip", "link", "del", "group", str(GROUP)]
+    calls = fake_ip(monkeypatch, {**OURS, "s9-eth1": str(GROUP)})     # a port the record does not hold
+    assert state.delete_interfaces(list(OURS), GROUP) == 0
+    assert not any(argv[:3] == ["ip", "link", "del"] for argv in calls)
+    calls = fake_ip(monkeypatch, OURS)
+    assert state.delete_interfaces(list(OURS)) == 0 and calls == []
+
+
+@pytest.mark.parametrize("recorded, group", [({"device_group": GROUP}, GROUP), ({}, 0), ({"device_group": True}, 0),
+                                             ({"device_group": "1"}, 0), ({"device_group": -4}, 0)])
+def test_only_a_whole_positive_recorded_group_is_used(recorded, group):
+    assert state._recorded_group(recorded) == group
