@@ -29,7 +29,7 @@ from testbed.dataplane.bmv2 import (BMV2_START_TIMEOUT_S, Bmv2Runtime, log_tails
                                     wait_for_thrift)
 from testbed.dataplane.p4build import compile_program
 from testbed.dataplane.wire import DEFAULT_LANES
-from testbed.emulation.state import stop_process, stop_switch_nodes
+from testbed.emulation.state import stop_process
 
 BMV2_MARKER = "simple_switch"
 THRIFT_BASE_PORT = 9090
@@ -88,11 +88,6 @@ class Bmv2SwitchNode(Switch):
         if self.proc is None or self.proc.poll() is None:
             return None
         return f"exit {self.proc.returncode}; {log_tails([self.out_path, self.log_path])}"
-
-    @classmethod
-    def batchShutdown(cls, switches):
-        """Every switch's process signalled at once, then each switch stopped (:func:`stop_switch_nodes`)."""
-        return stop_switch_nodes(switches)
 
     def stop(self, deleteIntfs=True):
         stop_process(self.proc)

@@ -18,7 +18,7 @@ from mininet.node import Switch
 from testbed.dataplane.bmv2 import start_timeout_s
 from testbed.dataplane.runtime import PySwitchRuntime
 from testbed.errors import DataplaneError
-from testbed.emulation.state import stop_process, stop_switch_nodes
+from testbed.emulation.state import stop_process
 
 PYSWITCH_MARKER = "testbed.dataplane.pyswitch.process"
 
@@ -113,11 +113,6 @@ class PySwitchNode(Switch):
         if self.proc is None or self.proc.poll() is None:
             return None
         return f"exit {self.proc.returncode}; last lines of {self.log_path}:\n{log_tail(self.log_path)}"
-
-    @classmethod
-    def batchShutdown(cls, switches):
-        """Every switch's process signalled at once, then each switch stopped (:func:`stop_switch_nodes`)."""
-        return stop_switch_nodes(switches)
 
     def stop(self, deleteIntfs=True):
         """Stop the process (a group's first member to stop ends it for all) and close its log."""

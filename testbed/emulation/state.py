@@ -224,16 +224,6 @@ def stop_processes(procs, timeout_s: float = 5.0) -> None:
         stop_process(proc, timeout_s)
 
 
-def stop_switch_nodes(switches) -> list:
-    """Mininet's ``batchShutdown`` for switch nodes that each hold a process (``proc``): every process
-    signalled at once (:func:`stop_processes`), then every node stopped as its ``stop`` does. Returns
-    ``switches`` (all stopped)."""
-    stop_processes(node.proc for node in switches)
-    for node in switches:
-        node.stop()
-    return switches
-
-
 # -- process identity ---------------------------------------------------------------------------
 
 def _cmdline(pid: int) -> str:
@@ -347,9 +337,9 @@ def delete_interfaces(names, group: int = 0) -> int:
     """Delete the recorded interfaces that exist and have the run's naming form; others are left alone. Those in
     the run's device ``group`` go at once (:func:`delete_group`), the rest one by one."""
     names = [name for name in names if is_run_interface(name)]
-    removed = len(delete_group(group, names)) if group else 0
+    removed = len(delete_group(group, names))
     for name in names:
-        if is_run_interface(name) and Path(f"/sys/class/net/{name}").exists():
+        if Path(f"/sys/class/net/{name}").exists():
             subprocess.run(delete_link_argv(name), capture_output=True)
             removed += 1
     return removed
