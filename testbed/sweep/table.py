@@ -13,7 +13,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from scipy import stats  # noqa: E402
 
 from testbed.atomic_io import write_text_atomic  # noqa: E402
 from testbed.metrics.definitions import job_metric_name  # noqa: E402
@@ -67,6 +66,13 @@ def write_table(rows: list, path: Path) -> pd.DataFrame:
     return frame
 
 
+def t_quantile_975(degrees_of_freedom: int) -> float:
+    """Student's t at 0.975 (a 95% interval's half-width in standard errors). SciPy's statistics take seconds to
+    import, and every ``inatb run`` loads this module for its report, which draws no interval: imported here."""
+    from scipy import stats
+    return float(stats.t.ppf(0.975, degrees_of_freedom))
+
+
 def mean_ci(values) -> tuple:
     """(mean, half-width of the 95% confidence interval by Student's t; 0 with fewer than 2 values)."""
     values = [float(v) for v in values if not is_missing(v)]
@@ -76,7 +82,7 @@ def mean_ci(values) -> tuple:
     if len(values) < 2:
         return mean, 0.0
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return mean, stats.t.ppf(0.975, len(values) - 1) * sd / math.sqrt(len(values))
+    return mean, t_quantile_975(len(values) - 1) * sd / math.sqrt(len(values))
 
 
 def run_label(run, axes: list, repeated: bool) -> str:
@@ -243,9 +249,9 @@ def seeds_to_decide(row, most: int = 100):
         return None
     pairs = int(row["pairs"])
     mean, half = (interval[0] + interval[1]) / 2, (interval[1] - interval[0]) / 2
-    sd = half * math.sqrt(pairs) / stats.t.ppf(0.975, pairs - 1)
+    sd = half * math.sqrt(pairs) / t_quantile_975(pairs - 1)
     for seeds in range(pairs + 1, most + 1):
-        if stats.t.ppf(0.975, seeds - 1) * sd / math.sqrt(seeds) < abs(mean - 1):
+        if t_quantile_975(seeds - 1) * sd / math.sqrt(seeds) < abs(mean - 1):
             return seeds
     return None
 
