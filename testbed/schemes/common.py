@@ -18,7 +18,7 @@
 """
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
@@ -182,6 +182,11 @@ class Stream:
     links: np.ndarray       # resource indices
     coef: float
     switch: int = -1        # resource index of the aggregating switch, or -1
+    #: Whether no link repeats (a path's do not): then a load is added with one indexed addition, not ``np.add.at``.
+    distinct: bool = field(init=False)
+
+    def __post_init__(self):
+        self.distinct = len(np.unique(self.links)) == len(self.links)
 
 
 class LoadModel:
@@ -213,18 +218,25 @@ class LoadModel:
         return np.zeros(len(self.capacity))
 
     def add(self, loads: np.ndarray, stream: Stream, sign: float = 1.0):
-        np.add.at(loads, stream.links, sign * stream.coef)
+        amount = sign * stream.coef
+        if stream.distinct:
+            loads[stream.links] += amount
+        else:
+            np.add.at(loads, stream.links, amount)
         if stream.switch >= 0:
-            loads[stream.switch] += sign * stream.coef
+            loads[stream.switch] += amount
 
     def rate(self, loads: np.ndarray):
-        """(common rate, number of resources within tolerance of binding) for per-unit ``loads``."""
-        used = loads > 1e-15
-        if not used.any():
-            return float("inf"), 0
-        ratios = self.capacity[used] / loads[used]
+        """(common rate, number of resources within tolerance of binding) for per-unit ``loads``: a resource
+        counts when its load is above 1e-15. The local searches call this for every move they try, so it divides
+        every resource at once and sets the unused ones' ratios to infinity (no boolean selection)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = self.capacity / loads
+        ratios[loads <= 1e-15] = np.inf
         best = float(ratios.min())
-        return best, int((ratios <= best * (1 + 1e-9)).sum())
+        if best == np.inf:
+            return best, 0
+        return best, int(np.count_nonzero(ratios <= best * (1 + 1e-9)))
 
 
 def tree_loads(net: NetworkView, model: LoadModel, job, first_hop: dict, next_hop: dict, paths: dict,
