@@ -17,12 +17,10 @@ from pathlib import Path
 import pytest
 from test_quickstart import assert_clean
 
-from testbed import sim
 from testbed.emulation.orchestrator import run_scenario
 from testbed.fidelity import RATE_TOLERANCE, compare, format_fidelity
 from testbed.metrics.distortion import HOST_BOUND_REASONS, host_bound_reasons
 from testbed.plan import make_plan, slowed_plan
-from testbed.schemes import compute_placement
 from testbed.scenario import AUTO_DILATION, load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,8 +84,8 @@ def check_fidelity(scenario, tmp_path, quiet, attempts=2, host_bound=HOST_BOUND_
     shared cores (a congestion-window cut early or late in an iteration), so a run outside the bounds is
     repeated once; both runs' tables are shown if both miss, with what the distorted mark said of each."""
     scenario = at_the_planners_dilation(scenario)
-    simulation = sim.evaluate(scenario, compute_placement(scenario))
     plan = started_plan(scenario, start_at)
+    simulation = plan.simulation()      # of the placement the run uses, solved once (InArt's takes seconds)
     tables = []
     for attempt in range(attempts):
         summary = run_scenario(scenario, out_root=tmp_path / f"run{attempt}", plan=plan, stream=quiet).summary
@@ -136,8 +134,8 @@ def test_pa_atps_gacks_cost_what_the_simulator_says(emulation, tmp_path, quiet):
         overrides = [f"transport={transport}", "background=[]", "jobs.0.model=vgg19", "jobs.0.compute_time=0s",
                      "jobs.0.iterations=8", "metrics.warmup_iterations=1"]
         scenario = at_the_planners_dilation(load_scenario(PA_ATP_FIDELITY.with_name("single-job.yaml"), overrides))
-        simulated = sim.evaluate(scenario, compute_placement(scenario))["jobs"]["job"]["comm_time_s"]
         plan = started_plan(scenario, start_at=lambda planned: 2 * planned)
+        simulated = plan.simulation()["jobs"]["job"]["comm_time_s"]
         summary = run_scenario(scenario, out_root=tmp_path, plan=plan, stream=quiet).summary
         assert summary["status"] == "ok" and summary["aggregation_exact"], summary["error"]
         assert_clean()
